@@ -1,0 +1,78 @@
+--- bbb: Bayes by Backprop on a C tensor core.
+-- The tensor functions come from the C module bbb.core; the submodules
+-- (nn, prior, elbo, optim, data, metrics, plot, progress, testing) load on
+-- first use: `bbb.nn.BayesLinear(784, 400)`.
+local core = require "bbb.core"
+
+local bbb = {}
+for k, v in pairs(core) do bbb[k] = v end
+bbb.version = "0.1.0"
+
+local Tensor = core.Tensor
+
+--- Runs fn(...) with gradient recording off; returns what fn returns.
+function bbb.no_grad(fn, ...)
+  local was = core.set_grad_enabled(false)
+  local res = table.pack(pcall(fn, ...))
+  core.set_grad_enabled(was)
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+--- Mean (or "sum") cross-entropy of logits (B, C) against labels 1..C.
+function bbb.cross_entropy(logits, labels, reduction)
+  return core.nll(logits:log_softmax(), labels, reduction)
+end
+Tensor.cross_entropy = bbb.cross_entropy
+
+local HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+--- Gaussian log-likelihood, summed over elements: log N(y | mu, sigma^2).
+-- sigma is a number or a tensor broadcastable to mu (e.g. a learned noise).
+function bbb.gaussian_loglik(mu, y, sigma)
+  local r = y - mu
+  if type(sigma) == "number" then
+    if not (sigma > 0) then
+      error(("gaussian_loglik: sigma must be > 0, got %s"):format(sigma), 2)
+    end
+    return (r:square() * (-0.5 / (sigma * sigma))):sum()
+      - mu:numel() * (math.log(sigma) + HALF_LOG_2PI)
+  end
+  local z = r / sigma
+  local per = z:square() * -0.5 - sigma:log() - HALF_LOG_2PI
+  return per:sum()
+end
+
+function bbb.zeros_like(t) return core.zeros(t:size()) end
+function bbb.ones_like(t) return core.ones(t:size()) end
+
+--- Short help on the REPL.
+function bbb.help()
+  print([[
+bbb: Bayes by Backprop.  Tensors: bbb.tensor{{1,2},{3,4}}, bbb.zeros(2,3), bbb.randn{2,3}
+  ops:    + - * /, t:exp(), t:softplus(), t:sum(dim), t:matmul(u), bbb.linear(x, W, b)
+  grad:   w:requires_grad(true); loss:backward(); w.grad; bbb.no_grad(fn)
+  layers: bbb.nn.Sequential{bbb.nn.BayesLinear(784, 400), bbb.nn.ReLU(), ...}
+  priors: bbb.prior.Gaussian{sigma=1}, bbb.prior.ScaleMixture{pi=0.5, sigma1=1, sigma2=math.exp(-6)}
+  loss:   bbb.elbo.ELBO{net=net, n_data=60000, n_batches=469}
+  optim:  bbb.optim.Adam(net:parameters(), {lr=1e-3})
+  seeds:  bbb.manual_seed(1); g = bbb.Generator(7); bbb.randn({3}, 0, 1, g)
+  threads: bbb.set_num_threads(2)]])
+end
+
+-- Submodules load lazily so `require "bbb"` stays cheap.
+local submodules = {
+  nn = true, prior = true, elbo = true, optim = true, data = true, metrics = true,
+  plot = true, progress = true, testing = true, bandit = true, checkpoint = true,
+}
+setmetatable(bbb, {
+  __index = function(t, k)
+    if submodules[k] then
+      local m = require("bbb." .. k)
+      rawset(t, k, m)
+      return m
+    end
+  end,
+})
+
+return bbb

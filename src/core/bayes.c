@@ -1,0 +1,264 @@
+/*
+** bayes.c: fused sampling of Gaussian weights with the complexity term,
+** and the C priors. All densities are evaluated in log space: the scale
+** mixture with sigma2 = e^-8 stays finite for any finite weight.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd.h"
+#include "bayes.h"
+#include "parallel.h"
+#include "vmath.h"
+
+#define HALF_LOG_2PI 0.91893853320467274178
+
+int bbb_prior_check(const bbb_prior *p) {
+  const char *names[] = { "none", "Gaussian", "ScaleMixture", "Laplace" };
+  if (p->kind < BBB_PRIOR_NONE || p->kind > BBB_PRIOR_LAPLACE)
+    return bbb_error(BBB_EARG, "prior: unknown kind %d", p->kind);
+  if (p->kind == BBB_PRIOR_NONE) return BBB_OK;
+  const char *s1 = p->kind == BBB_PRIOR_LAPLACE ? "b" : p->kind == BBB_PRIOR_MIXTURE ? "sigma1" : "sigma";
+  if (!(p->sigma1 > 0) || !isfinite(p->sigma1))
+    return bbb_error(BBB_EARG, "%s prior: %s must be positive and finite, got %g",
+                     names[p->kind], s1, p->sigma1);
+  if (p->kind == BBB_PRIOR_MIXTURE) {
+    if (!(p->sigma2 > 0) || !isfinite(p->sigma2))
+      return bbb_error(BBB_EARG, "ScaleMixture prior: sigma2 must be positive and finite, got %g",
+                       p->sigma2);
+    if (!(p->pi > 0 && p->pi < 1))
+      return bbb_error(BBB_EARG, "ScaleMixture prior: pi must be in (0, 1), got %g", p->pi);
+  }
+  return BBB_OK;
+}
+
+/* Per-element constants of a prior, in float for the vector loops. */
+typedef struct {
+  int kind;
+  float c1, c2;         /* log weight - log sigma (- log 2 for Laplace) */
+  float h1, h2;         /* 1 / (2 sigma^2), or 1 / b for Laplace */
+  float p1, p2;         /* 1 / sigma^2 */
+} prior_k;
+
+static prior_k prior_consts(const bbb_prior *p) {
+  prior_k k = { p->kind, 0, 0, 0, 0, 0, 0 };
+  double s1 = p->sigma1, s2 = p->sigma2;
+  switch (p->kind) {
+  case BBB_PRIOR_GAUSSIAN:
+    k.c1 = (float)(-log(s1)); k.h1 = (float)(0.5 / (s1 * s1)); k.p1 = (float)(1 / (s1 * s1));
+    break;
+  case BBB_PRIOR_MIXTURE:
+    k.c1 = (float)(log(p->pi) - log(s1)); k.h1 = (float)(0.5 / (s1 * s1)); k.p1 = (float)(1 / (s1 * s1));
+    k.c2 = (float)(log1p(-p->pi) - log(s2)); k.h2 = (float)(0.5 / (s2 * s2)); k.p2 = (float)(1 / (s2 * s2));
+    break;
+  case BBB_PRIOR_LAPLACE:
+    k.c1 = (float)(-log(2 * s1)); k.h1 = (float)(1 / s1);
+    break;
+  }
+  return k;
+}
+
+/* log p(w) without the -0.5 log 2 pi of the Gaussian kinds. */
+static inline float prior_logp(const prior_k *k, float w) {
+  float w2 = w * w;
+  switch (k->kind) {
+  case BBB_PRIOR_GAUSSIAN: return k->c1 - w2 * k->h1;
+  case BBB_PRIOR_MIXTURE: {
+    float a1 = k->c1 - w2 * k->h1, a2 = k->c2 - w2 * k->h2;
+    float m = a1 > a2 ? a1 : a2, d = a1 > a2 ? a2 - a1 : a1 - a2;
+    return m + bbb_log1pf(bbb_expf(d));
+  }
+  case BBB_PRIOR_LAPLACE: return k->c1 - fabsf(w) * k->h1;
+  }
+  return 0;
+}
+
+/* d log p / d w */
+static inline float prior_dlogp(const prior_k *k, float w) {
+  switch (k->kind) {
+  case BBB_PRIOR_GAUSSIAN: return -w * k->p1;
+  case BBB_PRIOR_MIXTURE: {
+    float w2 = w * w, a1 = k->c1 - w2 * k->h1, a2 = k->c2 - w2 * k->h2;
+    float r1 = bbb_sigmoidf(a1 - a2);   /* responsibility of the wide component */
+    return -w * (r1 * k->p1 + (1 - r1) * k->p2);
+  }
+  case BBB_PRIOR_LAPLACE: return w > 0 ? -k->h1 : w < 0 ? k->h1 : 0;
+  }
+  return 0;
+}
+
+static double prior_offset(const bbb_prior *p) {
+  return p->kind == BBB_PRIOR_GAUSSIAN || p->kind == BBB_PRIOR_MIXTURE ? -HALF_LOG_2PI : 0;
+}
+
+/* Fixed chunks, so partial sums (and so the results) do not depend on the
+** thread count. */
+#define CHUNK 16384
+#define MAXCHUNKS 4096
+
+typedef struct {
+  prior_k k;
+  const bbb_float *mu, *rho, *eps, *gw;
+  bbb_float *w, *gmu, *grho;
+  float gkl;
+  int64_t n;
+  double *logq, *logp;
+} fused_ctx;
+
+static void sample_chunk(void *c, int64_t lo, int64_t hi) {
+  fused_ctx *u = c;
+  for (int64_t ch = lo; ch < hi; ch++) {
+    int64_t a = ch * CHUNK, b = a + CHUNK < u->n ? a + CHUNK : u->n;
+    float lq = 0, lp = 0;
+    #pragma omp simd reduction(+:lq, lp)
+    for (int64_t i = a; i < b; i++) {
+      float r = u->rho[i], e = u->eps[i];
+      float s = bbb_softplusf(r);
+      float w = u->mu[i] + s * e;
+      u->w[i] = w;
+      /* log sigma ~ rho where softplus(rho) ~ e^rho would underflow */
+      lq += -(r < -20 ? r : bbb_logf(s)) - 0.5f * e * e;
+      lp += u->k.kind != BBB_PRIOR_NONE ? prior_logp(&u->k, w) : 0;
+    }
+    u->logq[ch] = lq;
+    u->logp[ch] = lp;
+  }
+}
+
+/* grad mu += t, grad rho += (t eps - gkl / sigma) sigmoid(rho), with
+** t = grad w - gkl d log p / d w: the likelihood and complexity paths in one pass. */
+static void sample_backward_range(void *c, int64_t lo, int64_t hi) {
+  fused_ctx *u = c;
+  float gkl = u->gkl;
+  #pragma omp simd
+  for (int64_t i = lo; i < hi; i++) {
+    float r = u->rho[i], e = u->eps[i], s = bbb_softplusf(r), sg = bbb_sigmoidf(r);
+    float w = u->mu[i] + s * e;
+    float t = (u->gw ? u->gw[i] : 0) - (u->k.kind != BBB_PRIOR_NONE ? gkl * prior_dlogp(&u->k, w) : 0);
+    float inv = r < -20 ? 1 : sg / s;    /* sigmoid/softplus -> 1 as rho -> -inf */
+    if (u->gmu) u->gmu[i] += t;
+    if (u->grho) u->grho[i] += t * e * sg - gkl * inv;
+  }
+}
+
+static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
+  int st = BBB_OK;
+  bbb_tensor *mu = nd->in[0].t, *rho = nd->in[1].t, *eps = nd->in[2].t;
+  bbb_prior p = { (int)nd->i[0], nd->f[0], nd->f[1], nd->f[2] };
+  fused_ctx u = { prior_consts(&p), bbb_data(mu), bbb_data(rho), bbb_data(eps), g,
+                  NULL, bbb_grad_of(mu, &st), bbb_grad_of(rho, &st), (float)nd->f[3],
+                  mu->numel, NULL, NULL };
+  nd->f[3] = 0;   /* consumed: a retained graph starts clean */
+  if (st) return st;
+  bbb_parallel_for(mu->numel, CHUNK, sample_backward_range, &u);
+  return BBB_OK;
+}
+
+/* The complexity term hands its gradient weight to the sample node, which
+** runs after it (it consumes w), so both paths share one pass. */
+static int kl_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
+  int st = BBB_OK;
+  bbb_tensor *w = nd->in[0].t;
+  if (!w->node) return BBB_OK;
+  w->node->f[3] += g[0];
+  bbb_grad_of(w, &st);   /* makes sure the sample node runs */
+  return st;
+}
+
+int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_tensor *rho,
+                     const bbb_prior *p, bbb_rng *g, bbb_tensor *eps) {
+  char s1[96], s2[96];
+  *wout = NULL; *klout = NULL;
+  int st = bbb_prior_check(p);
+  if (st) return st;
+  if (!bbb_same_shape(mu, rho))
+    return bbb_error(BBB_ESHAPE, "bayes_sample: mu %s and rho %s differ in shape",
+                     bbb_shape_str(mu, s1, sizeof s1), bbb_shape_str(rho, s2, sizeof s2));
+  if (eps && !bbb_same_shape(mu, eps))
+    return bbb_error(BBB_ESHAPE, "bayes_sample: eps %s does not match mu %s",
+                     bbb_shape_str(eps, s1, sizeof s1), bbb_shape_str(mu, s2, sizeof s2));
+  int64_t n = mu->numel, nch = (n + CHUNK - 1) / CHUNK;
+  if (nch > MAXCHUNKS) return bbb_error(BBB_ESHAPE, "bayes_sample: %lld weights is too many", (long long)n);
+  bbb_tensor *e = eps ? bbb_tensor_clone(eps) : bbb_tensor_new(mu->ndim, mu->shape);
+  bbb_tensor *w = bbb_tensor_new(mu->ndim, mu->shape), *kl = bbb_tensor_new(0, NULL);
+  double *part = malloc(2 * (size_t)(nch ? nch : 1) * sizeof *part);
+  if (!e || !w || !kl || !part) {
+    bbb_tensor_release(e); bbb_tensor_release(w); bbb_tensor_release(kl); free(part);
+    return bbb_error(BBB_EMEM, "bayes_sample: out of memory");
+  }
+  if (!eps) bbb_rng_normal(g, bbb_data(e), n, 0, 1);
+  fused_ctx u = { prior_consts(p), bbb_data(mu), bbb_data(rho), bbb_data(e), NULL,
+                  bbb_data(w), NULL, NULL, 0, n, part, part + nch };
+  bbb_parallel_for(nch, 1, sample_chunk, &u);
+  double lq = -HALF_LOG_2PI * (double)n, lp = prior_offset(p) * (double)n;
+  for (int64_t c = 0; c < nch; c++) { lq += part[c]; lp += part[nch + c]; }
+  free(part);
+  bbb_data(kl)[0] = (bbb_float)(p->kind == BBB_PRIOR_NONE ? lq : lq - lp);
+
+  bbb_tensor *in[3] = { mu, rho, e };
+  bbb_node *nd;
+  st = bbb_record(w, "bayes_sample", sample_backward, 3, in, 7u, &nd);
+  bbb_tensor_release(e);   /* the node holds it if it needs it */
+  if (!st && nd) {
+    nd->i[0] = p->kind; nd->f[0] = p->pi; nd->f[1] = p->sigma1; nd->f[2] = p->sigma2;
+    st = bbb_record(kl, "bayes_kl", kl_backward, 1, &w, 0u, NULL);
+  }
+  if (st) { bbb_tensor_release(w); bbb_tensor_release(kl); return st; }
+  *wout = w; *klout = kl;
+  return BBB_OK;
+}
+
+/* ---- log p(w) as an op of its own ---- */
+
+typedef struct { prior_k k; const bbb_float *w; const bbb_float *g; bbb_float *gw; int64_t n; double *part; } lp_ctx;
+
+static void logp_chunk(void *c, int64_t lo, int64_t hi) {
+  lp_ctx *u = c;
+  for (int64_t ch = lo; ch < hi; ch++) {
+    int64_t a = ch * CHUNK, b = a + CHUNK < u->n ? a + CHUNK : u->n;
+    float s = 0;
+    #pragma omp simd reduction(+:s)
+    for (int64_t i = a; i < b; i++) s += prior_logp(&u->k, u->w[i]);
+    u->part[ch] = s;
+  }
+}
+
+static void logp_backward_range(void *c, int64_t lo, int64_t hi) {
+  lp_ctx *u = c;
+  float g = u->g[0];
+  #pragma omp simd
+  for (int64_t i = lo; i < hi; i++) u->gw[i] += g * prior_dlogp(&u->k, u->w[i]);
+}
+
+static int logp_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
+  int st = BBB_OK;
+  bbb_tensor *w = nd->in[0].t;
+  bbb_prior p = { (int)nd->i[0], nd->f[0], nd->f[1], nd->f[2] };
+  lp_ctx u = { prior_consts(&p), bbb_data(w), g, bbb_grad_of(w, &st), w->numel, NULL };
+  if (u.gw) bbb_parallel_for(w->numel, CHUNK, logp_backward_range, &u);
+  return st;
+}
+
+int bbb_prior_log_prob(bbb_tensor **out, const bbb_prior *p, bbb_tensor *w) {
+  *out = NULL;
+  int st = bbb_prior_check(p);
+  if (st) return st;
+  if (p->kind == BBB_PRIOR_NONE) return bbb_error(BBB_EARG, "prior_log_prob: no prior given");
+  int64_t nch = (w->numel + CHUNK - 1) / CHUNK;
+  double *part = malloc((size_t)(nch ? nch : 1) * sizeof *part);
+  bbb_tensor *y = bbb_tensor_new(0, NULL);
+  if (!part || !y) { free(part); bbb_tensor_release(y); return bbb_error(BBB_EMEM, "prior_log_prob: out of memory"); }
+  lp_ctx u = { prior_consts(p), bbb_data(w), NULL, NULL, w->numel, part };
+  bbb_parallel_for(nch, 1, logp_chunk, &u);
+  double s = prior_offset(p) * (double)w->numel;
+  for (int64_t c = 0; c < nch; c++) s += part[c];
+  free(part);
+  bbb_data(y)[0] = (bbb_float)s;
+  bbb_node *nd;
+  st = bbb_record(y, "prior_log_prob", logp_backward, 1, &w, 1u, &nd);
+  if (st) { bbb_tensor_release(y); return st; }
+  if (nd) { nd->i[0] = p->kind; nd->f[0] = p->pi; nd->f[1] = p->sigma1; nd->f[2] = p->sigma2; }
+  *out = y;
+  return BBB_OK;
+}

@@ -1,0 +1,39 @@
+/*
+** bayes.h: the fused Bayesian pieces. bbb_bayes_sample draws
+** w = mu + softplus(rho) * eps in one pass over the weights and, in the same
+** pass, the complexity term log q(w) - log p(w) for a C prior. Its backward is
+** one more pass giving grad mu and grad rho from grad w and the complexity
+** term's weight. With the GEMMs of linear() around it, a Bayesian layer costs
+** one GEMM and one pass forward, two GEMMs and one pass backward.
+*/
+#ifndef BBB_BAYES_H
+#define BBB_BAYES_H
+
+#include "rng.h"
+#include "tensor.h"
+
+typedef enum {
+  BBB_PRIOR_NONE,        /* log q only: the prior is added outside (Lua priors) */
+  BBB_PRIOR_GAUSSIAN,    /* N(0, sigma1^2) */
+  BBB_PRIOR_MIXTURE,     /* pi N(0, sigma1^2) + (1 - pi) N(0, sigma2^2) */
+  BBB_PRIOR_LAPLACE      /* Laplace(0, b = sigma1) */
+} bbb_prior_kind;
+
+typedef struct {
+  int kind;
+  double pi, sigma1, sigma2;
+} bbb_prior;
+
+/* Checks the parameters: sigmas > 0 and finite, 0 < pi < 1. */
+int bbb_prior_check(const bbb_prior *p);
+
+/* Sum of log p(w) over the elements of w, differentiable in w. */
+int bbb_prior_log_prob(bbb_tensor **out, const bbb_prior *p, bbb_tensor *w);
+
+/* w: same shape as mu and rho; kl: 0-d, log q(w) - log p(w) summed (log q
+** alone for BBB_PRIOR_NONE). eps, when given, is used instead of drawing
+** from g (tests inject it); otherwise g's counter advances by mu's size. */
+int bbb_bayes_sample(bbb_tensor **w, bbb_tensor **kl, bbb_tensor *mu, bbb_tensor *rho,
+                     const bbb_prior *p, bbb_rng *g, bbb_tensor *eps);
+
+#endif

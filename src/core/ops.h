@@ -1,0 +1,64 @@
+/*
+** ops.h: differentiable tensor ops. Each returns a status and a new tensor
+** in *out (the caller owns it); when an input requires grad and grad mode is
+** on, out carries the node for backward. Dimensions are 0-based here.
+*/
+#ifndef BBB_OPS_H
+#define BBB_OPS_H
+
+#include "tensor.h"
+
+typedef enum {
+  BBB_NEG, BBB_EXP, BBB_LOG, BBB_LOG1P, BBB_SOFTPLUS, BBB_SIGMOID, BBB_TANH,
+  BBB_RELU, BBB_SQRT, BBB_SQUARE, BBB_ABS,
+  BBB_POWS,     /* x^p0 */
+  BBB_CLAMP,    /* min(max(x, p0), p1) */
+  BBB_ADDS,     /* x + p0 */
+  BBB_MULS,     /* x * p0 */
+  BBB_RSUBS,    /* p0 - x */
+  BBB_RDIVS,    /* p0 / x */
+  BBB_UNARY_COUNT
+} bbb_unary_op;
+
+typedef enum {
+  BBB_ADD, BBB_SUB, BBB_MUL, BBB_DIV, BBB_MAXIMUM, BBB_MINIMUM, BBB_LOGADDEXP,
+  BBB_BINARY_COUNT
+} bbb_binary_op;
+
+typedef enum { BBB_SUM, BBB_MEAN, BBB_MAX, BBB_LOGSUMEXP, BBB_REDUCE_COUNT } bbb_reduce_op;
+
+extern const char *const bbb_unary_names[BBB_UNARY_COUNT];
+extern const char *const bbb_binary_names[BBB_BINARY_COUNT];
+extern const char *const bbb_reduce_names[BBB_REDUCE_COUNT];
+
+int bbb_unary(bbb_tensor **out, int op, bbb_tensor *x, double p0, double p1);
+/* NumPy broadcasting. */
+int bbb_binary(bbb_tensor **out, int op, bbb_tensor *a, bbb_tensor *b);
+
+/* dim < 0 reduces over all elements (a 0-d result unless keepdim). */
+int bbb_reduce(bbb_tensor **out, int op, bbb_tensor *x, int dim, int keepdim);
+/* Positions of the maxima as floats, counted from base (1 in Lua). */
+int bbb_argmax(bbb_tensor **out, bbb_tensor *x, int dim, int keepdim, int base);
+
+/* 2-d: op(a) op(b), op = transpose when the flag is set; cblas_sgemm. */
+int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb);
+/* x (B, in), w (out, in), b (out) or NULL: x w^T + b */
+int bbb_linear(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b);
+
+/* Over the last dimension. */
+int bbb_log_softmax(bbb_tensor **out, bbb_tensor *x);
+int bbb_softmax(bbb_tensor **out, bbb_tensor *x);
+/* logp (B, C), labels (B) holding class numbers base..base+C-1 as floats.
+** Mean (or sum) of -logp[b, label_b]. */
+int bbb_nll(bbb_tensor **out, bbb_tensor *logp, bbb_tensor *labels, int base, int mean);
+
+/* Shapes. reshape shares storage; narrow on dim 0 too. */
+int bbb_reshape(bbb_tensor **out, bbb_tensor *x, int ndim, const int64_t *shape);
+int bbb_narrow(bbb_tensor **out, bbb_tensor *x, int dim, int64_t start, int64_t len);
+int bbb_index_select(bbb_tensor **out, bbb_tensor *x, bbb_tensor *idx, int base);
+int bbb_concat(bbb_tensor **out, bbb_tensor **xs, int n, int dim);
+int bbb_transpose(bbb_tensor **out, bbb_tensor *x);
+int bbb_copy(bbb_tensor **out, bbb_tensor *x);     /* differentiable clone */
+int bbb_detach(bbb_tensor **out, bbb_tensor *x);   /* shares storage, no graph */
+
+#endif

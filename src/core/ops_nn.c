@@ -1,0 +1,226 @@
+/*
+** ops_nn.c: matmul and linear on cblas_sgemm, log_softmax, softmax, nll.
+*/
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "autograd.h"
+#include "ops.h"
+#include "parallel.h"
+#include "vmath.h"
+
+static int need_2d(const bbb_tensor *t, const char *op, const char *what) {
+  char s[96];
+  if (t->ndim != 2)
+    return bbb_error(BBB_ESHAPE, "%s: %s must be 2-d, got %s", op, what,
+                     bbb_shape_str(t, s, sizeof s));
+  return BBB_OK;
+}
+
+/* c (m, n) = alpha op(a) op(b) + beta c, all row-major contiguous. */
+static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const bbb_float *a,
+                 const bbb_float *b, float beta, bbb_float *c) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              (int)m, (int)n, (int)k, 1.0f, a, ta ? (int)m : (int)k, b, tb ? (int)k : (int)n,
+              beta, c, (int)n);
+}
+
+static int matmul_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
+  int st = BBB_OK;
+  bbb_tensor *a = nd->in[0].t, *b = nd->in[1].t;
+  int ta = (int)nd->i[0], tb = (int)nd->i[1];
+  int64_t m = out->shape[0], n = out->shape[1], k = ta ? a->shape[0] : a->shape[1];
+  bbb_float *ga = bbb_grad_of(a, &st), *gb = bbb_grad_of(b, &st);
+  if (ga) {
+    if (!ta) gemm(0, !tb, m, k, n, g, bbb_data(b), 1, ga);   /* g op(b)^T */
+    else gemm(tb, 1, k, m, n, bbb_data(b), g, 1, ga);        /* op(b) g^T */
+  }
+  if (gb) {
+    if (!tb) gemm(!ta, 0, k, n, m, bbb_data(a), g, 1, gb);   /* op(a)^T g */
+    else gemm(1, ta, n, k, m, g, bbb_data(a), 1, gb);        /* g^T op(a) */
+  }
+  return st;
+}
+
+int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb) {
+  char s1[96], s2[96];
+  *out = NULL;
+  int st = need_2d(a, "matmul", "first operand");
+  if (!st) st = need_2d(b, "matmul", "second operand");
+  if (st) return st;
+  int64_t m = ta ? a->shape[1] : a->shape[0], k = ta ? a->shape[0] : a->shape[1];
+  int64_t k2 = tb ? b->shape[1] : b->shape[0], n = tb ? b->shape[0] : b->shape[1];
+  if (k != k2)
+    return bbb_error(BBB_ESHAPE, "matmul: inner sizes differ: %s%s times %s%s", 
+                     bbb_shape_str(a, s1, sizeof s1), ta ? "^T" : "",
+                     bbb_shape_str(b, s2, sizeof s2), tb ? "^T" : "");
+  int64_t shape[2] = { m, n };
+  bbb_tensor *y = bbb_tensor_new(2, shape);
+  if (!y) return BBB_EMEM;
+  if (k == 0) memset(bbb_data(y), 0, (size_t)(m * n) * sizeof(bbb_float));
+  else if (m * n > 0) gemm(ta, tb, m, n, k, bbb_data(a), bbb_data(b), 0, bbb_data(y));
+  bbb_tensor *in[2] = { a, b };
+  bbb_node *nd;
+  st = bbb_record(y, "matmul", matmul_backward, 2, in, 3u, &nd);
+  if (st) { bbb_tensor_release(y); return st; }
+  if (nd) { nd->i[0] = ta; nd->i[1] = tb; }
+  *out = y;
+  return BBB_OK;
+}
+
+static int linear_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
+  int st = BBB_OK;
+  bbb_tensor *x = nd->in[0].t, *w = nd->in[1].t, *b = nd->in[2].t;
+  int64_t B = x->shape[0], in = x->shape[1], o = w->shape[0];
+  bbb_float *gx = bbb_grad_of(x, &st), *gw = bbb_grad_of(w, &st);
+  bbb_float *gb = b ? bbb_grad_of(b, &st) : NULL;
+  if (gx) gemm(0, 0, B, in, o, g, bbb_data(w), 1, gx);     /* g (B,o) w (o,in) */
+  if (gw) gemm(1, 0, o, in, B, g, bbb_data(x), 1, gw);     /* g^T (o,B) x (B,in) */
+  if (gb)
+    for (int64_t r = 0; r < B; r++)
+      for (int64_t j = 0; j < o; j++) gb[j] += g[r * o + j];
+  return st;
+}
+
+int bbb_linear(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b) {
+  char s1[96], s2[96];
+  *out = NULL;
+  int st = need_2d(x, "linear", "input");
+  if (!st) st = need_2d(w, "linear", "weight");
+  if (st) return st;
+  if (x->shape[1] != w->shape[1])
+    return bbb_error(BBB_ESHAPE, "linear: input %s does not match weight %s "
+                     "(input width must equal weight columns)",
+                     bbb_shape_str(x, s1, sizeof s1), bbb_shape_str(w, s2, sizeof s2));
+  if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+    return bbb_error(BBB_ESHAPE, "linear: bias %s does not match weight %s",
+                     bbb_shape_str(b, s1, sizeof s1), bbb_shape_str(w, s2, sizeof s2));
+  int64_t B = x->shape[0], o = w->shape[0], shape[2] = { B, o };
+  bbb_tensor *y = bbb_tensor_new(2, shape);
+  if (!y) return BBB_EMEM;
+  bbb_float *yd = bbb_data(y);
+  for (int64_t r = 0; r < B; r++) {
+    if (b) memcpy(yd + r * o, bbb_data(b), (size_t)o * sizeof *yd);
+    else memset(yd + r * o, 0, (size_t)o * sizeof *yd);
+  }
+  if (B * o > 0 && x->shape[1] > 0)
+    gemm(0, 1, B, o, x->shape[1], bbb_data(x), bbb_data(w), 1, yd);
+  bbb_tensor *in[3] = { x, w, b };
+  st = bbb_record(y, "linear", linear_backward, 3, in, 3u, NULL);
+  if (st) { bbb_tensor_release(y); return st; }
+  *out = y;
+  return BBB_OK;
+}
+
+/* ---- softmax family over the last dimension ---- */
+
+static bbb_float row_logsumexp(const bbb_float *x, int64_t c) {
+  bbb_float m = -INFINITY;
+  for (int64_t j = 0; j < c; j++) m = (x[j] > m || x[j] != x[j]) ? x[j] : m;
+  if (isinf(m) || m != m) return m;
+  float s = 0;
+  #pragma omp simd reduction(+:s)
+  for (int64_t j = 0; j < c; j++) s += bbb_expf(x[j] - m);
+  return m + bbb_logf(s);
+}
+
+typedef struct { int log; int64_t c; const bbb_float *x; bbb_float *y; } softmax_ctx;
+
+static void softmax_rows(void *p, int64_t lo, int64_t hi) {
+  const softmax_ctx *u = p;
+  for (int64_t r = lo; r < hi; r++) {
+    const bbb_float *x = u->x + r * u->c;
+    bbb_float *y = u->y + r * u->c, l = row_logsumexp(x, u->c);
+    if (u->log) for (int64_t j = 0; j < u->c; j++) y[j] = x[j] - l;
+    else for (int64_t j = 0; j < u->c; j++) y[j] = bbb_expf(x[j] - l);
+  }
+}
+
+static int softmax_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
+  int st = BBB_OK;
+  bbb_tensor *x = nd->in[0].t;
+  bbb_float *gx = bbb_grad_of(x, &st);
+  if (!gx) return st;
+  int64_t c = x->ndim ? x->shape[x->ndim - 1] : 1, rows = c ? x->numel / c : 0;
+  const bbb_float *y = bbb_data(out);
+  for (int64_t r = 0; r < rows; r++) {
+    const bbb_float *yr = y + r * c, *gr = g + r * c;
+    bbb_float *gxr = gx + r * c;
+    float s = 0;
+    if (nd->i[0]) {   /* log_softmax: gx = g - softmax * sum(g) */
+      for (int64_t j = 0; j < c; j++) s += gr[j];
+      for (int64_t j = 0; j < c; j++) gxr[j] += gr[j] - bbb_expf(yr[j]) * s;
+    } else {          /* softmax: gx = y * (g - <g, y>) */
+      for (int64_t j = 0; j < c; j++) s += gr[j] * yr[j];
+      for (int64_t j = 0; j < c; j++) gxr[j] += yr[j] * (gr[j] - s);
+    }
+  }
+  return BBB_OK;
+}
+
+static int softmax_common(bbb_tensor **out, bbb_tensor *x, int log) {
+  const char *op = log ? "log_softmax" : "softmax";
+  char s[96];
+  *out = NULL;
+  if (x->ndim < 1)
+    return bbb_error(BBB_ESHAPE, "%s: needs at least 1 dimension, got %s", op,
+                     bbb_shape_str(x, s, sizeof s));
+  bbb_tensor *y = bbb_tensor_new(x->ndim, x->shape);
+  if (!y) return BBB_EMEM;
+  int64_t c = x->shape[x->ndim - 1];
+  softmax_ctx u = { log, c, bbb_data(x), bbb_data(y) };
+  if (c > 0) bbb_parallel_for(x->numel / c, 1 + 8192 / c, softmax_rows, &u);
+  bbb_node *nd;
+  int st = bbb_record(y, op, softmax_backward, 1, &x, BBB_SAVES_OUT, &nd);
+  if (st) { bbb_tensor_release(y); return st; }
+  if (nd) nd->i[0] = log;
+  *out = y;
+  return BBB_OK;
+}
+
+int bbb_log_softmax(bbb_tensor **out, bbb_tensor *x) { return softmax_common(out, x, 1); }
+int bbb_softmax(bbb_tensor **out, bbb_tensor *x) { return softmax_common(out, x, 0); }
+
+static int nll_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
+  int st = BBB_OK;
+  bbb_tensor *lp = nd->in[0].t, *lab = nd->in[1].t;
+  bbb_float *gl = bbb_grad_of(lp, &st);
+  if (!gl) return st;
+  int64_t B = lp->shape[0], C = lp->shape[1], base = nd->i[0];
+  bbb_float scale = nd->i[1] ? g[0] / (bbb_float)B : g[0];
+  for (int64_t r = 0; r < B; r++)
+    gl[r * C + (int64_t)bbb_data(lab)[r] - base] -= scale;
+  return BBB_OK;
+}
+
+int bbb_nll(bbb_tensor **out, bbb_tensor *logp, bbb_tensor *labels, int base, int mean) {
+  char s1[96], s2[96];
+  *out = NULL;
+  int st = need_2d(logp, "nll", "log-probabilities");
+  if (st) return st;
+  int64_t B = logp->shape[0], C = logp->shape[1];
+  if (labels->numel != B || labels->ndim > 2)
+    return bbb_error(BBB_ESHAPE, "nll: %lld labels %s for %lld rows of %s",
+                     (long long)labels->numel, bbb_shape_str(labels, s1, sizeof s1),
+                     (long long)B, bbb_shape_str(logp, s2, sizeof s2));
+  const bbb_float *l = bbb_data(labels), *p = bbb_data(logp);
+  double total = 0;
+  for (int64_t r = 0; r < B; r++) {
+    bbb_float v = l[r];
+    if (!(v >= base && v < base + C) || v != floorf(v))
+      return bbb_error(BBB_EINDEX, "nll: label %g at row %lld is not a class in %d..%lld",
+                       (double)v, (long long)(r + base), base, (long long)(C - 1 + base));
+    total -= p[r * C + (int64_t)v - base];
+  }
+  bbb_tensor *y = bbb_tensor_new(0, NULL);
+  if (!y) return BBB_EMEM;
+  bbb_data(y)[0] = (bbb_float)(mean && B ? total / B : total);
+  bbb_tensor *in[2] = { logp, labels };
+  bbb_node *nd;
+  st = bbb_record(y, "nll", nll_backward, 2, in, 2u, &nd);
+  if (st) { bbb_tensor_release(y); return st; }
+  if (nd) { nd->i[0] = base; nd->i[1] = mean; }
+  *out = y;
+  return BBB_OK;
+}

@@ -1,0 +1,19 @@
+/*
+** parallel.h: one way to split a loop over threads, and the thread count
+** shared by OpenMP (elementwise passes) and OpenBLAS (GEMM).
+*/
+#ifndef BBB_PARALLEL_H
+#define BBB_PARALLEL_H
+
+#include <stdint.h>
+
+typedef void (*bbb_range_fn)(void *ctx, int64_t lo, int64_t hi);
+
+/* Calls fn on disjoint ranges covering [0, n), each at least grain long
+** (but the last), on up to bbb_get_num_threads() threads. Serial when small. */
+void bbb_parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx);
+
+void bbb_set_num_threads(int n);
+int bbb_get_num_threads(void);
+
+#endif

@@ -1,0 +1,156 @@
+/*
+** tensor.c: storage and tensor lifetime, shape helpers, the error channel.
+*/
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor.h"
+#include "autograd.h"
+
+static _Thread_local char errbuf[512];
+static int64_t bytes_allocated;   /* only grows/shrinks under the Lua state's lock */
+
+int bbb_error(int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+const char *bbb_errmsg(void) { return errbuf; }
+
+int64_t bbb_bytes_allocated(void) { return bytes_allocated; }
+
+int bbb_shape_check(int ndim, const int64_t *shape, int64_t *numel) {
+  int64_t n = 1;
+  if (ndim < 0 || ndim > BBB_MAXDIM)
+    return bbb_error(BBB_ESHAPE, "a tensor has 0 to %d dimensions, got %d", BBB_MAXDIM, ndim);
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0)
+      return bbb_error(BBB_ESHAPE, "size %lld of dimension %d is negative",
+                       (long long)shape[i], i + 1);
+    if (shape[i] > 0 && n > ((int64_t)1 << 40) / shape[i])
+      return bbb_error(BBB_ESHAPE, "tensor of more than 2^40 elements");
+    n *= shape[i];
+  }
+  *numel = n;
+  return BBB_OK;
+}
+
+static bbb_storage *storage_new(int64_t n) {
+  bbb_storage *s = malloc(sizeof *s);
+  if (!s) return NULL;
+  /* 64-byte alignment: whole AVX-512 vectors and cache lines. */
+  size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(bbb_float) + 63) & ~(size_t)63;
+  s->data = aligned_alloc(64, bytes);
+  if (!s->data) { free(s); return NULL; }
+  s->size = n;
+  s->refcount = 1;
+  s->version = 0;
+  bytes_allocated += (int64_t)bytes;
+  return s;
+}
+
+static void storage_release(bbb_storage *s) {
+  if (s && --s->refcount == 0) {
+    bytes_allocated -= (int64_t)(((size_t)(s->size > 0 ? s->size : 1) * sizeof(bbb_float) + 63) & ~(size_t)63);
+    free(s->data);
+    free(s);
+  }
+}
+
+static bbb_tensor *tensor_shell(int ndim, const int64_t *shape, int64_t numel) {
+  bbb_tensor *t = calloc(1, sizeof *t);
+  if (!t) { bbb_error(BBB_EMEM, "out of memory"); return NULL; }
+  t->refcount = 1;
+  t->ndim = ndim;
+  for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+  t->numel = numel;
+  return t;
+}
+
+bbb_tensor *bbb_tensor_new(int ndim, const int64_t *shape) {
+  int64_t n;
+  if (bbb_shape_check(ndim, shape, &n)) return NULL;
+  bbb_tensor *t = tensor_shell(ndim, shape, n);
+  if (!t) return NULL;
+  t->storage = storage_new(n);
+  if (!t->storage) {
+    free(t);
+    bbb_error(BBB_EMEM, "out of memory allocating %lld floats", (long long)n);
+    return NULL;
+  }
+  return t;
+}
+
+bbb_tensor *bbb_tensor_full(int ndim, const int64_t *shape, bbb_float v) {
+  bbb_tensor *t = bbb_tensor_new(ndim, shape);
+  if (t) {
+    bbb_float *d = bbb_data(t);
+    int64_t n = t->numel;
+    #pragma omp parallel for simd if (n >= BBB_PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) d[i] = v;
+  }
+  return t;
+}
+
+bbb_tensor *bbb_tensor_zeros(int ndim, const int64_t *shape) {
+  return bbb_tensor_full(ndim, shape, 0);
+}
+
+bbb_tensor *bbb_tensor_zeros_like(const bbb_tensor *t) {
+  return bbb_tensor_zeros(t->ndim, t->shape);
+}
+
+bbb_tensor *bbb_tensor_clone(const bbb_tensor *t) {
+  bbb_tensor *c = bbb_tensor_new(t->ndim, t->shape);
+  if (c) memcpy(bbb_data(c), bbb_data(t), (size_t)t->numel * sizeof(bbb_float));
+  return c;
+}
+
+bbb_tensor *bbb_tensor_view(bbb_tensor *t, int ndim, const int64_t *shape, int64_t offset) {
+  int64_t n;
+  if (bbb_shape_check(ndim, shape, &n)) return NULL;
+  if (offset < 0 || t->offset + offset + n > t->storage->size) {
+    bbb_error(BBB_ESHAPE, "view of %lld elements at offset %lld exceeds storage of %lld",
+              (long long)n, (long long)offset, (long long)t->storage->size);
+    return NULL;
+  }
+  bbb_tensor *v = tensor_shell(ndim, shape, n);
+  if (!v) return NULL;
+  v->storage = t->storage;
+  v->storage->refcount++;
+  v->offset = t->offset + offset;
+  return v;
+}
+
+void bbb_tensor_retain(bbb_tensor *t) { if (t) t->refcount++; }
+
+void bbb_tensor_release(bbb_tensor *t) {
+  if (!t || --t->refcount > 0) return;
+  bbb_node_free(t->node);
+  bbb_tensor_release(t->grad);
+  storage_release(t->storage);
+  free(t);
+}
+
+int bbb_same_shape(const bbb_tensor *a, const bbb_tensor *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return 0;
+  return 1;
+}
+
+char *bbb_shape_str(const bbb_tensor *t, char *buf, size_t n) {
+  size_t k = 0;
+  k += (size_t)snprintf(buf + k, n - k, "(");
+  for (int i = 0; i < t->ndim && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+  if (k < n) snprintf(buf + k, n - k, ")");
+  return buf;
+}
+
+void bbb_tensor_touch(bbb_tensor *t) { t->storage->version++; }

@@ -1,0 +1,84 @@
+/*
+** tensor.h: float32 N-d tensors on refcounted storage, and the error channel
+** every core function reports through. Pure C: never includes lua.h.
+*/
+#ifndef BBB_TENSOR_H
+#define BBB_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BBB_MAXDIM 6
+
+typedef float bbb_float;
+
+/* Status codes: every core function that can fail returns one of these and
+** leaves a message in bbb_errmsg(). Nothing in the core aborts or exits. */
+typedef enum {
+  BBB_OK = 0,
+  BBB_ESHAPE,   /* shapes do not fit the op */
+  BBB_EARG,     /* a bad argument value */
+  BBB_EINDEX,   /* an index out of range */
+  BBB_EMEM,     /* out of memory */
+  BBB_EGRAPH,   /* autograd misuse */
+  BBB_EIO,      /* file or format error */
+  BBB_EVALUE,   /* non-finite value where a finite one is needed */
+  BBB_EINTR     /* interrupted by the user */
+} bbb_status;
+
+int bbb_error(int status, const char *fmt, ...)
+#if defined(__GNUC__)
+  __attribute__((format(printf, 2, 3)))
+#endif
+  ;
+const char *bbb_errmsg(void);
+
+typedef struct bbb_storage {
+  bbb_float *data;
+  int64_t size;        /* elements */
+  int refcount;
+  unsigned version;    /* bumped by every in-place write */
+} bbb_storage;
+
+struct bbb_node;
+
+typedef struct bbb_tensor {
+  int refcount;
+  int ndim;
+  int64_t shape[BBB_MAXDIM];
+  int64_t numel;
+  int64_t offset;                /* into storage, in elements */
+  bbb_storage *storage;
+  int requires_grad;
+  int graph_freed;               /* its graph was released by backward() */
+  struct bbb_tensor *grad;       /* accumulated gradient (leaves) */
+  struct bbb_node *node;         /* the op that made it; NULL for leaves */
+  unsigned visit;                /* scratch mark for graph walks */
+} bbb_tensor;
+
+static inline bbb_float *bbb_data(const bbb_tensor *t) {
+  return t->storage->data + t->offset;
+}
+
+/* Creation. All return NULL on failure with the message set. */
+bbb_tensor *bbb_tensor_new(int ndim, const int64_t *shape);   /* uninitialised */
+bbb_tensor *bbb_tensor_zeros(int ndim, const int64_t *shape);
+bbb_tensor *bbb_tensor_full(int ndim, const int64_t *shape, bbb_float v);
+bbb_tensor *bbb_tensor_zeros_like(const bbb_tensor *t);
+bbb_tensor *bbb_tensor_clone(const bbb_tensor *t);            /* data copy, no graph */
+bbb_tensor *bbb_tensor_view(bbb_tensor *t, int ndim, const int64_t *shape,
+                            int64_t offset);                  /* shares storage */
+
+void bbb_tensor_retain(bbb_tensor *t);
+void bbb_tensor_release(bbb_tensor *t);   /* NULL is fine */
+
+/* Shape helpers */
+int bbb_shape_check(int ndim, const int64_t *shape, int64_t *numel);
+int bbb_same_shape(const bbb_tensor *a, const bbb_tensor *b);
+char *bbb_shape_str(const bbb_tensor *t, char *buf, size_t n);  /* "(2, 3)" */
+void bbb_tensor_touch(bbb_tensor *t);     /* mark an in-place write */
+
+/* Bytes of tensor storage currently allocated (for GC pressure and RSS checks). */
+int64_t bbb_bytes_allocated(void);
+
+#endif

@@ -1,0 +1,182 @@
+/*
+** vmath.h: float exp, log, log1p, softplus, sigmoid and tanh built from
+** arithmetic, compares, selects and bit casts only. A libm call inside a loop
+** stops GCC from vectorising it; these inline into plain `for` loops and
+** vectorise at -O3 (-fno-math-errno, never -ffast-math: NaN and inf behave).
+**
+** Cephes-style polynomials. Measured against double-precision libm over every
+** finite float input: relative error below 2 ulp for all six functions (see
+** tests/c/test_vmath.c for the bounds that are enforced).
+**
+** Ranges: bbb_expf is exact to ~1 ulp down to the subnormals (2^n is applied
+** as two factors, so exp(-103) = 1.4e-45 is right and exp(x < -103.97) = 0);
+** it overflows to +inf above 88.72. Callers that take log of an exp result
+** must expect 0 (log -> -inf) for x below about -103.97.
+*/
+#ifndef BBB_VMATH_H
+#define BBB_VMATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Explicit fused multiply-add where the target has it: -std=c11 turns off
+** contraction, and Horner steps are both faster and tighter fused. */
+#if defined(__FMA__)
+#define BBB_FMAF(a, b, c) __builtin_fmaf((a), (b), (c))
+#else
+#define BBB_FMAF(a, b, c) ((a) * (b) + (c))
+#endif
+
+static inline uint32_t bbb_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bbb_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline float bbb_absf(float x) { return bbb_u2f(bbb_f2u(x) & 0x7fffffffu); }
+
+/* c ? a : b as bit masking. A plain ?: on a computed value lets GCC sink the
+** computation into a branch, and under -ftrapping-math (the default) it then
+** refuses to if-convert the loop; masks keep everything unconditional. */
+static inline float bbb_self(int c, float a, float b) {
+  uint32_t m = 0u - (uint32_t)(c != 0);
+  return bbb_u2f((bbb_f2u(a) & m) | (bbb_f2u(b) & ~m));
+}
+
+/* e^x = 2^n e^r with n = round(x / ln 2), |r| <= ln 2 / 2, for x already
+** clamped to [-104, 89] (or NaN, which flows through). Returns e^r and
+** stores n. */
+static inline float bbb_expf_reduce(float x, int32_t *n) {
+  const float magic = 12582912.0f;           /* 1.5 * 2^23: adding rounds to int */
+  float t = BBB_FMAF(x, 1.44269504088896341f, magic);
+  float fn = t - magic;
+  float r = BBB_FMAF(fn, -0.693359375f, x);  /* Cody-Waite: ln 2 in two parts */
+  r = BBB_FMAF(fn, 2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = BBB_FMAF(p, r, 1.3981999507e-3f);
+  p = BBB_FMAF(p, r, 8.3334519073e-3f);
+  p = BBB_FMAF(p, r, 4.1665795894e-2f);
+  p = BBB_FMAF(p, r, 1.6666665459e-1f);
+  p = BBB_FMAF(p, r, 5.0000001201e-1f);
+  /* n sits in the low mantissa bits of t: read it there rather than convert
+  ** fn, which would be undefined for NaN. */
+  *n = (int32_t)(bbb_f2u(t) - 0x4B400000u);
+  return BBB_FMAF(p, r * r, r) + 1.0f;
+}
+
+/* e^x. NaN propagates, exp(-inf) = 0, exp(x > 88.72) = +inf. */
+static inline float bbb_expf(float x) {
+  /* One nested select: GCC turns two chained clamps into a mask tangle. */
+  float xc = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
+  int32_t n;
+  float p = bbb_expf_reduce(xc, &n);
+  /* 2^n in [2^-150, 2^128] as two normal factors: the product rounds once,
+  ** so subnormal results are right, and n = 128 overflows to inf. */
+  int32_t n1 = n >> 1, n2 = n - n1;
+  float s1 = bbb_u2f((uint32_t)(n1 + 127) << 23);
+  float s2 = bbb_u2f((uint32_t)(n2 + 127) << 23);
+  return p * s1 * s2;
+}
+
+/* e^x for x <= 0 (or NaN) only, as in softplus, sigmoid and tanh: one clamp,
+** and n <= 0 lets 2^n be built as 2^(n+64) * 2^-64 (still one rounding). */
+static inline float bbb_expf_neg(float x) {
+  int32_t n;
+  float p = bbb_expf_reduce(x < -104.0f ? -104.0f : x, &n);
+  return p * bbb_u2f((uint32_t)(n + 64 + 127) << 23) * 0x1p-64f;
+}
+
+/* log(x) + k ln 2 + c for finite normal x > 0; bbb_logf adds the edge cases.
+** k (a small integer) folds into the exponent, and c (a small correction) into
+** the low-order sum, so neither costs accuracy. */
+static inline float bbb_logf_core(float x, float k, float c) {
+  /* Offset the bits so the mantissa lands in [sqrt(1/2), sqrt(2)): f = m - 1
+  ** is then small on both sides of 1, where the polynomial is accurate. */
+  uint32_t ix = bbb_f2u(x) + (0x3f800000u - 0x3f3504f3u);
+  float e = (float)((int32_t)(ix >> 23) - 127) + k;
+  float f = bbb_u2f((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+  float z = f * f;
+  float p = 7.0376836292e-2f;
+  p = BBB_FMAF(p, f, -1.1514610310e-1f);
+  p = BBB_FMAF(p, f, 1.1676998740e-1f);
+  p = BBB_FMAF(p, f, -1.2420140846e-1f);
+  p = BBB_FMAF(p, f, 1.4249322787e-1f);
+  p = BBB_FMAF(p, f, -1.6668057665e-1f);
+  p = BBB_FMAF(p, f, 2.0000714765e-1f);
+  p = BBB_FMAF(p, f, -2.4999993993e-1f);
+  p = BBB_FMAF(p, f, 3.3333331174e-1f);
+  float y = p * f * z;
+  y = BBB_FMAF(e, -2.12194440e-4f, y);       /* ln 2 = 0.693359375 - 2.12e-4 */
+  y = BBB_FMAF(z, -0.5f, y) + c;
+  return BBB_FMAF(e, 0.693359375f, f + y);
+}
+
+/* log x: subnormals handled, log 0 = -inf, log(x < 0) = NaN, log inf = inf. */
+static inline float bbb_logf(float x) {
+  int small = x < 1.17549435e-38f;           /* below FLT_MIN: scale by 2^23 */
+  float xs = bbb_self(small, x * 8388608.0f, x);
+  float r = bbb_logf_core(xs, bbb_self(small, -23.0f, 0.0f), 0.0f);
+  r = bbb_self(x == INFINITY, x, r);
+  r = bbb_self(x == 0.0f, -INFINITY, r);
+  r = bbb_self(x < 0.0f, NAN, r);
+  return bbb_self(x != x, x, r);
+}
+
+/* log(1 + u), accurate for tiny u. w = 1 + u is rounded; c = u - (w - 1)
+** is that rounding error (exact), and log(1 + u) = log(w) + c / w to within
+** c^2, so the correction restores the bits lost in forming w. */
+static inline float bbb_log1pf(float u) {
+  float w = 1.0f + u;
+  float c = (u - (w - 1.0f)) / w;
+  float r = bbb_logf_core(w, 0.0f, c);
+  r = bbb_self(w == 1.0f, u, r);             /* also keeps log1p(-0) = -0 */
+  r = bbb_self(w == INFINITY, w, r);
+  r = bbb_self(w == 0.0f, -INFINITY, r);
+  r = bbb_self(w < 0.0f, NAN, r);
+  return bbb_self(u != u, u, r);
+}
+
+/* log(1 + e^x) = max(x, 0) + log1p(t), t = e^-|x| in (0, 1]: no overflow for
+** large x, and for very negative x the result is e^x to full relative
+** accuracy until e^x itself underflows below ~-103.97. On this range log1p
+** needs no range reduction: with s = t / (2 + t) in [0, 1/3],
+** log1p(t) = 2 atanh(s) = 2 (s + s^3/3 + s^5/5 + ...), and the series to s^13
+** is within 2^-26 relative. That is half the work of bbb_log1pf. */
+static inline float bbb_softplusf(float x) {
+  float m = x > 0.0f ? x : 0.0f;
+  float t = bbb_expf_neg(-bbb_absf(x));
+  float s2 = 2.0f * t / (2.0f + t);
+  float z = 0.25f * s2 * s2;
+  float p = 1.0f / 13.0f;
+  p = BBB_FMAF(p, z, 1.0f / 11.0f);
+  p = BBB_FMAF(p, z, 1.0f / 9.0f);
+  p = BBB_FMAF(p, z, 1.0f / 7.0f);
+  p = BBB_FMAF(p, z, 1.0f / 5.0f);
+  p = BBB_FMAF(p, z, 1.0f / 3.0f);
+  return m + BBB_FMAF(s2 * z, p, s2);
+}
+
+/* 1 / (1 + e^-x), written with e^-|x| so negative x keeps relative accuracy
+** (sigmoid(-100) = 3.7e-44, not 0) and nothing overflows. */
+static inline float bbb_sigmoidf(float x) {
+  float e = bbb_expf_neg(-bbb_absf(x));
+  float num = x < 0.0f ? e : 1.0f;
+  return num / (1.0f + e);
+}
+
+/* tanh: odd polynomial near 0 (keeps tanh(x) = x for tiny x), else
+** 1 - 2t / (1 + t) with t = e^{-2|x|}, which saturates to 1 with no inf.
+** Both on |x|, then x's sign bit, so tanh(-0) = -0. */
+static inline float bbb_tanhf(float x) {
+  float ax = bbb_absf(x);
+  float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = BBB_FMAF(p, z, 2.06390887954e-2f);
+  p = BBB_FMAF(p, z, -5.37397155531e-2f);
+  p = BBB_FMAF(p, z, 1.33314422036e-1f);
+  p = BBB_FMAF(p, z, -3.33332819422e-1f);
+  float small = BBB_FMAF(p * z, ax, ax);
+  float t = bbb_expf_neg(-2.0f * ax);
+  float big = 1.0f - 2.0f * t / (1.0f + t);
+  float r = bbb_self(ax < 0.625f, small, big);
+  return bbb_u2f(bbb_f2u(r) | (bbb_f2u(x) & 0x80000000u));
+}
+
+#endif

@@ -1,0 +1,100 @@
+/*
+** lrng.c: bbb.Generator, explicit random generators, and the module's
+** default one (bbb.manual_seed).
+*/
+#include <math.h>
+
+#include "lbbb.h"
+
+static const char *DEFAULT_KEY = "bbb.default_generator";
+
+bbb_rng *lbbb_check_generator(lua_State *L, int i) {
+  return luaL_checkudata(L, i, BBB_GENERATOR_MT);
+}
+
+bbb_rng *lbbb_generator_arg(lua_State *L, int i) {
+  if (!lua_isnoneornil(L, i)) return lbbb_check_generator(L, i);
+  lua_getfield(L, LUA_REGISTRYINDEX, DEFAULT_KEY);
+  bbb_rng *g = lua_touserdata(L, -1);
+  lua_pop(L, 1);   /* the registry keeps it alive */
+  return g;
+}
+
+/* A seed is an integer (or an integral float); NaN, inf and fractions are
+** refused rather than silently truncated. */
+static uint64_t check_seed(lua_State *L, int i, const char *what) {
+  if (lua_isinteger(L, i)) return (uint64_t)lua_tointeger(L, i);
+  if (lua_type(L, i) != LUA_TNUMBER)
+    luaL_error(L, "%s: seed must be an integer, got %s", what, luaL_typename(L, i));
+  lua_Number v = lua_tonumber(L, i);
+  if (!isfinite(v) || v != floor(v) || fabs(v) >= 9.2e18)
+    luaL_error(L, "%s: seed must be a finite integer, got %g", what, v);
+  return (uint64_t)(int64_t)v;
+}
+
+static int l_generator(lua_State *L) {
+  uint64_t seed = lua_isnoneornil(L, 1) ? 0 : check_seed(L, 1, "Generator");
+  bbb_rng *g = lua_newuserdatauv(L, sizeof *g, 0);
+  bbb_rng_init(g, seed);
+  luaL_setmetatable(L, BBB_GENERATOR_MT);
+  return 1;
+}
+
+static int l_manual_seed(lua_State *L) {
+  bbb_rng_init(lbbb_generator_arg(L, 2), check_seed(L, 1, "manual_seed"));
+  return 0;
+}
+
+static int g_seed(lua_State *L) {
+  bbb_rng *g = lbbb_check_generator(L, 1);
+  if (lua_isnoneornil(L, 2)) { lua_pushinteger(L, (lua_Integer)g->seed); return 1; }
+  bbb_rng_init(g, check_seed(L, 2, "seed"));
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* state() -> seed, counter; set_state(seed, counter): for checkpoints */
+static int g_state(lua_State *L) {
+  bbb_rng *g = lbbb_check_generator(L, 1);
+  lua_pushinteger(L, (lua_Integer)g->seed);
+  lua_pushinteger(L, (lua_Integer)g->counter);
+  return 2;
+}
+
+static int g_set_state(lua_State *L) {
+  bbb_rng *g = lbbb_check_generator(L, 1);
+  g->seed = check_seed(L, 2, "set_state");
+  g->counter = (uint64_t)luaL_checkinteger(L, 3);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int g_tostring(lua_State *L) {
+  bbb_rng *g = lbbb_check_generator(L, 1);
+  lua_pushfstring(L, "bbb.Generator(seed=%I, counter=%I)", (lua_Integer)g->seed,
+                  (lua_Integer)g->counter);
+  return 1;
+}
+
+static const luaL_Reg generator_methods[] = {
+  {"seed", g_seed}, {"state", g_state}, {"set_state", g_set_state}, {NULL, NULL}
+};
+
+void lbbb_open_generator(lua_State *L) {
+  luaL_newmetatable(L, BBB_GENERATOR_MT);
+  luaL_newlib(L, generator_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, g_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+  bbb_rng *g = lua_newuserdatauv(L, sizeof *g, 0);
+  bbb_rng_init(g, 0);
+  luaL_setmetatable(L, BBB_GENERATOR_MT);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, DEFAULT_KEY);
+  lua_setfield(L, -2, "default_generator");
+  lua_pushcfunction(L, l_generator);
+  lua_setfield(L, -2, "Generator");
+  lua_pushcfunction(L, l_manual_seed);
+  lua_setfield(L, -2, "manual_seed");
+}
