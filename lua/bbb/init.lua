@@ -7,6 +7,7 @@ local core = require "bbb.core"
 local bbb = {}
 for k, v in pairs(core) do bbb[k] = v end
 bbb.version = "0.1.0"
+bbb.core = core
 
 local Tensor = core.Tensor
 

@@ -1,0 +1,137 @@
+--- bbb.elbo: the variational free energy of Blundell et al. (2015), eq. 1-2,
+-- estimated by Monte Carlo on a minibatch:
+--
+--   F_i = kl_weight_i * (log q(w) - log p(w)) - log p(D_i | w),   w ~ q
+--
+-- kl_weight: "uniform" gives 1/M for each of M minibatches (so the epoch
+-- sums to one complexity term), "blundell" gives 2^(M-i) / (2^M - 1) for
+-- minibatch i (eq. 9), or a fixed number. The loss to differentiate is F_i
+-- divided by the batch size, so learning rates mean what they mean for an
+-- ordinary classifier; the terms come back separately, per example and in
+-- total, so a log line says exactly what it is.
+local bbb = require "bbb"
+
+local elbo = {}
+
+local ELBO = {}
+ELBO.__index = ELBO
+
+local function positive_int(v, what)
+  if math.type(v) ~= "integer" or v < 1 then
+    error(("ELBO: %s must be a positive integer, got %s"):format(what, tostring(v)), 3)
+  end
+  return v
+end
+
+--- ELBO{n_data =, n_batches = | batch_size =, likelihood = "categorical" | "gaussian",
+--   sigma = (gaussian noise), learn_sigma = false, kl_weight = "uniform", samples = 1}
+function elbo.ELBO(opts)
+  opts = opts or {}
+  local self = setmetatable({}, ELBO)
+  self.n_data = positive_int(opts.n_data, "n_data")
+  if opts.n_batches == nil and opts.batch_size then
+    self.n_batches = math.ceil(self.n_data / positive_int(opts.batch_size, "batch_size"))
+  else
+    self.n_batches = positive_int(opts.n_batches, "n_batches")
+  end
+  self.samples = positive_int(opts.samples or 1, "samples")
+  self.likelihood = opts.likelihood or "categorical"
+  if self.likelihood ~= "categorical" and self.likelihood ~= "gaussian" then
+    error(('ELBO: likelihood must be "categorical" or "gaussian", got %s'):format(tostring(self.likelihood)), 2)
+  end
+  local kw = opts.kl_weight or "uniform"
+  if kw ~= "uniform" and kw ~= "blundell" and not (type(kw) == "number" and kw >= 0) then
+    error(('ELBO: kl_weight must be "uniform", "blundell" or a number >= 0, got %s'):format(tostring(kw)), 2)
+  end
+  self.kl_weight = kw
+  if self.likelihood == "gaussian" then
+    local s = opts.sigma or 1
+    if type(s) ~= "number" or not (s > 0) then
+      error(("ELBO: sigma must be a number > 0, got %s"):format(tostring(s)), 2)
+    end
+    if opts.learn_sigma then
+      -- sigma = softplus(noise_rho), learned with the other parameters
+      self.noise_rho = bbb.tensor{ math.log(math.exp(s) - 1) }:requires_grad(true)
+    else
+      self.sigma_value = s
+    end
+  end
+  self.steps = 0
+  return self
+end
+
+--- The weight of the complexity term for minibatch i (1-based) of M.
+function ELBO:weight(i)
+  local kw, M = self.kl_weight, self.n_batches
+  if type(kw) == "number" then return kw end
+  if kw == "uniform" then return 1 / M end
+  if math.type(i) ~= "integer" or i < 1 or i > M then
+    error(('ELBO: kl_weight "blundell" needs the minibatch index 1..%d, got %s'):format(M, tostring(i)), 3)
+  end
+  -- 2^(M-i) / (2^M - 1) = 2^-i / (1 - 2^-M): no overflow for any M
+  return 2.0 ^ -i / (1 - 2.0 ^ -M)
+end
+
+--- Learned noise parameters (empty unless learn_sigma).
+function ELBO:parameters() return self.noise_rho and { self.noise_rho } or {} end
+function ELBO:named_parameters() return self.noise_rho and { { "noise_rho", self.noise_rho } } or {} end
+
+--- The Gaussian likelihood's noise standard deviation (a number).
+function ELBO:sigma()
+  if self.noise_rho then return self.noise_rho:softplus():item() end
+  return self.sigma_value
+end
+
+-- Negative log-likelihood summed over the batch.
+function ELBO:nll_sum(out, y)
+  if self.likelihood == "categorical" then
+    return bbb.cross_entropy(out, y, "sum")
+  end
+  if y:numel() ~= out:numel() then
+    error(("ELBO: targets of size %s do not match outputs of size %s"):format(
+      table.concat(y:size(), "x"), table.concat(out:size(), "x")), 3)
+  end
+  if y:dim() ~= out:dim() then y = y:reshape(out:size()) end
+  local sigma = self.noise_rho and self.noise_rho:softplus() or self.sigma_value
+  return -bbb.gaussian_loglik(out, y, sigma)
+end
+
+local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
+local function show(v) return v ~= v and "nan" or tostring(v) end
+
+--- loss, terms = elbo:loss(net, x, y [, {batch = i, step = n}])
+-- terms: loss, nll (mean per example), nll_sum, complexity (log q - log p
+-- in nats, averaged over samples), kl_weight, complexity_per_example
+-- (kl_weight * complexity / batch size), elbo_per_example (= loss).
+function ELBO:loss(net, x, y, opts)
+  opts = opts or {}
+  self.steps = self.steps + 1
+  local step = opts.step or self.steps
+  local B = x:size(1)
+  local w = self:weight(opts.batch)
+  local total, nll_total, kl_total = nil, 0, 0
+  for _ = 1, self.samples do
+    local out = net:forward(x)
+    local nll = self:nll_sum(out, y)
+    local kl = net:kl()
+    local f = kl and nll + kl * w or nll
+    total = total and total + f or f
+    nll_total = nll_total + nll:item()
+    kl_total = kl_total + (kl and kl:item() or 0)
+  end
+  local S = self.samples
+  local loss = total * (1 / (S * B))
+  local nll_mean, kl_mean = nll_total / (S * B), kl_total / S
+  if not finite(nll_mean) then
+    error(("ELBO: step %d: the likelihood term (nll) is not finite (%s)"):format(step, show(nll_mean)), 2)
+  end
+  if not finite(kl_mean) then
+    error(("ELBO: step %d: the complexity term (log q - log p) is not finite (%s)"):format(step, show(kl_mean)), 2)
+  end
+  return loss, {
+    loss = loss:item(), elbo_per_example = loss:item(), nll = nll_mean, nll_sum = nll_total / S,
+    complexity = kl_mean, kl_weight = w, complexity_per_example = w * kl_mean / B,
+  }
+end
+
+return elbo

@@ -1,0 +1,154 @@
+--- BayesLinear(in, out, opts): a layer with a Gaussian posterior over every
+-- weight, w = mu + softplus(rho) * eps.
+--
+-- opts:
+--   prior      bbb.prior.* or a Lua table with log_prob(w) (default: the
+--              paper's ScaleMixture{pi = 0.5, sigma1 = 1, sigma2 = e^-6})
+--   estimator  "weight" (the paper: one weight sample per forward),
+--              "local" (local reparameterization: sample pre-activations),
+--              "flipout" (one shared perturbation, decorrelated by signs)
+--   kl         "mc" (log q(w) - log p(w) at the sample) or "analytic"
+--              (Gaussian prior only)
+--   mu_scale   mu starts uniform in [-s, s] (default 1 / sqrt(in))
+--   rho_init   rho starts at this value (default -5: sigma ~ 0.0067)
+--   mode       "sample" or "mean" (posterior means) for evaluation
+--   bias       false for no bias (default true)
+--   generator  a bbb.Generator (default: the module's)
+--
+-- Tests may fix the noise: layer.noise = {w = , b = , out = , s_in = , s_out = }.
+local bbb = require "bbb"
+local core = require "bbb.core"
+local Module = require "bbb.nn.module"
+local prior_mod = require "bbb.prior"
+local layers = require "bbb.nn.layers"
+
+local BayesLinear = Module.class("BayesLinear")
+
+local ESTIMATORS = { weight = true, ["local"] = true, flipout = true }
+
+local function choice(v, allowed, what)
+  if not allowed[v] then
+    local names = {}
+    for k in pairs(allowed) do names[#names + 1] = '"' .. k .. '"' end
+    table.sort(names)
+    error(("BayesLinear: %s must be one of %s, got %s"):format(what, table.concat(names, ", "),
+      tostring(v)), 4)
+  end
+  return v
+end
+
+function BayesLinear:init(n_in, n_out, opts)
+  opts = opts or {}
+  if math.type(n_in) ~= "integer" or n_in < 1 or math.type(n_out) ~= "integer" or n_out < 1 then
+    error(("BayesLinear: sizes must be positive integers, got %s, %s"):format(tostring(n_in), tostring(n_out)), 3)
+  end
+  self.n_in, self.n_out = n_in, n_out
+  self.prior = prior_mod.check(opts.prior or prior_mod.ScaleMixture{}, "BayesLinear")
+  self.estimator = choice(opts.estimator or "weight", ESTIMATORS, "estimator")
+  self.kl_mode = choice(opts.kl or "mc", { mc = true, analytic = true }, "kl")
+  self.mode = choice(opts.mode or "sample", { sample = true, mean = true }, "mode")
+  if self.kl_mode == "analytic" and not (prior_mod.is_fused(self.prior) and self.prior.kind == "gaussian") then
+    error(("BayesLinear: kl = \"analytic\" needs a Gaussian prior, got %s"):format(tostring(self.prior)), 3)
+  end
+  self.generator = opts.generator
+  local s = opts.mu_scale or 1 / math.sqrt(n_in)
+  local rho = opts.rho_init or -5
+  self.weight_mu = bbb.rand({ n_out, n_in }, -s, s, opts.generator):requires_grad(true)
+  self.weight_rho = bbb.full({ n_out, n_in }, rho):requires_grad(true)
+  if opts.bias ~= false then
+    self.bias_mu = bbb.rand({ n_out }, -s, s, opts.generator):requires_grad(true)
+    self.bias_rho = bbb.full({ n_out }, rho):requires_grad(true)
+  end
+end
+
+function BayesLinear:named_parameters()
+  local out = { { "weight_mu", self.weight_mu }, { "weight_rho", self.weight_rho } }
+  if self.bias_mu then
+    out[3], out[4] = { "bias_mu", self.bias_mu }, { "bias_rho", self.bias_rho }
+  end
+  return out
+end
+
+local function noise(self, key) return self.noise and self.noise[key] end
+
+-- A weight sample and its complexity term. The fused C pass evaluates C
+-- priors itself; a Lua prior is evaluated on the sample and differentiated
+-- by the tape.
+function BayesLinear:sample(mu, rho, key)
+  local p = self.prior
+  if self.kl_mode == "analytic" then
+    local w = core.bayes_sample(mu, rho, nil, self.generator, noise(self, key))
+    return w, prior_mod.gaussian_kl(p, mu, rho:softplus())
+  end
+  if prior_mod.is_fused(p) then
+    return core.bayes_sample(mu, rho, p, self.generator, noise(self, key))
+  end
+  local w, logq = core.bayes_sample(mu, rho, nil, self.generator, noise(self, key))
+  local lp = p:log_prob(w)
+  if not bbb.is_tensor(lp) or lp:numel() ~= 1 then
+    error(("BayesLinear: the Lua prior's log_prob must return a one-element tensor, got %s")
+      :format(bbb.is_tensor(lp) and ("a tensor of size " .. table.concat(lp:size(), "x")) or type(lp)), 3)
+  end
+  return w, logq - lp
+end
+
+-- The bias sample and its complexity term, or nil and 0 without a bias.
+function BayesLinear:sample_bias()
+  if not self.bias_mu then return nil, 0 end
+  return self:sample(self.bias_mu, self.bias_rho, "b")
+end
+
+local function random_signs(shape, gen)
+  -- +1 or -1 with equal probability, without a graph
+  return bbb.no_grad(function()
+    local u = bbb.rand(shape, -1, 1, gen)
+    return u / (u:abs() + 1e-30)
+  end)
+end
+
+function BayesLinear:forward(x)
+  layers.check_input(x, "BayesLinear", self.n_in)
+  if self.mode == "mean" and not self.training then
+    self.last_kl = nil
+    return bbb.linear(x, self.weight_mu, self.bias_mu)
+  end
+  local est = self.estimator
+  if est == "weight" then
+    local w, klw = self:sample(self.weight_mu, self.weight_rho, "w")
+    local b, klb = self:sample_bias()
+    self.last_kl = klw + klb
+    return bbb.linear(x, w, b)
+  elseif est == "local" then
+    -- Pre-activations ~ N(x mu^T + b_mu, x^2 sigma^2^T + sigma_b^2). The
+    -- complexity term still needs a weight sample (or the analytic KL).
+    local _, klw = self:sample(self.weight_mu, self.weight_rho, "w")
+    local _, klb = self:sample_bias()
+    self.last_kl = klw + klb
+    local mean = bbb.linear(x, self.weight_mu, self.bias_mu)
+    local var = bbb.linear(x:square(), self.weight_rho:softplus():square(),
+      self.bias_rho and self.bias_rho:softplus():square())
+    local eps = noise(self, "out") or bbb.randn({ x:size(1), self.n_out }, 0, 1, self.generator)
+    return mean + (var + 1e-16):sqrt() * eps
+  else -- flipout: x mu^T + ((x * s_in) dW^T) * s_out with dW = w - mu
+    local w, klw = self:sample(self.weight_mu, self.weight_rho, "w")
+    local b, klb = self:sample_bias()
+    self.last_kl = klw + klb
+    local s_in = noise(self, "s_in") or random_signs({ x:size(1), self.n_in }, self.generator)
+    local s_out = noise(self, "s_out") or random_signs({ x:size(1), self.n_out }, self.generator)
+    return bbb.linear(x, self.weight_mu, b) + bbb.linear(x * s_in, w - self.weight_mu) * s_out
+  end
+end
+
+function BayesLinear:kl() return self.last_kl end
+
+--- Signal-to-noise ratios |mu| / sigma of the weights (a tensor like mu).
+function BayesLinear:snr()
+  return bbb.no_grad(function() return self.weight_mu:abs() / self.weight_rho:softplus() end)
+end
+
+function BayesLinear:__tostring()
+  return ("BayesLinear(%d -> %d, prior=%s, estimator=%s%s)"):format(self.n_in, self.n_out,
+    tostring(self.prior), self.estimator, self.kl_mode == "analytic" and ", kl=analytic" or "")
+end
+
+return BayesLinear

@@ -1,0 +1,151 @@
+--- Deterministic layers: Sequential, Linear, activations, Dropout.
+local bbb = require "bbb"
+local Module = require "bbb.nn.module"
+
+local M = {}
+
+local function check_input(x, layer, width)
+  if not bbb.is_tensor(x) then
+    error(("%s: input must be a tensor, got %s"):format(layer, type(x)), 3)
+  end
+  if width and (x:dim() ~= 2 or x:size(2) ~= width) then
+    local s = table.concat(x:size(), "x")
+    error(("%s: input of size %s does not match the layer's %d inputs (expected batch x %d)")
+      :format(layer, s, width, width), 3)
+  end
+end
+M.check_input = check_input
+
+--- Sequential{layer1, layer2, ...}
+local Sequential = Module.class("Sequential")
+M.Sequential = Sequential
+
+function Sequential:init(layers)
+  self.layers = {}
+  for i, l in ipairs(layers or {}) do
+    if type(l) ~= "table" or type(l.forward) ~= "function" then
+      error(("Sequential: entry %d is not a layer"):format(i), 3)
+    end
+    self.layers[i] = l
+  end
+end
+
+function Sequential:add(layer) self.layers[#self.layers + 1] = layer; return self end
+
+function Sequential:forward(x)
+  for _, l in ipairs(self.layers) do x = l:forward(x) end
+  return x
+end
+
+function Sequential:named_parameters()
+  local out = {}
+  for i, l in ipairs(self.layers) do
+    for _, p in ipairs(l:named_parameters()) do out[#out + 1] = { i .. "." .. p[1], p[2] } end
+  end
+  return out
+end
+
+function Sequential:train()
+  self.training = true
+  for _, l in ipairs(self.layers) do l:train() end
+  return self
+end
+
+function Sequential:evaluate()
+  self.training = false
+  for _, l in ipairs(self.layers) do l:evaluate() end
+  return self
+end
+
+--- Sum of the layers' complexity terms from the last forward (nil if none).
+function Sequential:kl()
+  local total
+  for _, l in ipairs(self.layers) do
+    local k = l:kl()
+    if k then total = total and total + k or k end
+  end
+  return total
+end
+
+--- Calls fn(layer) on every layer, recursively.
+function Sequential:apply(fn)
+  for _, l in ipairs(self.layers) do
+    if l.apply then l:apply(fn) else fn(l) end
+  end
+end
+
+function Sequential:__tostring()
+  local lines = { "Sequential {" }
+  for i, l in ipairs(self.layers) do lines[#lines + 1] = ("  (%d) %s"):format(i, tostring(l)) end
+  lines[#lines + 1] = "}"
+  return table.concat(lines, "\n")
+end
+
+--- Linear(in, out [, {bias = true, generator = g}]): x W^T + b
+local Linear = Module.class("Linear")
+M.Linear = Linear
+
+function Linear:init(n_in, n_out, opts)
+  opts = opts or {}
+  assert(math.type(n_in) == "integer" and n_in > 0, "Linear: in must be a positive integer")
+  assert(math.type(n_out) == "integer" and n_out > 0, "Linear: out must be a positive integer")
+  self.n_in, self.n_out = n_in, n_out
+  local s = 1 / math.sqrt(n_in)
+  self.weight = bbb.rand({ n_out, n_in }, -s, s, opts.generator):requires_grad(true)
+  if opts.bias ~= false then
+    self.bias = bbb.rand({ n_out }, -s, s, opts.generator):requires_grad(true)
+  end
+end
+
+function Linear:forward(x)
+  check_input(x, "Linear", self.n_in)
+  return bbb.linear(x, self.weight, self.bias)
+end
+
+function Linear:named_parameters()
+  local out = { { "weight", self.weight } }
+  if self.bias then out[2] = { "bias", self.bias } end
+  return out
+end
+
+function Linear:__tostring() return ("Linear(%d -> %d)"):format(self.n_in, self.n_out) end
+
+local function activation(name, method)
+  local cls = Module.class(name)
+  function cls:forward(x)
+    check_input(x, name)
+    return x[method](x)
+  end
+  return cls
+end
+
+M.ReLU = activation("ReLU", "relu")
+M.Sigmoid = activation("Sigmoid", "sigmoid")
+M.Tanh = activation("Tanh", "tanh")
+M.Softplus = activation("Softplus", "softplus")
+
+--- Dropout(p): zeroes inputs with probability p in training, scales by 1/(1-p).
+local Dropout = Module.class("Dropout")
+M.Dropout = Dropout
+
+function Dropout:init(p, opts)
+  p = p or 0.5
+  if type(p) ~= "number" or p < 0 or p >= 1 then
+    error(("Dropout: p must be in [0, 1), got %s"):format(tostring(p)), 3)
+  end
+  self.p, self.generator = p, opts and opts.generator
+end
+
+function Dropout:forward(x)
+  check_input(x, "Dropout")
+  if not self.training or self.p == 0 then return x end
+  local keep = bbb.rand(x:size(), 0, 1, self.generator)
+  local mask = bbb.no_grad(function()
+    return (keep - self.p):relu():minimum(1e-30) * (1e30 / (1 - self.p))
+  end)
+  return x * mask
+end
+
+function Dropout:__tostring() return ("Dropout(%g)"):format(self.p) end
+
+return M

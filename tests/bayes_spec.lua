@@ -1,0 +1,315 @@
+-- Bayes by Backprop: known values from the single-weight example, gradient
+-- checks of priors and of BayesLinear (all estimators, fixed noise), an MC
+-- gradient against a closed form, the ELBO's weights, and bad input.
+local bbb = require "bbb"
+local gradcheck = bbb.testing.gradcheck
+
+local function rel_close(a, b, tol)
+  return math.abs(a - b) <= (tol or 1e-4) * math.abs(b)
+end
+
+local function check(fn, inputs, opts)
+  local ok, report = gradcheck(fn, inputs, opts)
+  assert(ok, report)
+end
+
+describe("the single-weight example (mu 0.5, rho 2, N(0,1), x 2, y 3, sigma 0.5, eps 1.9070)", function()
+  local expect = { w = 4.556052, logq = -3.491941, logp = -11.297742, loglik = -74.941406,
+                   loss = 82.747208, dmu = 53.45288, drho = 89.36962 }
+
+  local function setup()
+    local mu = bbb.tensor{ { 0.5 } }:requires_grad(true)
+    local rho = bbb.tensor{ { 2 } }:requires_grad(true)
+    return mu, rho, bbb.tensor{ { 1.9070 } }, bbb.prior.Gaussian{ sigma = 1 }
+  end
+
+  it("gives each ELBO piece, term by term", function()
+    local mu, rho, eps, p = setup()
+    local w, logq = bbb.core.bayes_sample(mu, rho, nil, nil, eps)
+    local logp = p:log_prob(w)
+    local ll = bbb.gaussian_loglik(w * 2, bbb.tensor{ { 3 } }, 0.5)
+    local loss = logq - logp - ll
+    assert(rel_close(w:item(), expect.w), w:item())
+    assert(rel_close(logq:item(), expect.logq), logq:item())
+    assert(rel_close(logp:item(), expect.logp), logp:item())
+    assert(rel_close(ll:item(), expect.loglik), ll:item())
+    assert(rel_close(loss:item(), expect.loss), loss:item())
+    loss:backward()
+    assert(rel_close(mu.grad:item(), expect.dmu), mu.grad:item())
+    assert(rel_close(rho.grad:item(), expect.drho), rho.grad:item())
+  end)
+
+  it("gives the same through the fused complexity term", function()
+    local mu, rho, eps, p = setup()
+    local w, kl = bbb.core.bayes_sample(mu, rho, p, nil, eps)
+    assert(rel_close(kl:item(), expect.logq - expect.logp))
+    local loss = kl - bbb.gaussian_loglik(w * 2, bbb.tensor{ { 3 } }, 0.5)
+    loss:backward()
+    assert(rel_close(loss:item(), expect.loss), loss:item())
+    assert(rel_close(mu.grad:item(), expect.dmu), mu.grad:item())
+    assert(rel_close(rho.grad:item(), expect.drho), rho.grad:item())
+  end)
+
+  it("gives the same through BayesLinear and the ELBO", function()
+    local layer = bbb.nn.BayesLinear(1, 1, { prior = bbb.prior.Gaussian{ sigma = 1 }, bias = false })
+    layer.weight_mu:fill(0.5)
+    layer.weight_rho:fill(2)
+    layer.noise = { w = bbb.tensor{ { 1.9070 } } }
+    local e = bbb.elbo.ELBO{ n_data = 1, n_batches = 1, likelihood = "gaussian", sigma = 0.5 }
+    local loss, terms = e:loss(layer, bbb.tensor{ { 2 } }, bbb.tensor{ { 3 } })
+    assert(rel_close(loss:item(), expect.loss), loss:item())
+    assert(rel_close(terms.complexity, expect.logq - expect.logp))
+    assert(rel_close(terms.nll, -expect.loglik))
+    loss:backward()
+    assert(rel_close(layer.weight_mu.grad:item(), expect.dmu))
+    assert(rel_close(layer.weight_rho.grad:item(), expect.drho))
+  end)
+end)
+
+describe("priors", function()
+  local gen = bbb.Generator(11)
+  it("log_prob matches the closed forms", function()
+    local w = bbb.tensor{ -1.5, 0, 0.3 }
+    local function normal_logpdf(x, s) return -0.5 * math.log(2 * math.pi) - math.log(s) - x * x / (2 * s * s) end
+    local g = 0
+    for _, x in ipairs{ -1.5, 0, 0.3 } do g = g + normal_logpdf(x, 2) end
+    assert(rel_close(bbb.prior.Gaussian{ sigma = 2 }:log_prob(w):item(), g, 1e-5))
+    local m = 0
+    for _, x in ipairs{ -1.5, 0, 0.3 } do
+      m = m + math.log(0.25 * math.exp(normal_logpdf(x, 1)) + 0.75 * math.exp(normal_logpdf(x, 0.1)))
+    end
+    assert(rel_close(bbb.prior.ScaleMixture{ pi = 0.25, sigma1 = 1, sigma2 = 0.1 }:log_prob(w):item(), m, 1e-5))
+    assert(rel_close(bbb.prior.Laplace{ b = 0.5 }:log_prob(w):item(), 3 * math.log(1 / (2 * 0.5)) - (1.5 + 0.3) / 0.5, 1e-5))
+  end)
+  it("the scale mixture stays finite for sigma2 = e^-8 and weights far from 0", function()
+    local p = bbb.prior.ScaleMixture{ pi = 0.5, sigma1 = 1, sigma2 = math.exp(-8) }
+    local lp = p:log_prob(bbb.tensor{ 50, -20, 3, 0 }):item()
+    local expect = 0
+    for _, x in ipairs{ 50, -20, 3 } do expect = expect + math.log(0.5) - 0.5 * math.log(2 * math.pi) - x * x / 2 end
+    expect = expect + math.log(0.5 / math.sqrt(2 * math.pi) * (1 + math.exp(8)))
+    assert(lp == lp and lp > -math.huge, tostring(lp))
+    assert(rel_close(lp, expect, 1e-5), lp .. " vs " .. expect)
+  end)
+  for name, p in pairs{
+    gaussian = bbb.prior.Gaussian{ sigma = 0.7 },
+    mixture = bbb.prior.ScaleMixture{ pi = 0.3, sigma1 = 1, sigma2 = math.exp(-1) },
+    laplace = bbb.prior.Laplace{ b = 0.5 },
+  } do
+    it("gradcheck of " .. name .. " log_prob", function()
+      check(function(w) return p:log_prob(w) end, { bbb.rand({ 7 }, -2, 2, gen):requires_grad(true) })
+    end)
+  end
+  it("a Lua prior (Student-t) trains through the tape", function()
+    local nu = 3
+    local student = { log_prob = function(_, w) return ((w:square() / nu):log1p() * (-(nu + 1) / 2)):sum() end }
+    check(function(w) return student:log_prob(w) end, { bbb.rand({ 5 }, -2, 2, gen):requires_grad(true) })
+    local layer = bbb.nn.BayesLinear(3, 2, { prior = student, generator = gen })
+    local loss = layer:forward(bbb.randn({ 4, 3 }, 0, 1, gen)):sum() + layer:kl()
+    loss:backward()
+    assert.truthy(layer.weight_rho.grad)
+  end)
+  it("rejects bad parameters with messages naming them", function()
+    assert.has_error(function() bbb.prior.Gaussian{ sigma = 0 } end,
+      "Gaussian prior: sigma must be positive and finite, got 0")
+    assert.has_error(function() bbb.prior.ScaleMixture{ pi = 1.5 } end,
+      "ScaleMixture prior: pi must be in (0, 1), got 1.5")
+    assert.has_error(function() bbb.prior.ScaleMixture{ sigma2 = -1 } end,
+      "ScaleMixture prior: sigma2 must be positive and finite, got -1")
+    assert.has_error(function() bbb.prior.Laplace{ b = -2 } end,
+      "Laplace prior: b must be positive and finite, got -2")
+  end)
+end)
+
+describe("BayesLinear", function()
+  local gen = bbb.Generator(5)
+  local function fixed_noise(layer, B)
+    return { w = bbb.randn({ layer.n_out, layer.n_in }, 0, 1, gen), b = bbb.randn({ layer.n_out }, 0, 1, gen),
+             out = bbb.randn({ B, layer.n_out }, 0, 1, gen),
+             s_in = bbb.tensor{ { 1, -1, 1 }, { -1, -1, 1 } }, s_out = bbb.tensor{ { -1, 1 }, { 1, 1 } } }
+  end
+  for _, est in ipairs{ "weight", "local", "flipout" } do
+    for _, kl in ipairs{ "mc", "analytic" } do
+      it("gradcheck, estimator " .. est .. ", kl " .. kl, function()
+        local p = kl == "analytic" and bbb.prior.Gaussian{ sigma = 0.5 }
+          or bbb.prior.ScaleMixture{ pi = 0.5, sigma1 = 1, sigma2 = math.exp(-1) }
+        local layer = bbb.nn.BayesLinear(3, 2, { prior = p, estimator = est, kl = kl, rho_init = -1, generator = gen })
+        layer.noise = fixed_noise(layer, 2)
+        local x = bbb.randn({ 2, 3 }, 0, 1, gen):requires_grad(true)
+        local proj = bbb.rand({ 2, 2 }, 0.5, 1.5, gen)
+        check(function() return (layer:forward(x) * proj):sum() + layer:kl() * 0.1 end,
+          { x, layer.weight_mu, layer.weight_rho, layer.bias_mu, layer.bias_rho }, { atol = 2e-3, rtol = 2e-2 })
+      end)
+    end
+  end
+  it("mode = mean uses the posterior means in evaluation", function()
+    local layer = bbb.nn.BayesLinear(3, 2, { mode = "mean", generator = gen }):evaluate()
+    local x = bbb.randn({ 4, 3 }, 0, 1, gen)
+    local y = layer:forward(x)
+    local ref = bbb.linear(x, layer.weight_mu, layer.bias_mu)
+    assert.are.equal(0, (y - ref):abs():max():item())
+  end)
+  it("rejects bad input", function()
+    local layer = bbb.nn.BayesLinear(3, 2)
+    assert.has_error(function() layer:forward(bbb.zeros(4, 5)) end,
+      "BayesLinear: input of size 4x5 does not match the layer's 3 inputs (expected batch x 3)")
+    assert.has_error(function() bbb.nn.BayesLinear(3, 2, { estimator = "magic" }) end,
+      'BayesLinear: estimator must be one of "flipout", "local", "weight", got magic')
+    assert.has_error(function() bbb.nn.BayesLinear(3, 2, { kl = "analytic" }) end,
+      'BayesLinear: kl = "analytic" needs a Gaussian prior, got ScaleMixture{pi=0.5, sigma1=1, sigma2=0.00247875}')
+    assert.has_error(function() bbb.nn.BayesLinear(3, 2, { prior = 5 }) end,
+      "BayesLinear: a prior is a table with a log_prob(w) function, got number")
+    local bad = bbb.nn.BayesLinear(3, 2, { prior = { log_prob = function(_, w) return w end } })
+    assert.has_error(function() bad:forward(bbb.zeros(1, 3)) end,
+      "BayesLinear: the Lua prior's log_prob must return a one-element tensor, got a tensor of size 2x3")
+    local bad2 = bbb.nn.BayesLinear(3, 2, { prior = { log_prob = function() return 1 end } })
+    assert.has_error(function() bad2:forward(bbb.zeros(1, 3)) end,
+      "BayesLinear: the Lua prior's log_prob must return a one-element tensor, got number")
+  end)
+end)
+
+describe("the Monte Carlo gradient", function()
+  it("averages to the gradient of the expected loss", function()
+    -- f(w) = (w - a)^2 + log q(w) - log p(w), p = N(0, sp^2): E f = (mu - a)^2 + sigma^2 + KL,
+    -- so dE/dmu = 2 (mu - a) + mu / sp^2 and
+    -- dE/drho = (2 sigma - 1 / sigma + sigma / sp^2) * sigmoid(rho).
+    local N, a, sp, m0, r0 = 200000, 1.0, 0.8, 0.3, -0.5
+    local mu = bbb.full({ N }, m0):requires_grad(true)
+    local rho = bbb.full({ N }, r0):requires_grad(true)
+    local w, kl = bbb.core.bayes_sample(mu, rho, bbb.prior.Gaussian{ sigma = sp }, bbb.Generator(99))
+    local loss = (w - a):square():sum() + kl
+    loss:backward()
+    local sigma = math.log(1 + math.exp(r0))
+    local sg = 1 / (1 + math.exp(-r0))
+    local dmu = 2 * (m0 - a) + m0 / (sp * sp)
+    local drho = (2 * sigma - 1 / sigma + sigma / (sp * sp)) * sg
+    local gmu, grho = mu.grad:mean():item(), rho.grad:mean():item()
+    -- standard errors: 2 sigma / sqrt(N) for mu; a few times that for rho
+    assert(math.abs(gmu - dmu) < 5 * 2.5 * sigma / math.sqrt(N), ("mu: %g vs %g"):format(gmu, dmu))
+    assert(math.abs(grho - drho) < 5 * 4 * sigma / math.sqrt(N), ("rho: %g vs %g"):format(grho, drho))
+  end)
+end)
+
+describe("ELBO", function()
+  it("weights the complexity term uniformly, by Blundell's schedule, or by a number", function()
+    local u = bbb.elbo.ELBO{ n_data = 100, n_batches = 4 }
+    assert.are.equal(0.25, u:weight(3))
+    local b = bbb.elbo.ELBO{ n_data = 100, n_batches = 4, kl_weight = "blundell" }
+    local sum = 0
+    for i = 1, 4 do
+      assert(rel_close(b:weight(i), 2 ^ (4 - i) / (2 ^ 4 - 1), 1e-12))
+      sum = sum + b:weight(i)
+    end
+    assert(rel_close(sum, 1, 1e-12))
+    local big = bbb.elbo.ELBO{ n_data = 1000000, batch_size = 10, kl_weight = "blundell" }
+    assert(big:weight(1) > 0 and big:weight(2000) >= 0)
+    assert.are.equal(0.1, bbb.elbo.ELBO{ n_data = 10, n_batches = 2, kl_weight = 0.1 }:weight(1))
+  end)
+  it("averages samples and reports terms per example", function()
+    local net = bbb.nn.bayes_mlp({ 4, 5, 3 }, { generator = bbb.Generator(3) })
+    local e = bbb.elbo.ELBO{ n_data = 80, batch_size = 8, samples = 3 }
+    local x, y = bbb.randn({ 8, 4 }, 0, 1, bbb.Generator(4)), bbb.tensor{ 1, 2, 3, 1, 2, 3, 1, 2 }
+    local loss, t = e:loss(net, x, y, { batch = 1 })
+    assert(rel_close(t.loss, t.nll + t.complexity_per_example, 1e-5))
+    assert(rel_close(t.complexity_per_example, t.complexity / 10 / 8, 1e-9))
+    assert.are.equal(loss:item(), t.loss)
+  end)
+  it("learns the noise of a Gaussian likelihood", function()
+    local e = bbb.elbo.ELBO{ n_data = 10, n_batches = 1, likelihood = "gaussian", sigma = 0.5, learn_sigma = true }
+    assert(rel_close(e:sigma(), 0.5, 1e-5))
+    assert.are.equal(1, #e:parameters())
+  end)
+  it("rejects bad settings and non-finite terms", function()
+    assert.has_error(function() bbb.elbo.ELBO{ n_data = 10, n_batches = 2, samples = 0 } end,
+      "ELBO: samples must be a positive integer, got 0")
+    assert.has_error(function() bbb.elbo.ELBO{ n_data = 10, n_batches = 2, kl_weight = "half" } end,
+      'ELBO: kl_weight must be "uniform", "blundell" or a number >= 0, got half')
+    assert.has_error(function() bbb.elbo.ELBO{ n_batches = 2 } end,
+      "ELBO: n_data must be a positive integer, got nil")
+    local net = bbb.nn.Sequential{ bbb.nn.BayesLinear(2, 2) }
+    local e = bbb.elbo.ELBO{ n_data = 4, n_batches = 1 }
+    assert.has_error(function() e:loss(net, bbb.tensor{ { 0 / 0, 1 } }, bbb.tensor{ 1 }, { step = 7 }) end,
+      "ELBO: step 7: the likelihood term (nll) is not finite (nan)")
+    assert.has_error(function() e:loss(net, bbb.zeros(1, 2), bbb.tensor{ 3 }) end,
+      "nll: label 3 at row 1 is not a class in 1..2")
+  end)
+end)
+
+describe("optimizers", function()
+  it("Adam's first step moves each weight by lr against its gradient's sign", function()
+    local w = bbb.tensor{ 1, -2 }:requires_grad(true)
+    local opt = bbb.optim.Adam({ w }, { lr = 0.1 })
+    local loss = (w * bbb.tensor{ 3, -0.5 }):sum()
+    loss:backward()
+    opt:step()
+    assert(rel_close(w[1], 0.9, 1e-5) and rel_close(w[2], -1.9, 1e-5), w[1] .. " " .. w[2])
+  end)
+  it("SGD with momentum and Nesterov, RMSprop, weight decay", function()
+    local w = bbb.tensor{ 1 }:requires_grad(true)
+    local opt = bbb.optim.SGD({ w }, { lr = 0.1, momentum = 0.9 })
+    for _ = 1, 2 do
+      opt:zero_grad()
+      local loss = (w * 2):sum()
+      loss:backward()
+      opt:step()
+    end
+    -- v1 = 2, w = 0.8; v2 = 0.9 * 2 + 2 = 3.8, w = 0.42
+    assert(rel_close(w[1], 0.42, 1e-5), w[1])
+    local n = bbb.tensor{ 1 }:requires_grad(true)
+    local nes = bbb.optim.SGD({ n }, { lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.5 })
+    local ln = (n * 2):sum()
+    ln:backward()
+    nes:step()
+    -- d = 2 + 0.5 = 2.5, v = 2.5, step = d + 0.9 v = 4.75
+    assert(rel_close(n[1], 1 - 0.475, 1e-5), n[1])
+    local r = bbb.tensor{ 1 }:requires_grad(true)
+    local rms = bbb.optim.RMSprop({ r }, { lr = 0.01, alpha = 0.9 })
+    local lr_ = (r * 2):sum()
+    lr_:backward()
+    rms:step()
+    assert(rel_close(r[1], 1 - 0.01 * 2 / (math.sqrt(0.1 * 4) + 1e-8), 1e-5), r[1])
+  end)
+  it("clips by global norm", function()
+    local a, b = bbb.tensor{ 0 }:requires_grad(true), bbb.tensor{ 0 }:requires_grad(true)
+    local opt = bbb.optim.SGD({ a, b }, { lr = 1, clip_norm = 1 })
+    local loss = (a * 3 + b * 4):sum()
+    loss:backward()
+    assert(rel_close(opt:step(), 5, 1e-6))
+    assert(rel_close(a[1], -0.6, 1e-5) and rel_close(b[1], -0.8, 1e-5))
+  end)
+  it("stops on a non-finite gradient, naming step and parameter, leaving weights as they were", function()
+    local net = bbb.nn.Sequential{ bbb.nn.Linear(2, 1) }
+    local opt = bbb.optim.Adam(net, { lr = 0.1 })
+    local before = net.layers[1].weight:clone()
+    local loss = net:forward(bbb.tensor{ { 1, 1 } }):sum()
+    loss:backward()
+    opt:step()
+    local after1 = net.layers[1].weight:clone()
+    assert.is_true((after1 - before):abs():max():item() > 0)
+    opt:zero_grad()
+    local bad = net:forward(bbb.tensor{ { 1 / 0, 1 } }):sum() * 0
+    bad:backward()
+    assert.has_error(function() opt:step() end, "Adam: step 2: the gradient of 1.weight is not finite")
+    assert.are.equal(0, (net.layers[1].weight - after1):abs():max():item())
+  end)
+  it("schedules the learning rate", function()
+    local w = bbb.tensor{ 1 }:requires_grad(true)
+    local opt = bbb.optim.SGD({ w }, { lr = 1 })
+    local s = bbb.optim.schedule.exponential(opt, 0.5)
+    s:step(); s:step()
+    assert.are.equal(0.25, opt.lr)
+    local opt2 = bbb.optim.SGD({ w }, { lr = 1 })
+    local c = bbb.optim.schedule.cosine(opt2, 10)
+    for _ = 1, 5 do c:step() end
+    assert(rel_close(opt2.lr, 0.5, 1e-12))
+    local opt3 = bbb.optim.SGD({ w }, { lr = 1 })
+    local st = bbb.optim.schedule.step(opt3, 2, 0.1)
+    st:step(); assert.are.equal(1, opt3.lr); st:step(); assert(rel_close(opt3.lr, 0.1, 1e-12))
+  end)
+  it("rejects bad settings", function()
+    assert.has_error(function() bbb.optim.Adam({ bbb.zeros(2) }) end,
+      "Adam: parameter param 1 does not require grad")
+    assert.has_error(function() bbb.optim.SGD({ bbb.zeros(2):requires_grad(true) }, { lr = -1 }) end,
+      "SGD: lr must be a number >= 0, got -1")
+    assert.has_error(function() bbb.optim.SGD({}) end, "SGD: no parameters to optimize")
+  end)
+end)
