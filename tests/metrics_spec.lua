@@ -1,0 +1,137 @@
+-- bbb.metrics: hand-computed values for every metric, and the errors.
+local bbb = require "bbb"
+local metrics = require "bbb.metrics"
+
+local function close(a, b, tol)
+  return math.abs(a - b) <= (tol or 1e-6) * math.max(1, math.abs(b))
+end
+
+local function assert_close(got, expected, tol)
+  assert(close(got, expected, tol), ("got %.9g, expected %.9g"):format(got, expected))
+end
+
+local probs = bbb.tensor {
+  { 0.7, 0.2, 0.1 },   -- label 1: right
+  { 0.1, 0.8, 0.1 },   -- label 2: right
+  { 0.3, 0.3, 0.4 },   -- label 1: wrong (argmax 3)
+  { 0.5, 0.25, 0.25 }, -- label 3: wrong (argmax 1)
+}
+local labels = bbb.tensor { 1, 2, 1, 3 }
+
+describe("accuracy and nll", function()
+  it("accuracy counts argmax hits, from tensors or Lua arrays", function()
+    assert.are.equal(0.5, metrics.accuracy(probs, labels))
+    assert.are.equal(0.5, metrics.accuracy(probs, { 1, 2, 1, 3 }))
+    assert.are.equal(1, metrics.accuracy(probs, { 1, 2, 3, 1 }))
+  end)
+  it("nll is the mean -log p of the true class", function()
+    local expect = -(math.log(0.7) + math.log(0.8) + math.log(0.3) + math.log(0.25)) / 4
+    assert_close(metrics.nll(probs, labels), expect)
+  end)
+  it("nll stays finite for a zero probability", function()
+    assert_close(metrics.nll(bbb.tensor { { 1, 0 } }, { 2 }), -math.log(1e-12))
+  end)
+end)
+
+describe("entropy and mutual information", function()
+  it("entropy in nats per row", function()
+    local h = metrics.entropy(bbb.tensor { { 0.5, 0.5, 0, 0 }, { 1, 0, 0, 0 }, { 0.25, 0.25, 0.25, 0.25 } })
+    assert.are.same({ 3 }, h:size())
+    assert_close(h[1], math.log(2))
+    assert_close(h[2], 0)
+    assert_close(h[3], math.log(4))
+  end)
+  it("mutual information is the entropy of the mean minus the mean entropy", function()
+    local a = bbb.tensor { { 1, 0 }, { 0.5, 0.5 }, { 0.9, 0.1 } }
+    local b = bbb.tensor { { 0, 1 }, { 0.5, 0.5 }, { 0.9, 0.1 } }
+    local mi = metrics.mutual_information { a, b }
+    assert.are.same({ 3 }, mi:size())
+    assert_close(mi[1], math.log(2))   -- confident, disagreeing samples
+    assert_close(mi[2], 0)             -- agreeing, uncertain samples
+    assert_close(mi[3], 0)
+    local c = bbb.tensor { { 0.8, 0.2 } }
+    local d = bbb.tensor { { 0.4, 0.6 } }
+    local function h(p) return -(p * math.log(p) + (1 - p) * math.log(1 - p)) end
+    assert_close(metrics.mutual_information { c, d }[1], h(0.6) - (h(0.8) + h(0.4)) / 2, 1e-5)
+  end)
+  it("mutual information of one sample is zero", function()
+    assert_close(metrics.mutual_information { probs }:sum():item(), 0)
+  end)
+end)
+
+describe("ece", function()
+  it("is zero for a perfectly calibrated toy", function()
+    local p = bbb.tensor { { 0.75, 0.25 }, { 0.75, 0.25 }, { 0.75, 0.25 }, { 0.75, 0.25 } }
+    assert_close(metrics.ece(p, { 1, 1, 1, 2 }), 0)
+  end)
+  it("weights each bin's gap by its share of the rows", function()
+    -- conf 0.9 right, conf 0.6 wrong, in different bins: (0.1 + 0.6) / 2
+    local p = bbb.tensor { { 0.9, 0.1 }, { 0.6, 0.4 } }
+    assert_close(metrics.ece(p, { 1, 2 }, 10), 0.35, 1e-6)
+    -- one bin: |accuracy - mean confidence| = |0.5 - 0.75|
+    assert_close(metrics.ece(p, { 1, 2 }, 1), 0.25, 1e-6)
+    assert_close(metrics.ece(probs, labels, 1), math.abs(0.5 - (0.7 + 0.8 + 0.4 + 0.5) / 4), 1e-6)
+  end)
+end)
+
+-- O(n^2) definition to check the sorted merge against.
+local function auroc_pairs(pos, neg)
+  local total = 0
+  for _, a in ipairs(pos) do
+    for _, b in ipairs(neg) do
+      total = total + (a > b and 1 or a == b and 0.5 or 0)
+    end
+  end
+  return total / (#pos * #neg)
+end
+
+describe("auroc", function()
+  it("is 1 when separated, 0 when reversed, 0.5 when all tied", function()
+    assert.are.equal(1, metrics.auroc({ 0.9, 0.8 }, { 0.1, 0.2 }))
+    assert.are.equal(0, metrics.auroc({ 0.1, 0.2 }, { 0.9, 0.8 }))
+    assert.are.equal(0.5, metrics.auroc({ 3, 3, 3 }, { 3, 3 }))
+  end)
+  it("counts ties as half", function()
+    assert.are.equal(0.5, metrics.auroc({ 1, 2, 3 }, { 2 }))
+    assert.are.equal(3.5 / 6, metrics.auroc({ 0.8, 0.4 }, { 0.4, 0.1, 0.9 }))
+  end)
+  it("takes tensors", function()
+    assert_close(metrics.auroc(bbb.tensor { 0.8, 0.4 }, bbb.tensor { 0.4, 0.1, 0.9 }), 3.5 / 6)
+  end)
+  it("matches the pairwise definition on random scores with ties", function()
+    local g = bbb.Generator(3)
+    for trial = 1, 20 do
+      local pos = bbb.rand({ trial + 3 }, 0, 5, g):totable()
+      local neg = bbb.rand({ 2 * trial + 1 }, 0, 5, g):totable()
+      for i, v in ipairs(pos) do pos[i] = math.floor(v) end
+      for i, v in ipairs(neg) do neg[i] = math.floor(v) end
+      assert_close(metrics.auroc(pos, neg), auroc_pairs(pos, neg), 1e-12)
+    end
+  end)
+end)
+
+describe("errors name the function", function()
+  local function assert_error_has(fn, text)
+    local ok, err = pcall(fn)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find(text, 1, true), tostring(err))
+  end
+  it("for shapes", function()
+    assert_error_has(function() metrics.accuracy(bbb.zeros(4), labels) end,
+      "accuracy: probs must be a (N, C) tensor, got 4")
+    assert_error_has(function() metrics.nll(probs, { 1, 2 }) end, "nll: 2 labels for 4 rows")
+    assert_error_has(function() metrics.ece(probs, { 1, 2, 3, 4 }) end,
+      "ece: label 4 is 4, expected a class in 1..3")
+    assert_error_has(function() metrics.mutual_information { probs, bbb.zeros(4, 2) } end,
+      "mutual_information: sample 2 is 4x2, sample 1 is 4x3")
+    assert_error_has(function() metrics.entropy("x") end, "entropy: probs must be a (N, C) tensor, got string")
+  end)
+  it("for empty input", function()
+    assert_error_has(function() metrics.accuracy(bbb.zeros(0, 3), {}) end, "accuracy: empty input (0x3)")
+    assert_error_has(function() metrics.auroc({}, { 1 }) end, "auroc: no positive scores")
+    assert_error_has(function() metrics.auroc({ 1 }, {}) end, "auroc: no negative scores")
+    assert_error_has(function() metrics.auroc({ 0 / 0 }, { 1 }) end, "auroc: positive score 1 is")
+    assert_error_has(function() metrics.mutual_information {} end, "mutual_information: expects a non-empty list")
+    assert_error_has(function() metrics.ece(probs, labels, 0) end, "ece: n_bins must be a positive integer")
+  end)
+end)
