@@ -80,10 +80,10 @@ static void philox_chunk(uint64_t base, uint64_t seed, uint32_t w[4][CHUNK]) {
 ** t = q/4 + s with |s| <= 1/8, then rotate (sin, cos)(2 pi s) by q quarter
 ** turns. Cephes polynomials on [-pi/4, pi/4]; abs error about 1e-7. */
 static inline void sincos2pi(float t, float *sn, float *cs) {
-  const float magic = 12582912.0f;
-  float qf = (4.0f * t + magic) - magic;     /* round(4t), 0..4 */
-  uint32_t q = (uint32_t)(bbb_f2u(4.0f * t + magic) - 0x4B400000u);
-  float a = (t - 0.25f * qf) * 6.28318530717958648f;
+  const float magic = 12582912.0f;           /* 1.5 * 2^23: adding rounds to int */
+  float m = 4.0f * t + magic;
+  uint32_t q = bbb_f2u(m) - 0x4B400000u;     /* round(4t), 0..4 */
+  float a = (t - 0.25f * (m - magic)) * 6.28318530717958648f;
   float z = a * a;
   float ps = -1.9515295891e-4f;
   ps = BBB_FMAF(ps, z, 8.3321608736e-3f);
@@ -98,8 +98,9 @@ static inline void sincos2pi(float t, float *sn, float *cs) {
   *cs = bbb_u2f(bbb_f2u(c1) ^ (((q + 1u) & 2u) << 30)); /* quadrants 1, 2 */
 }
 
-/* Box-Muller: two words to two normals. u1 takes 31 bits plus half a step,
-** so it lies in (0, 1] and log never sees 0; the largest |z| is
+/* Box-Muller: two words to two normals. u1 = (a/2 + 1/2) 2^-31 lies in
+** (0, 1], so log never sees 0, and keeps full resolution near 0 where log is
+** steep (int to float is exact below 2^24); the largest |z| is
 ** sqrt(-2 log 2^-32) = 6.66. */
 static inline void box_muller(uint32_t a, uint32_t b, float *z0, float *z1) {
   float u1 = BBB_FMAF((float)(int32_t)(a >> 1), 0x1p-31f, 0x1p-32f);
@@ -131,7 +132,7 @@ static void uniform_chunk(uint32_t w[4][CHUNK], float *dst, float lo, float span
   for (int i = 0; i < CHUNK; i++) {
     for (int k = 0; k < 4; k++) {
       float u = (float)(int32_t)(w[k][i] >> 8) * 0x1p-24f;
-      float v = BBB_FMAF(span, u, lo);
+      float v = lo + span * u;
       dst[4 * i + k] = v < hi ? v : top;
     }
   }
@@ -143,7 +144,7 @@ static void fill(bbb_rng *g, bbb_float *out, int64_t n, int kind, float a, float
   if (n <= 0) return;
   int64_t nblocks = (n + 3) / 4, nchunks = (nblocks + CHUNK - 1) / CHUNK;
   uint64_t counter = g->counter, seed = g->seed;
-  /* lo >= hi (an empty range) gives lo everywhere */
+  /* lo >= hi (an empty range) gives lo everywhere; hi - lo must be finite */
   float top = kind == KIND_NORMAL || !(a < b) ? a : fmaxf(nextafterf(b, -INFINITY), a);
   #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
   for (int64_t c = 0; c < nchunks; c++) {
