@@ -708,7 +708,10 @@ static int pmain(lua_State *L) {
   }
   luaL_openlibs(L);
   createargtable(L, argv, argc, script);
-  lua_gc(L, LUA_GCGEN, 0, 0);  /* as the stock lua 5.4 does */
+  /* Incremental, not the stock interpreter's generational mode: tensor
+  ** memory reaches the collector as debt, which only incremental mode keeps
+  ** (the bbb module sets this too when it loads). */
+  lua_gc(L, LUA_GCINC, 0, 0, 0);
   /* "-v" alone needs nothing loaded: it must work even if bbb is broken. */
   if (args == has_v && script == argc) {
     lua_pushboolean(L, 1);

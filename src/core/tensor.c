@@ -1,10 +1,12 @@
 /*
 ** tensor.c: storage and tensor lifetime, shape helpers, the error channel.
 */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "tensor.h"
 #include "autograd.h"
@@ -40,12 +42,66 @@ int bbb_shape_check(int ndim, const int64_t *shape, int64_t *numel) {
   return BBB_OK;
 }
 
+/* Large storages get pages of their own. Through malloc, glibc raises its
+** mmap threshold after the first large free and then serves such blocks from
+** a heap it rarely trims: a loop of temporaries grew to gigabytes of RSS
+** with megabytes live. A training step allocates the same sizes every time,
+** so freed blocks wait in a small cache keyed by exact size instead of going
+** back to the kernel (and faulting in again) at once. */
+#define BIG_BYTES ((size_t)256 << 10)
+#define CACHE_SLOTS 64
+#define CACHE_MAX_BYTES ((size_t)256 << 20)
+
+static struct { void *p; size_t bytes; } cache[CACHE_SLOTS];
+static int ncached;
+static size_t cached_bytes;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t storage_bytes(int64_t n) {
+  size_t b = (size_t)(n > 0 ? n : 1) * sizeof(bbb_float);
+  return b >= BIG_BYTES ? (b + 4095) & ~(size_t)4095 : (b + 63) & ~(size_t)63;
+}
+
+static void *big_alloc(size_t bytes) {
+  void *p = NULL;
+  pthread_mutex_lock(&cache_lock);
+  for (int i = ncached - 1; i >= 0; i--)
+    if (cache[i].bytes == bytes) {
+      p = cache[i].p;
+      cached_bytes -= bytes;
+      cache[i] = cache[--ncached];
+      break;
+    }
+  pthread_mutex_unlock(&cache_lock);
+  if (p) return p;
+  p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static void big_free(void *p, size_t bytes) {
+  pthread_mutex_lock(&cache_lock);
+  if (bytes <= CACHE_MAX_BYTES / 4) {
+    /* make room by dropping the oldest entries */
+    while (ncached > 0 && (ncached == CACHE_SLOTS || cached_bytes + bytes > CACHE_MAX_BYTES)) {
+      munmap(cache[0].p, cache[0].bytes);
+      cached_bytes -= cache[0].bytes;
+      memmove(cache, cache + 1, (size_t)(--ncached) * sizeof cache[0]);
+    }
+    cache[ncached].p = p;
+    cache[ncached++].bytes = bytes;
+    cached_bytes += bytes;
+    p = NULL;
+  }
+  pthread_mutex_unlock(&cache_lock);
+  if (p) munmap(p, bytes);
+}
+
 static bbb_storage *storage_new(int64_t n) {
   bbb_storage *s = malloc(sizeof *s);
   if (!s) return NULL;
-  /* 64-byte alignment: whole AVX-512 vectors and cache lines. */
-  size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(bbb_float) + 63) & ~(size_t)63;
-  s->data = aligned_alloc(64, bytes);
+  size_t bytes = storage_bytes(n);
+  /* 64-byte alignment at least: whole AVX-512 vectors and cache lines. */
+  s->data = bytes >= BIG_BYTES ? big_alloc(bytes) : aligned_alloc(64, bytes);
   if (!s->data) { free(s); return NULL; }
   s->size = n;
   s->refcount = 1;
@@ -56,8 +112,10 @@ static bbb_storage *storage_new(int64_t n) {
 
 static void storage_release(bbb_storage *s) {
   if (s && --s->refcount == 0) {
-    bytes_allocated -= (int64_t)(((size_t)(s->size > 0 ? s->size : 1) * sizeof(bbb_float) + 63) & ~(size_t)63);
-    free(s->data);
+    size_t bytes = storage_bytes(s->size);
+    bytes_allocated -= (int64_t)bytes;
+    if (bytes >= BIG_BYTES) big_free(s->data, bytes);
+    else free(s->data);
     free(s);
   }
 }

@@ -41,5 +41,6 @@ int lbbb_open(lua_State *L);
 void lbbb_open_tensor(lua_State *L);      /* fills the table on top */
 void lbbb_open_generator(lua_State *L);
 void lbbb_open_bayes(lua_State *L);
+void lbbb_open_bench(lua_State *L);       /* timing helpers for the benchmarks */
 
 #endif
