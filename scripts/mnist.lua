@@ -9,15 +9,15 @@ parser:option("--dataset", "mnist or fashion.", "mnist"):choices{ "mnist", "fash
 parser:option("--hidden", "Units per hidden layer.", "400"):convert(tonumber)
 parser:option("--layers", "Hidden layers.", "2"):convert(tonumber)
 parser:option("--prior", "Prior: mixture, gaussian or laplace.", "mixture"):choices{ "mixture", "gaussian", "laplace" }
-parser:option("--pi", "Mixture weight of the wide component.", "0.5"):convert(tonumber)
+parser:option("--pi", "Mixture weight of the wide component.", "0.25"):convert(tonumber)
 parser:option("--sigma1", "Wide component's sigma (gaussian: its sigma; laplace: b).", "1"):convert(tonumber)
-parser:option("--sigma2", "Narrow component's sigma.", tostring(math.exp(-6))):convert(tonumber)
+parser:option("--sigma2", "Narrow component's sigma (default e^-7).", tostring(math.exp(-7))):convert(tonumber)
 parser:option("--samples", "MC samples per minibatch in training.", "1"):convert(tonumber)
 parser:option("--estimator", "weight, local or flipout.", "weight"):choices{ "weight", "local", "flipout" }
 parser:option("--kl-weight", "uniform, blundell or a number.", "uniform")
 parser:option("--optim", "adam, sgd or rmsprop.", "adam"):choices{ "adam", "sgd", "rmsprop" }
 parser:option("--lr", "Learning rate.", "0.001"):convert(tonumber)
-parser:option("--lr-decay", "Learning rate multiplied by this after each epoch.", "0.9"):convert(tonumber)
+parser:option("--lr-decay", "Learning rate multiplied by this after each epoch.", "0.95"):convert(tonumber)
 parser:option("--momentum", "SGD momentum.", "0.9"):convert(tonumber)
 parser:option("--rho-init", "Initial rho (sigma = softplus(rho)).", "-5"):convert(tonumber)
 parser:option("--batch", "Minibatch size.", "128"):convert(tonumber)

@@ -22,7 +22,9 @@ end
 
 --- Mean (or "sum") cross-entropy of logits (B, C) against labels 1..C.
 function bbb.cross_entropy(logits, labels, reduction)
-  return core.nll(logits:log_softmax(), labels, reduction)
+  local ok, res = pcall(core.nll, logits:log_softmax(), labels, reduction)
+  if not ok then error(res, 2) end
+  return res
 end
 Tensor.cross_entropy = bbb.cross_entropy
 

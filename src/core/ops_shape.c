@@ -3,6 +3,7 @@
 ** detach. Tensors are always contiguous, so reshape and narrow on the first
 ** dimension are views; the rest copy.
 */
+#include <math.h>
 #include <string.h>
 
 #include "autograd.h"
@@ -128,7 +129,10 @@ int bbb_index_select(bbb_tensor **out, bbb_tensor *x, bbb_tensor *idx, int base)
   int64_t rows = x->shape[0], row = rows ? x->numel / rows : 0;
   for (int64_t r = 0; r < idx->numel; r++) {
     bbb_float v = bbb_data(idx)[r];
-    if (!(v >= base && v < base + rows) || v != (bbb_float)(int64_t)v)
+    if (v != floorf(v))
+      return bbb_error(BBB_EINDEX, "index_select: index %g at position %lld is not an integer",
+                       (double)v, (long long)(r + base));
+    if (!(v >= base && v < base + rows))
       return bbb_error(BBB_EINDEX, "index_select: index %g at position %lld out of range "
                        "%d..%lld", (double)v, (long long)(r + base), base,
                        (long long)(rows - 1 + base));
@@ -169,10 +173,10 @@ static int concat_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
 int bbb_concat(bbb_tensor **out, bbb_tensor **xs, int n, int dim) {
   char s1[96], s2[96];
   *out = NULL;
-  if (n < 1) return bbb_error(BBB_EARG, "concat: needs at least one tensor");
+  if (n < 1) return bbb_error(BBB_EARG, "cat: needs at least one tensor");
   bbb_tensor *x0 = xs[0];
   if (dim < 0 || dim >= x0->ndim)
-    return bbb_error(BBB_EINDEX, "concat: dimension %d out of range for %s", dim + 1,
+    return bbb_error(BBB_EINDEX, "cat: dimension %d out of range for %s", dim + 1,
                      bbb_shape_str(x0, s1, sizeof s1));
   int64_t shape[BBB_MAXDIM], outer, inner;
   memcpy(shape, x0->shape, sizeof shape);
@@ -182,8 +186,8 @@ int bbb_concat(bbb_tensor **out, bbb_tensor **xs, int n, int dim) {
     for (int d = 0; ok && d < x0->ndim; d++)
       if (d != dim && xs[k]->shape[d] != x0->shape[d]) ok = 0;
     if (!ok)
-      return bbb_error(BBB_ESHAPE, "concat: tensor %d %s does not fit tensor 1 %s along "
-                       "dimension %d", k + 1, bbb_shape_str(xs[k], s1, sizeof s1),
+      return bbb_error(BBB_ESHAPE, "cat: tensor %d %s does not fit tensor 1 %s (all sizes "
+                       "but dimension %d must agree)", k + 1, bbb_shape_str(xs[k], s1, sizeof s1),
                        bbb_shape_str(x0, s2, sizeof s2), dim + 1);
     shape[dim] += xs[k]->shape[dim];
   }

@@ -27,8 +27,9 @@ static uint64_t check_seed(lua_State *L, int i, const char *what) {
   if (lua_type(L, i) != LUA_TNUMBER)
     luaL_error(L, "%s: seed must be an integer, got %s", what, luaL_typename(L, i));
   lua_Number v = lua_tonumber(L, i);
+  if (v != v) luaL_error(L, "%s: seed must be a finite integer, got nan", what);
   if (!isfinite(v) || v != floor(v) || fabs(v) >= 9.2e18)
-    luaL_error(L, "%s: seed must be a finite integer, got %g", what, v);
+    luaL_error(L, "%s: seed must be a finite integer, got %f", what, v);
   return (uint64_t)(int64_t)v;
 }
 

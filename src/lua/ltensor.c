@@ -40,7 +40,7 @@ bbb_tensor *lbbb_opt_tensor(lua_State *L, int i) {
 /* Lua's collector sees only the small userdata; tell it about the bytes
 ** behind them so temporaries are freed at the pace they are made. */
 void lbbb_account(lua_State *L) {
-  static int64_t seen;
+  static int64_t seen, after_full;
   int64_t now = bbb_bytes_allocated();
   if (now > seen + (1 << 16)) {
     int64_t kb = (now - seen) >> 10;
@@ -48,6 +48,13 @@ void lbbb_account(lua_State *L) {
     lua_gc(L, LUA_GCSTEP, (int)(kb > (1 << 30) ? (1 << 30) : kb));
   } else if (now < seen) {
     seen = now;
+  }
+  /* A safety net for a host that switched the collector back to the
+  ** generational mode, which forgets the debt: collect in full when tensor
+  ** memory has more than doubled since the last full collection. */
+  if (now > 2 * after_full + ((int64_t)64 << 20)) {
+    lua_gc(L, LUA_GCCOLLECT);
+    after_full = seen = bbb_bytes_allocated();
   }
 }
 
@@ -91,9 +98,11 @@ static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i); 
 static int check_dim(lua_State *L, int i, const bbb_tensor *t, const char *op) {
   lua_Integer d = luaL_checkinteger(L, i);
   if (d < 0) d += t->ndim + 1;
-  if (d < 1 || d > t->ndim)
-    luaL_error(L, "%s: dimension %d out of range for a %d-d tensor", op,
-               (int)luaL_checkinteger(L, i), t->ndim);
+  if (d < 1 || d > t->ndim) {
+    char s[96];
+    luaL_error(L, "%s: dimension %d out of range for a %d-d tensor %s", op,
+               (int)luaL_checkinteger(L, i), t->ndim, bbb_shape_str(t, s, sizeof s));
+  }
   return (int)d - 1;
 }
 
@@ -123,10 +132,10 @@ static int t_arange(lua_State *L) {
   lua_Number a = luaL_checknumber(L, 1), b, step = luaL_optnumber(L, 3, 1);
   if (lua_isnoneornil(L, 2)) { b = a; a = 0; } else b = luaL_checknumber(L, 2);
   if (step == 0 || isnan(a) || isnan(b) || isnan(step))
-    return luaL_error(L, "arange: step must be non-zero and bounds numbers (got %g, %g, %g)", a, b, step);
+    return luaL_error(L, "arange: step must be non-zero and bounds numbers (got %f, %f, %f)", a, b, step);
   double cnt = ceil((b - a) / step);
   if (cnt < 0) cnt = 0;
-  if (cnt > 1e10) return luaL_error(L, "arange: %g elements is too many", cnt);
+  if (cnt > 1e10) return luaL_error(L, "arange: %f elements is too many", cnt);
   int64_t n = (int64_t)cnt;
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(1, &n);
@@ -237,7 +246,7 @@ static int t_random(lua_State *L, int normal, const char *what) {
   int nd = lbbb_get_shape(L, 1, shape, what);
   lua_Number a = luaL_optnumber(L, 2, normal ? 0 : 0), b = luaL_optnumber(L, 3, 1);
   if (!isfinite(a) || !isfinite(b) || (normal ? b < 0 : !(a < b)))
-    return luaL_error(L, "%s: bad parameters %g, %g (%s)", what, a, b,
+    return luaL_error(L, "%s: bad parameters %f, %f (%s)", what, a, b,
                       normal ? "need finite mean and std >= 0" : "need finite lo < hi");
   bbb_rng *g = lbbb_generator_arg(L, 4);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
@@ -277,9 +286,12 @@ static int t_index(lua_State *L) {
     return 1;
   }
   bbb_tensor *t = check(L, 1);
-  if (!lua_isinteger(L, 2))
+  if (!lua_isinteger(L, 2)) {
+    if (lua_type(L, 2) == LUA_TNUMBER)
+      return luaL_error(L, "index: %f is not an integer", lua_tonumber(L, 2));
     return luaL_error(L, "index: expected an integer index or a method name, got %s",
                       luaL_typename(L, 2));
+  }
   if (t->ndim == 0) return luaL_error(L, "index: a 0-d tensor has no rows; use item()");
   int64_t i = check_index(L, t, lua_tointeger(L, 2), "index");
   if (t->ndim == 1) { lua_pushnumber(L, bbb_data(t)[i]); return 1; }
@@ -305,6 +317,9 @@ static int t_newindex(lua_State *L) {
     bbb_float v = (bbb_float)lua_tonumber(L, 3);
     for (int64_t k = 0; k < row; k++) d[k] = v;
   } else {
+    if (!luaL_testudata(L, 3, BBB_TENSOR_MT))
+      return luaL_error(L, "index assignment: value must be a number or a tensor, got %s",
+                        luaL_typename(L, 3));
     bbb_tensor *src = check(L, 3);
     if (src->numel != row) {
       char s[96];
@@ -507,7 +522,7 @@ UNARY(relu, BBB_RELU) UNARY(sqrt, BBB_SQRT) UNARY(square, BBB_SQUARE) UNARY(abs,
 
 static int t_pow(lua_State *L) {
   lua_Number p = luaL_checknumber(L, 2);
-  if (!isfinite(p)) return luaL_error(L, "pow: exponent must be finite, got %g", p);
+  if (!isfinite(p)) return luaL_error(L, "pow: exponent must be finite, got %f", p);
   return unary_with(L, BBB_POWS, p, 0);
 }
 
@@ -656,7 +671,8 @@ static int t_reshape(lua_State *L) {
     }
   }
   for (int k = 0; k < nd; k++) {
-    if (shape[k] == -1 && infer < 0) infer = k;
+    if (shape[k] == -1 && infer >= 0) return luaL_error(L, "reshape: only one size may be -1");
+    if (shape[k] == -1) infer = k;
     else if (shape[k] < 0) return luaL_error(L, "reshape: size %d is negative (%d)", k + 1, (int)shape[k]);
     else known *= shape[k];
   }

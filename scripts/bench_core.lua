@@ -1,0 +1,118 @@
+--- bench_core: core op speed against floors measured in the same run.
+-- The matmul of a 1200-unit MNIST layer against a bare cblas_sgemm of the
+-- same shape, and softplus over 2.4M floats (the weights of that network)
+-- against a scalar libm loop. Ratios, not absolute times, are what carry
+-- over between machines.
+--   build/bbblua scripts/bench_core.lua [--threads N] [--reps R]
+local argparse = require "argparse"
+local bbb = require "bbb"
+local core = require "bbb.core"
+
+local parser = argparse("bench_core", "Times core ops against floors measured in the same run.")
+parser:option("--threads", "Threads for OpenMP and OpenBLAS.", "2")
+  :convert(math.tointeger)
+parser:option("--reps", "Timed repetitions per measurement; the median is reported.", "20")
+  :convert(math.tointeger)
+local args = parser:parse()
+if not args.threads or args.threads < 1 then parser:error("--threads must be a positive integer") end
+if not args.reps or args.reps < 1 or args.reps > 1000 then parser:error("--reps must be in 1..1000") end
+
+if not core.bench_sgemm then
+  io.stderr:write("bench_core: bbb.core has no bench_sgemm; lbbb.c must call lbbb_open_bench\n")
+  os.exit(1)
+end
+local clock = core.clock
+
+local function median(t)
+  table.sort(t)
+  local n = #t
+  return n % 2 == 1 and t[(n + 1) // 2] or 0.5 * (t[n // 2] + t[n // 2 + 1])
+end
+
+-- Median seconds of fn() over reps calls after a few untimed ones. fn
+-- returns the tensor it made; closing it outside the timed span frees it
+-- at once, so no garbage piles up between calls and skews the allocator.
+local function time_op(fn, reps)
+  for _ = 1, 3 do local y <close> = fn() end
+  local t = {}
+  for r = 1, reps do
+    local t0 = clock()
+    local y <close> = fn()
+    t[r] = clock() - t0
+  end
+  return median(t)
+end
+
+-- On a shared machine one block of timings can land on a busy moment, so
+-- each figure is the best of a few rounds' medians (and for matmul, ours
+-- and the floor alternate, so both see the same moments).
+local function best_of(rounds, f)
+  local best = math.huge
+  for _ = 1, rounds do best = math.min(best, f()) end
+  return best
+end
+
+local ROUNDS = 3
+bbb.set_num_threads(args.threads)
+local gen = bbb.Generator(1)
+
+-- (a) x (128, 784) times w (1200, 784)^T: a forward pass of BayesLinear(784, 1200).
+local B, IN, OUT = 128, 784, 1200
+local x, w = bbb.randn({B, IN}, 0, 1, gen), bbb.randn({OUT, IN}, 0, 0.05, gen)
+local mm_ours, mm_floor = math.huge, math.huge
+for _ = 1, ROUNDS do
+  mm_ours = math.min(mm_ours, time_op(function() return bbb.matmul(x, w, false, true) end, args.reps))
+  mm_floor = math.min(mm_floor, core.bench_sgemm(B, OUT, IN, false, true, args.reps))
+end
+
+-- (b) softplus over 2.4M floats: the sigma = softplus(rho) pass of that net.
+local NSP = 2400000
+local z = bbb.randn({NSP}, 0, 3, gen)
+local function softplus() return z:softplus() end
+local sp_ours = best_of(ROUNDS, function() return time_op(softplus, args.reps) end)
+local sp_one = sp_ours
+if args.threads ~= 1 then
+  bbb.set_num_threads(1)
+  sp_one = best_of(ROUNDS, function() return time_op(softplus, args.reps) end)
+  bbb.set_num_threads(args.threads)
+end
+-- the scalar loop takes tens of ms a call: fewer reps keep the run short
+local libm_reps = math.max(1, math.min(args.reps, 10))
+local sp_libm = best_of(ROUNDS, function() return core.bench_softplus_libm(NSP, libm_reps) end)
+
+local function mps(t) return NSP / t / 1e6 end
+
+local rows = {
+  {"op", "ours", "floor / baseline", "ratio", "target", "met"},
+  {("matmul (%d,%d) x (%d,%d)^T"):format(B, IN, OUT, IN),
+   ("%.3f ms"):format(mm_ours * 1e3), ("%.3f ms sgemm"):format(mm_floor * 1e3),
+   ("%.3f"):format(mm_ours / mm_floor), "ratio <= 1.05",
+   mm_ours / mm_floor <= 1.05 and "ok" or "MISS"},
+  {("softplus 2.4M, %d thread%s"):format(args.threads, args.threads == 1 and "" or "s"),
+   ("%.0f M/s"):format(mps(sp_ours)), ("%.0f M/s libm"):format(mps(sp_libm)),
+   ("%.1fx"):format(sp_libm / sp_ours),
+   args.threads == 2 and ">= 2000 M/s" or "(target is for 2 threads)",
+   args.threads == 2 and (mps(sp_ours) >= 2000 and "ok" or "MISS") or ""},
+}
+if args.threads ~= 1 then
+  rows[#rows + 1] = {"softplus 2.4M, 1 thread",
+    ("%.0f M/s"):format(mps(sp_one)), ("%.0f M/s libm"):format(mps(sp_libm)),
+    ("%.1fx"):format(sp_libm / sp_one), "", ""}
+end
+
+local widths = {}
+for _, row in ipairs(rows) do
+  for i, cell in ipairs(row) do widths[i] = math.max(widths[i] or 0, #cell) end
+end
+print(("bench_core: %d thread%s, median of %d reps, best of %d rounds")
+  :format(args.threads, args.threads == 1 and "" or "s", args.reps, ROUNDS))
+for r, row in ipairs(rows) do
+  local cells = {}
+  for i, cell in ipairs(row) do cells[i] = cell .. (" "):rep(widths[i] - #cell) end
+  print((table.concat(cells, "  "):gsub("%s+$", "")))
+  if r == 1 then
+    local rule = {}
+    for i = 1, #widths do rule[i] = ("-"):rep(widths[i]) end
+    print((table.concat(rule, "  "):gsub("%s+$", "")))
+  end
+end
