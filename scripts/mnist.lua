@@ -21,7 +21,7 @@ parser:option("--lr-decay", "Learning rate multiplied by this after each epoch."
 parser:option("--momentum", "SGD momentum.", "0.9"):convert(tonumber)
 parser:option("--rho-init", "Initial rho (sigma = softplus(rho)).", "-5"):convert(tonumber)
 parser:option("--batch", "Minibatch size.", "128"):convert(tonumber)
-parser:option("--epochs", "Training epochs.", "12"):convert(tonumber)
+parser:option("--epochs", "Training epochs.", "30"):convert(tonumber)
 parser:option("--seed", "Random seed.", "1"):convert(tonumber)
 parser:option("--threads", "Threads for GEMM and elementwise passes.", "2"):convert(tonumber)
 parser:option("--test-samples", "MC samples for the final ensemble.", "10"):convert(tonumber)
