@@ -55,6 +55,17 @@ bbb_float *bbb_grad_of(bbb_tensor *t, int *status) {
   return bbb_data(t->grad);
 }
 
+bbb_float *bbb_grad_begin(bbb_tensor *t, int *fresh, int *status) {
+  *fresh = 0;
+  if (!t || !t->requires_grad) return NULL;
+  if (!t->grad) {
+    t->grad = bbb_tensor_new(t->ndim, t->shape);
+    if (!t->grad) { *status = BBB_EMEM; return NULL; }
+    *fresh = 1;
+  }
+  return bbb_data(t->grad);
+}
+
 int bbb_requires_grad(bbb_tensor *t, int on) {
   if (t->node && !on)
     return bbb_error(BBB_EGRAPH, "requires_grad: cannot turn off on a tensor computed "

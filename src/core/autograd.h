@@ -49,6 +49,11 @@ void bbb_node_free(bbb_node *n);
 ** (*status is set). */
 bbb_float *bbb_grad_of(bbb_tensor *t, int *status);
 
+/* Like bbb_grad_of, but a buffer made by this call is left uninitialised and
+** *fresh is set: the caller must then write every element (=, not +=). Saves
+** a zero-filling pass over the big gradients. */
+bbb_float *bbb_grad_begin(bbb_tensor *t, int *fresh, int *status);
+
 /* backward from root. seed may be NULL for a one-element root (seed 1).
 ** retain_graph keeps the nodes for a second backward. */
 int bbb_backward(bbb_tensor *root, const bbb_tensor *seed, int retain_graph);

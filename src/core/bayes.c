@@ -110,6 +110,7 @@ typedef struct {
   float gkl;
   int64_t n;
   double *logq, *logp;
+  int fresh;            /* backward: gmu and grho are new, write them */
 } fused_ctx;
 
 /* The loops take the prior kind as a constant (always inlined into a switch)
@@ -151,7 +152,7 @@ static void sample_chunk(void *c, int64_t lo, int64_t hi) {
 
 /* grad mu += t, grad rho += (t eps - gkl / sigma) sigmoid(rho), with
 ** t = grad w - gkl d log p / d w: the likelihood and complexity paths in one pass. */
-INLINE void backward_loop(int kind, fused_ctx *u, int64_t lo, int64_t hi) {
+INLINE void backward_loop(int kind, int fresh, fused_ctx *u, int64_t lo, int64_t hi) {
   const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps, *gw = u->gw;
   bbb_float *gmu = u->gmu, *grho = u->grho;
   prior_k k = u->k;
@@ -163,35 +164,40 @@ INLINE void backward_loop(int kind, fused_ctx *u, int64_t lo, int64_t hi) {
     float t = gw[i];
     if (kind != BBB_PRIOR_NONE) t -= gkl * prior_dlogp(&k, mu[i] + s * e);
     float inv = bbb_self(r < -20, 1.0f, sg / s);   /* sigmoid/softplus -> 1 as rho -> -inf */
-    gmu[i] += t;
-    grho[i] += t * e * sg - gkl * inv;
+    float dr = t * e * sg - gkl * inv;
+    if (fresh) { gmu[i] = t; grho[i] = dr; }   /* fresh buffers: no zero fill first */
+    else { gmu[i] += t; grho[i] += dr; }
   }
 }
+
+#define BACKWARD_KINDS(fresh) switch (u->k.kind) {                                   \
+  case BBB_PRIOR_GAUSSIAN: backward_loop(BBB_PRIOR_GAUSSIAN, fresh, u, lo, hi); break;  \
+  case BBB_PRIOR_MIXTURE: backward_loop(BBB_PRIOR_MIXTURE, fresh, u, lo, hi); break;    \
+  case BBB_PRIOR_LAPLACE: backward_loop(BBB_PRIOR_LAPLACE, fresh, u, lo, hi); break;    \
+  default: backward_loop(BBB_PRIOR_NONE, fresh, u, lo, hi); break; }
 
 static void sample_backward_range(void *c, int64_t lo, int64_t hi) {
   fused_ctx *u = c;
-  switch (u->k.kind) {
-  case BBB_PRIOR_GAUSSIAN: backward_loop(BBB_PRIOR_GAUSSIAN, u, lo, hi); break;
-  case BBB_PRIOR_MIXTURE: backward_loop(BBB_PRIOR_MIXTURE, u, lo, hi); break;
-  case BBB_PRIOR_LAPLACE: backward_loop(BBB_PRIOR_LAPLACE, u, lo, hi); break;
-  default: backward_loop(BBB_PRIOR_NONE, u, lo, hi); break;
-  }
+  if (u->fresh) { BACKWARD_KINDS(1) } else { BACKWARD_KINDS(0) }
 }
 
 static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
-  int st = BBB_OK;
+  int st = BBB_OK, fmu, frho;
   bbb_tensor *mu = nd->in[0].t, *rho = nd->in[1].t, *eps = nd->in[2].t;
   bbb_prior p = { (int)nd->i[0], nd->f[0], nd->f[1], nd->f[2] };
   int64_t n = mu->numel;
-  bbb_float *gmu = bbb_grad_of(mu, &st), *grho = bbb_grad_of(rho, &st), *scratch = NULL;
+  bbb_float *gmu = bbb_grad_begin(mu, &fmu, &st), *grho = bbb_grad_begin(rho, &frho, &st);
+  bbb_float *scratch = NULL;
   if (st) return st;
   if (!gmu || !grho) {   /* a frozen mu or rho: its gradient goes to scratch */
     scratch = malloc((size_t)(n ? n : 1) * sizeof *scratch);
     if (!scratch) return bbb_error(BBB_EMEM, "bayes_sample backward: out of memory");
-    if (!gmu) gmu = scratch; else grho = scratch;
+    if (!gmu) { gmu = scratch; fmu = 1; } else { grho = scratch; frho = 1; }
   }
+  /* one loop writes both: if only one is new, zero it and accumulate */
+  if (fmu != frho) memset(fmu ? gmu : grho, 0, (size_t)n * sizeof *gmu);
   fused_ctx u = { prior_consts(&p), bbb_data(mu), bbb_data(rho), bbb_data(eps), g,
-                  NULL, gmu, grho, (float)nd->f[3], n, NULL, NULL };
+                  NULL, gmu, grho, (float)nd->f[3], n, NULL, NULL, fmu && frho };
   nd->f[3] = 0;   /* consumed: a retained graph starts clean */
   bbb_parallel_for(n, CHUNK, sample_backward_range, &u);
   free(scratch);
@@ -232,7 +238,7 @@ int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_
   }
   if (!eps) bbb_rng_normal(g, bbb_data(e), n, 0, 1);
   fused_ctx u = { prior_consts(p), bbb_data(mu), bbb_data(rho), bbb_data(e), NULL,
-                  bbb_data(w), NULL, NULL, 0, n, part, part + nch };
+                  bbb_data(w), NULL, NULL, 0, n, part, part + nch, 0 };
   bbb_parallel_for(nch, 1, sample_chunk, &u);
   double lq = -HALF_LOG_2PI * (double)n, lp = prior_offset(p) * (double)n;
   for (int64_t c = 0; c < nch; c++) { lq += part[c]; lp += part[nch + c]; }

@@ -70,16 +70,19 @@ int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb) {
 }
 
 static int linear_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
-  int st = BBB_OK;
+  int st = BBB_OK, fx, fw, fb;
   bbb_tensor *x = nd->in[0].t, *w = nd->in[1].t, *b = nd->in[2].t;
   int64_t B = x->shape[0], in = x->shape[1], o = w->shape[0];
-  bbb_float *gx = bbb_grad_of(x, &st), *gw = bbb_grad_of(w, &st);
-  bbb_float *gb = b ? bbb_grad_of(b, &st) : NULL;
-  if (gx) gemm(0, 0, B, in, o, g, bbb_data(w), 1, gx);     /* g (B,o) w (o,in) */
-  if (gw) gemm(1, 0, o, in, B, g, bbb_data(x), 1, gw);     /* g^T (o,B) x (B,in) */
-  if (gb)
+  bbb_float *gx = bbb_grad_begin(x, &fx, &st), *gw = bbb_grad_begin(w, &fw, &st);
+  bbb_float *gb = b ? bbb_grad_begin(b, &fb, &st) : NULL;
+  /* a fresh buffer is written with beta = 0 instead of being zeroed first */
+  if (gx) gemm(0, 0, B, in, o, g, bbb_data(w), fx ? 0.0f : 1.0f, gx);   /* g (B,o) w (o,in) */
+  if (gw) gemm(1, 0, o, in, B, g, bbb_data(x), fw ? 0.0f : 1.0f, gw);   /* g^T (o,B) x (B,in) */
+  if (gb) {
+    if (fb) memset(gb, 0, (size_t)o * sizeof *gb);
     for (int64_t r = 0; r < B; r++)
       for (int64_t j = 0; j < o; j++) gb[j] += g[r * o + j];
+  }
   return st;
 }
 

@@ -1,0 +1,84 @@
+-- End-to-end smoke runs of every script and example on tiny settings,
+-- through the real interpreter.
+local build = os.getenv("BBB_BUILD") or "build"
+local root = os.getenv("BBB_ROOT") or "."
+local bbblua = build .. "/bbblua"
+
+local function run(args)
+  local cmd = ("cd %q && %q %s 2>&1; echo \"exit=$?\""):format(root, bbblua, args)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  local status = tonumber(out:match("exit=(%d+)%s*$"))
+  return status, out
+end
+
+local function ok(args, ...)
+  local status, out = run(args)
+  assert.are.equal(0, status, out)
+  for _, want in ipairs{...} do
+    assert.truthy(out:find(want, 1, true), ("expected %q in:\n%s"):format(want, out))
+  end
+  return out
+end
+
+local tmp = os.tmpname()
+os.remove(tmp)
+os.execute("mkdir -p " .. tmp)
+
+describe("scripts", function()
+  it("every script answers --help", function()
+    for _, s in ipairs{ "mnist", "regression", "bench_core", "bench_bbb" } do
+      ok("scripts/" .. s .. ".lua --help", "Usage:")
+    end
+  end)
+  it("mnist.lua trains and reports both test accuracies", function()
+    local out = ok("scripts/mnist.lua --epochs 2 --limit 3000 --test-limit 300 --hidden 32 --lr 0.005 --test-samples 3 --save "
+      .. tmp .. "/log.json", "epoch  1", "epoch  2", "test accuracy: posterior means", "MC ensemble of 3 samples")
+    local acc = tonumber(out:match("MC ensemble of 3 samples ([%d.]+)%%"))
+    assert(acc and acc > 50, out)   -- chance is 10%
+    local f = assert(io.open(tmp .. "/log.json"))
+    local log = require("cjson").decode(f:read("a"))
+    f:close()
+    assert.are.equal(2, #log.epochs)
+  end)
+  it("mnist.lua runs the other estimators, priors and Fashion-MNIST", function()
+    local small = " --epochs 1 --limit 256 --test-limit 100 --hidden 16 --test-samples 2"
+    ok("scripts/mnist.lua --estimator local --prior gaussian --optim sgd --lr 0.05" .. small, "test accuracy")
+    ok("scripts/mnist.lua --estimator flipout --prior laplace --kl-weight blundell --samples 2" .. small, "test accuracy")
+    ok("scripts/mnist.lua --dataset fashion --optim rmsprop" .. small, "fashion: 256 training")
+  end)
+  it("mnist.lua refuses bad options with a message", function()
+    local status, out = run("scripts/mnist.lua --hidden 0")
+    assert.are_not.equal(0, status)
+    assert.truthy(out:find("--hidden must be a positive integer", 1, true), out)
+    status, out = run("scripts/mnist.lua --epochs 1 --limit 64 --pi 1.5")
+    assert.are_not.equal(0, status)
+    assert.truthy(out:find("pi must be in (0, 1), got 1.5", 1, true), out)
+  end)
+  it("regression.lua writes a plot and reports coverage and band widths", function()
+    for _, task in ipairs{ "toy", "paper", "sine" } do
+      local png = tmp .. "/" .. task .. ".png"
+      local out = ok(("scripts/regression.lua --task %s --steps 60 --pred-samples 20 --n 50 --out %s"):format(task, png),
+        "mean band width: inside the training range", "wrote " .. png)
+      if task ~= "toy" then assert.truthy(out:find("coverage of the 95% band", 1, true), out) end
+      local f = assert(io.open(png, "rb"))
+      assert.are.equal("\137PNG", f:read(4))
+      f:close()
+    end
+  end)
+  it("the benchmarks run and print their ratios", function()
+    ok("scripts/bench_core.lua --reps 3", "matmul", "softplus")
+    ok("scripts/bench_bbb.lua --steps 2 --infer-samples 1 --infer-images 1000", "784-1200-1200-10", "784-400-400-10",
+      "peak RSS")
+  end)
+end)
+
+describe("examples", function()
+  it("single_weight.lua prints the known ELBO terms", function()
+    ok("examples/single_weight.lua", "w        4.556052", "loss     82.7472", "dL/dmu   53.4528")
+  end)
+  it("custom_prior.lua trains with Lua priors", function()
+    ok("examples/custom_prior.lua", "student_t w = 2.0", "horseshoe w = 2.0")
+  end)
+end)
