@@ -218,6 +218,25 @@ describe("ELBO", function()
     assert(rel_close(e:sigma(), 0.5, 1e-5))
     assert.are.equal(1, #e:parameters())
   end)
+  it("switches the layers to the analytic KL, for Gaussian priors only", function()
+    local gen = bbb.Generator(8)
+    local net = bbb.nn.bayes_mlp({ 3, 4, 2 }, { prior = bbb.prior.Gaussian{ sigma = 0.5 }, generator = gen })
+    local x, y = bbb.randn({ 6, 3 }, 0, 1, gen), bbb.tensor{ 1, 2, 1, 2, 1, 2 }
+    local _, t = bbb.elbo.ELBO{ n_data = 6, n_batches = 1, kl = "analytic" }:loss(net, x, y)
+    -- the analytic KL of each layer, from its means and sigmas
+    local expect = 0
+    for _, l in ipairs{ net.layers[1], net.layers[3] } do
+      for _, pr in ipairs{ { l.weight_mu, l.weight_rho }, { l.bias_mu, l.bias_rho } } do
+        expect = expect + bbb.prior.gaussian_kl(l.prior, pr[1], pr[2]:softplus()):item()
+      end
+    end
+    assert(rel_close(t.complexity, expect, 1e-5), t.complexity .. " vs " .. expect)
+    local mix = bbb.nn.bayes_mlp({ 3, 4, 2 }, { generator = gen })
+    assert.has_error(function() bbb.elbo.ELBO{ n_data = 6, n_batches = 1, kl = "analytic" }:loss(mix, x, y) end,
+      'ELBO: kl = "analytic" needs a Gaussian prior; layer 1 has ScaleMixture{pi=0.5, sigma1=1, sigma2=0.00247875}')
+    assert.has_error(function() bbb.elbo.ELBO{ n_data = 6, n_batches = 1, kl = "exact" } end,
+      'ELBO: kl must be "mc" or "analytic", got exact')
+  end)
   it("rejects bad settings and non-finite terms", function()
     assert.has_error(function() bbb.elbo.ELBO{ n_data = 10, n_batches = 2, samples = 0 } end,
       "ELBO: samples must be a positive integer, got 0")

@@ -6,10 +6,9 @@ local bbb = require "bbb"
 local PAGE = 4096
 local MiB = 2 ^ 20
 local LIMIT = 64 * MiB
--- 500x500, not 1000x1000: 20,000 steps of the larger size took 25 s on two
--- quiet cores but over three minutes on a busy machine. 1 MB per temporary,
--- 3 temporaries a step, still turns a leak of any of them into gigabytes.
-local N = 500
+-- 1000x1000: 4 MB per temporary, 3 temporaries a step, so a leak of any of
+-- them is gigabytes. BBB_MEMORY_N shrinks it for slow (sanitized) builds.
+local N = tonumber(os.getenv("BBB_MEMORY_N")) or 1000
 
 local function rss()
   local f = assert(io.open("/proc/self/statm"))

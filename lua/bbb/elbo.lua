@@ -24,7 +24,8 @@ local function positive_int(v, what)
 end
 
 --- ELBO{n_data =, n_batches = | batch_size =, likelihood = "categorical" | "gaussian",
---   sigma = (gaussian noise), learn_sigma = false, kl_weight = "uniform", samples = 1}
+--   sigma = (gaussian noise), learn_sigma = false, kl_weight = "uniform", samples = 1,
+--   kl = "mc" | "analytic" | nil (nil: each layer's own setting)}
 function elbo.ELBO(opts)
   opts = opts or {}
   local self = setmetatable({}, ELBO)
@@ -44,6 +45,10 @@ function elbo.ELBO(opts)
     error(('ELBO: kl_weight must be "uniform", "blundell" or a number >= 0, got %s'):format(tostring(kw)), 2)
   end
   self.kl_weight = kw
+  if opts.kl ~= nil and opts.kl ~= "mc" and opts.kl ~= "analytic" then
+    error(('ELBO: kl must be "mc" or "analytic", got %s'):format(tostring(opts.kl)), 2)
+  end
+  self.kl = opts.kl
   if self.likelihood == "gaussian" then
     local s = opts.sigma or 1
     if type(s) ~= "number" or not (s > 0) then
@@ -96,6 +101,20 @@ function ELBO:nll_sum(out, y)
   return -bbb.gaussian_loglik(out, y, sigma)
 end
 
+-- Applies the ELBO's kl setting to every Bayesian layer of net.
+local function set_kl_mode(net, mode, path)
+  if net.layers then
+    for i, l in ipairs(net.layers) do set_kl_mode(l, mode, (path and path .. "." or "") .. i) end
+  elseif net.kl_mode ~= nil and net.kl_mode ~= mode then
+    local p = net.prior
+    if mode == "analytic" and not (getmetatable(p) and p.kind == "gaussian") then
+      error(('ELBO: kl = "analytic" needs a Gaussian prior; layer %s has %s')
+        :format(path or "1", tostring(p)), 4)
+    end
+    net.kl_mode = mode
+  end
+end
+
 local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
 local function show(v) return v ~= v and "nan" or tostring(v) end
 
@@ -109,6 +128,7 @@ function ELBO:loss(net, x, y, opts)
   local step = opts.step or self.steps
   local B = x:size(1)
   local w = self:weight(opts.batch)
+  if self.kl then set_kl_mode(net, self.kl) end
   local total, nll_total, kl_total = nil, 0, 0
   for _ = 1, self.samples do
     local out = net:forward(x)
