@@ -60,20 +60,25 @@ local function bench(sizes)
   local labels = {}
   for i = 1, B do labels[i] = (i % sizes[#sizes]) + 1 end
   local y = bbb.tensor(labels)
-  local function step()
+  -- One step, timed by phase: forward with the ELBO, backward, optimizer.
+  local function step(ph)
+    local t0 = clock()
     opt:zero_grad()
     local loss = elbo:loss(net, x, y, { batch = 1 })
+    local t1 = clock()
     loss:backward()
+    local t2 = clock()
     opt:step()
+    local t3 = clock()
+    if ph then
+      ph.fwd[#ph.fwd + 1], ph.bwd[#ph.bwd + 1], ph.opt[#ph.opt + 1] = t1 - t0, t2 - t1, t3 - t2
+      ph.all[#ph.all + 1] = t3 - t0
+    end
   end
   for _ = 1, 5 do step() end
-  local times = {}
-  for i = 1, math.tointeger(args.steps) do
-    local t0 = clock()
-    step()
-    times[i] = clock() - t0
-  end
-  local t_step = median(times)
+  local ph = { fwd = {}, bwd = {}, opt = {}, all = {} }
+  for _ = 1, math.tointeger(args.steps) do step(ph) end
+  local t_step = median(ph.all)
   local t_gemm = gemm_floor(sizes, 21)
 
   -- Inference: S weight samples over the images, in batches of 1000.
@@ -92,7 +97,9 @@ local function bench(sizes)
   B = xs:size(1)
   local t_inf_gemm = gemm_floor(sizes, 5, true) * S * batches
   B = saveB
-  return { step = t_step, gemm = t_gemm, inf = t_inf, inf_gemm = t_inf_gemm, S = S, n = batches * xs:size(1) }
+  return { step = t_step, gemm = t_gemm, inf = t_inf, inf_gemm = t_inf_gemm, S = S, n = batches * xs:size(1),
+           fwd = median(ph.fwd), bwd = median(ph.bwd), opt = median(ph.opt),
+           weights = (function() local n = 0 for l = 1, #sizes - 1 do n = n + (sizes[l] + 1) * sizes[l + 1] end return n end)() }
 end
 
 print(("bbb %s, %d thread(s), batch %d, 1 MC sample, ScaleMixture prior, Adam, estimator %s")
@@ -105,6 +112,10 @@ for _, sizes in ipairs{ { 784, 1200, 1200, 10 }, { 784, 400, 400, 10 } } do
     r.step * 1e3, r.gemm * 1e3, r.step / r.gemm, r.inf, r.inf_gemm, r.inf / r.inf_gemm))
   print(("%-18s training %.1f steps/s; inference %d samples x %d images: %.2f s, %.1f sample-passes/s")
     :format("", 1 / r.step, r.S, r.n, r.inf, r.S / r.inf))
+  -- Adam reads g, p, m, v and writes p, m, v: 28 bytes per parameter, two
+  -- parameters (mu, rho) per weight, whatever the implementation.
+  print(("%-18s phases: forward+ELBO %.2f ms, backward %.2f ms, optimizer %.2f ms (%.1f GB/s over its %d MB)")
+    :format("", r.fwd * 1e3, r.bwd * 1e3, r.opt * 1e3, 56 * r.weights / r.opt / 1e9, 56 * r.weights // 1000000))
 end
 print(("peak RSS %.0f MiB"):format(peak_rss_mib()))
 print("target: step / GEMMs <= 1.5 for 784-1200-1200-10 on 2 threads")
