@@ -91,16 +91,8 @@ static void reduce_range(void *c, int64_t lo, int64_t hi) {
   for (int64_t o = lo; o < hi; o++) reduce_outer(c, o);
 }
 
-/* Whole-tensor sum split over threads, combined in double. */
-typedef struct { const bbb_float *x; double part[64]; int64_t n; } sumall_ctx;
-
-static void sumall_range(void *c, int64_t lo, int64_t hi) {
-  sumall_ctx *u = c;
-  int64_t chunk = (u->n + 63) / 64;
-  for (int64_t k = lo; k < hi; k++) {
-    int64_t a = k * chunk, b = a + chunk < u->n ? a + chunk : u->n;
-    u->part[k] = a < b ? sum_contig(u->x + a, b - a) : 0;
-  }
+static double sum_chunk(const void *x, int64_t lo, int64_t hi) {
+  return sum_contig((const bbb_float *)x + lo, hi - lo);
 }
 
 static int64_t argmax_at(const bbb_float *x, const rshape *rs, int64_t o, int64_t j) {
@@ -150,10 +142,7 @@ int bbb_reduce(bbb_tensor **out, int op, bbb_tensor *x, int dim, int keepdim) {
   if (!y) return BBB_EMEM;
   reduce_ctx u = { op, rs, bbb_data(x), bbb_data(y) };
   if (rs.outer == 1 && rs.inner == 1 && (op == BBB_SUM || op == BBB_MEAN) && rs.d >= 65536) {
-    sumall_ctx s = { bbb_data(x), {0}, rs.d };
-    bbb_parallel_for(64, 8, sumall_range, &s);
-    double total = 0;
-    for (int k = 0; k < 64; k++) total += s.part[k];
+    double total = bbb_parallel_sum(rs.d, sum_chunk, bbb_data(x));
     bbb_data(y)[0] = (bbb_float)(op == BBB_MEAN ? total / rs.d : total);
   } else {
     bbb_parallel_for(rs.outer, 1 + 16384 / (rs.d * rs.inner + 1), reduce_range, &u);

@@ -24,26 +24,16 @@ static int check_same(const bbb_tensor *p, const bbb_tensor *t, const char *op, 
   return BBB_OK;
 }
 
-typedef struct { const bbb_float *x; double part[64]; int64_t n; } sq_ctx;
-
-static void sq_range(void *c, int64_t lo, int64_t hi) {
-  sq_ctx *u = c;
-  int64_t chunk = (u->n + 63) / 64;
-  for (int64_t k = lo; k < hi; k++) {
-    int64_t a = k * chunk, b = a + chunk < u->n ? a + chunk : u->n;
-    float s = 0;
-    #pragma omp simd reduction(+:s)
-    for (int64_t i = a; i < b; i++) s += u->x[i] * u->x[i];
-    u->part[k] = s;
-  }
+static double sq_chunk(const void *x, int64_t lo, int64_t hi) {
+  const bbb_float *d = x;
+  double s = 0;
+  #pragma omp simd reduction(+:s)
+  for (int64_t i = lo; i < hi; i++) s += (double)d[i] * d[i];
+  return s;
 }
 
 double bbb_sqnorm(const bbb_tensor *t) {
-  sq_ctx u = { bbb_data(t), {0}, t->numel };
-  bbb_parallel_for(64, t->numel > 65536 ? 8 : 64, sq_range, &u);
-  double s = 0;
-  for (int k = 0; k < 64; k++) s += u.part[k];
-  return s;
+  return bbb_parallel_sum(t->numel, sq_chunk, bbb_data(t));
 }
 
 static void sgd_range(void *c, int64_t lo, int64_t hi) {

@@ -2,6 +2,7 @@
 ** parallel.c: thread count and the range splitter.
 */
 #include <omp.h>
+#include <stdlib.h>
 
 #include "parallel.h"
 
@@ -34,4 +35,29 @@ void bbb_parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx) {
     int64_t lo = n * t / k, hi = n * (t + 1) / k;
     if (hi > lo) fn(ctx, lo, hi);
   }
+}
+
+#define SUM_CHUNK 16384
+
+typedef struct { bbb_chunk_sum_fn fn; const void *ctx; int64_t n; double *part; } sum_ctx;
+
+static void sum_chunks(void *c, int64_t lo, int64_t hi) {
+  sum_ctx *u = c;
+  for (int64_t k = lo; k < hi; k++) {
+    int64_t a = k * SUM_CHUNK, b = a + SUM_CHUNK < u->n ? a + SUM_CHUNK : u->n;
+    u->part[k] = u->fn(u->ctx, a, b);
+  }
+}
+
+double bbb_parallel_sum(int64_t n, bbb_chunk_sum_fn fn, const void *ctx) {
+  int64_t nch = (n + SUM_CHUNK - 1) / SUM_CHUNK;
+  if (nch <= 1) return n > 0 ? fn(ctx, 0, n) : 0;
+  double stack[256], *part = nch <= 256 ? stack : malloc((size_t)nch * sizeof *part);
+  if (!part) return fn(ctx, 0, n);   /* no memory for partials: one serial pass */
+  sum_ctx u = { fn, ctx, n, part };
+  bbb_parallel_for(nch, 4, sum_chunks, &u);
+  double s = 0;
+  for (int64_t k = 0; k < nch; k++) s += part[k];
+  if (part != stack) free(part);
+  return s;
 }

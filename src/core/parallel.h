@@ -13,6 +13,12 @@ typedef void (*bbb_range_fn)(void *ctx, int64_t lo, int64_t hi);
 ** (but the last), on up to bbb_get_num_threads() threads. Serial when small. */
 void bbb_parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx);
 
+/* Sum of fn over the whole of [0, n), in double: fn sums one chunk of a
+** fixed size and the chunks are added in order, so the result is the same
+** for any thread count. */
+typedef double (*bbb_chunk_sum_fn)(const void *ctx, int64_t lo, int64_t hi);
+double bbb_parallel_sum(int64_t n, bbb_chunk_sum_fn fn, const void *ctx);
+
 void bbb_set_num_threads(int n);
 int bbb_get_num_threads(void);
 
