@@ -17,6 +17,8 @@ typedef enum {
   BBB_MULS,     /* x * p0 */
   BBB_RSUBS,    /* p0 - x */
   BBB_RDIVS,    /* p0 / x */
+  BBB_GTS,      /* 1 where x > p0, else 0 (zero gradient) */
+  BBB_LTS,      /* 1 where x < p0, else 0 (zero gradient) */
   BBB_UNARY_COUNT
 } bbb_unary_op;
 

@@ -14,7 +14,7 @@
 
 const char *const bbb_unary_names[BBB_UNARY_COUNT] = {
   "neg", "exp", "log", "log1p", "softplus", "sigmoid", "tanh", "relu", "sqrt",
-  "square", "abs", "pow", "clamp", "add", "mul", "sub", "div"
+  "square", "abs", "pow", "clamp", "add", "mul", "sub", "div", "gt", "lt"
 };
 
 const char *const bbb_binary_names[BBB_BINARY_COUNT] = {
@@ -62,6 +62,8 @@ static void unary_forward_range(void *c, int64_t lo, int64_t hi) {
   case BBB_MULS:  for (int64_t i = 0; i < n; i++) y[i] = x[i] * p0; break;
   case BBB_RSUBS: for (int64_t i = 0; i < n; i++) y[i] = p0 - x[i]; break;
   case BBB_RDIVS: for (int64_t i = 0; i < n; i++) y[i] = p0 / x[i]; break;
+  case BBB_GTS:   for (int64_t i = 0; i < n; i++) y[i] = x[i] > p0 ? 1.0f : 0.0f; break;
+  case BBB_LTS:   for (int64_t i = 0; i < n; i++) y[i] = x[i] < p0 ? 1.0f : 0.0f; break;
   }
 }
 
@@ -95,6 +97,7 @@ static void unary_backward_range(void *c, int64_t lo, int64_t hi) {
   case BBB_MULS:  for (int64_t i = 0; i < n; i++) gx[i] += g[i] * p0; break;
   case BBB_RSUBS: for (int64_t i = 0; i < n; i++) gx[i] -= g[i]; break;
   case BBB_RDIVS: for (int64_t i = 0; i < n; i++) gx[i] -= g[i] * y[i] / x[i]; break;
+  case BBB_GTS: case BBB_LTS: break;   /* piecewise constant */
   }
 }
 

@@ -526,6 +526,10 @@ static int t_pow(lua_State *L) {
   return unary_with(L, BBB_POWS, p, 0);
 }
 
+/* t:gt(s), t:lt(s): 0/1 masks, constant for the gradient */
+static int t_gt(lua_State *L) { return unary_with(L, BBB_GTS, luaL_checknumber(L, 2), 0); }
+static int t_lt(lua_State *L) { return unary_with(L, BBB_LTS, luaL_checknumber(L, 2), 0); }
+
 static int t_clamp(lua_State *L) {
   lua_settop(L, 3);
   lua_Number lo = luaL_optnumber(L, 2, -HUGE_VAL), hi = luaL_optnumber(L, 3, HUGE_VAL);
@@ -865,6 +869,7 @@ static const luaL_Reg tensor_methods[] = {
   {"neg", t_neg}, {"exp", t_exp}, {"log", t_log}, {"log1p", t_log1p},
   {"softplus", t_softplus}, {"sigmoid", t_sigmoid}, {"tanh", t_tanh}, {"relu", t_relu},
   {"sqrt", t_sqrt}, {"square", t_square}, {"abs", t_abs}, {"pow", t_pow}, {"clamp", t_clamp},
+  {"gt", t_gt}, {"lt", t_lt},
   {"add", t_add}, {"sub", t_sub}, {"mul", t_mul}, {"div", t_div},
   {"maximum", t_maximum}, {"minimum", t_minimum}, {"logaddexp", t_logaddexp},
   {"sum", t_sum}, {"mean", t_mean}, {"max", t_max}, {"argmax", t_argmax},

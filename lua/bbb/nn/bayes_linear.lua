@@ -98,12 +98,9 @@ function BayesLinear:sample_bias()
   return self:sample(self.bias_mu, self.bias_rho, "b")
 end
 
+-- +1 or -1 with equal probability
 local function random_signs(shape, gen)
-  -- +1 or -1 with equal probability, without a graph
-  return bbb.no_grad(function()
-    local u = bbb.rand(shape, -1, 1, gen)
-    return u / (u:abs() + 1e-30)
-  end)
+  return bbb.rand(shape, 0, 1, gen):lt(0.5) * 2 - 1
 end
 
 function BayesLinear:forward(x)

@@ -139,10 +139,7 @@ end
 function Dropout:forward(x)
   check_input(x, "Dropout")
   if not self.training or self.p == 0 then return x end
-  local keep = bbb.rand(x:size(), 0, 1, self.generator)
-  local mask = bbb.no_grad(function()
-    return (keep - self.p):relu():minimum(1e-30) * (1e30 / (1 - self.p))
-  end)
+  local mask = bbb.rand(x:size(), 0, 1, self.generator):gt(self.p) * (1 / (1 - self.p))
   return x * mask
 end
 
