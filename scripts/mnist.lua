@@ -92,21 +92,11 @@ print(("optimizer %s lr %g (x%g per epoch), batch %d, %d MC sample(s), kl weight
 
 -- Accuracy of MC-averaged (or posterior-mean) predictions, in batches.
 local function evaluate(ds, samples, mode)
-  net:evaluate()
-  for _, l in ipairs(net.layers) do if l.mode then l.mode = mode end end
   local correct = 0
-  bbb.no_grad(function()
-    for _, xb, yb in bbb.data.batches(ds, 1000) do
-      local p
-      for _ = 1, samples do
-        local q = net:forward(xb):softmax()
-        p = p and p + q or q
-      end
-      correct = correct + bbb.metrics.accuracy(p, yb) * xb:size(1)
-    end
-  end)
-  for _, l in ipairs(net.layers) do if l.mode then l.mode = "sample" end end
-  net:train()
+  for _, xb, yb in bbb.data.batches(ds, 1000) do
+    local p = net:predict(xb, { samples = samples, mode = mode })
+    correct = correct + bbb.metrics.accuracy(p, yb) * xb:size(1)
+  end
   return correct / ds.n
 end
 

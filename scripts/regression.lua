@@ -115,18 +115,9 @@ print(("%s: %d points, BBB 1-%d-%d-1 and MLP, %d steps in %.1f s; -elbo/ex %.4f,
 -- Predictive mean and standard deviation (epistemic from the weight
 -- samples plus the likelihood's noise) at the points xq (a column).
 local function predict(xq)
-  local S = math.tointeger(args.pred_samples)
-  local sum, sq
-  bbb.no_grad(function()
-    for _ = 1, S do
-      local f = bnn:forward(xq)
-      sum = sum and sum + f or f
-      sq = sq and sq + f:square() or f:square()
-    end
-  end)
-  local mean = sum / S
-  local var = (sq / S - mean:square()):clamp(0) + elbo:sigma() ^ 2
-  return mean:reshape(-1):totable(), var:sqrt():reshape(-1):totable()
+  local mean, sd = bnn:predict(xq, { samples = math.tointeger(args.pred_samples),
+    likelihood = "gaussian", noise_sigma = elbo:sigma() })
+  return mean:reshape(-1):totable(), sd:reshape(-1):totable()
 end
 
 -- Coverage of the 95% band on fresh points from the training range.

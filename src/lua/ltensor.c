@@ -502,16 +502,16 @@ static int l_is_grad_enabled(lua_State *L) {
 
 /* ---- ops ---- */
 
-static int push_result(lua_State *L, lbbb_tensor_ud *u, int st) {
+/* The userdata made before the call is on top: raise or return it. */
+static int push_result(lua_State *L, int st) {
   lbbb_check(L, st);
-  (void)u;
   return 1;
 }
 
 static int unary_with(lua_State *L, int op, double p0, double p1) {
   bbb_tensor *x = check(L, 1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_unary(&u->t, op, x, p0, p1));
+  return push_result(L, bbb_unary(&u->t, op, x, p0, p1));
 }
 
 #define UNARY(name, op) static int t_##name(lua_State *L) { return unary_with(L, op, 0, 0); }
@@ -537,51 +537,35 @@ static int t_clamp(lua_State *L) {
   return unary_with(L, BBB_CLAMP, lo, hi);
 }
 
-/* a op b where either may be a number: numbers take the scalar paths. */
+/* x op s, or s op x when s_left: the scalar unary ops where there is one,
+** else a 0-d tensor broadcast. */
+static int scalar_op(bbb_tensor **out, int op, bbb_tensor *x, double s, int s_left) {
+  switch (op) {
+  case BBB_ADD: return bbb_unary(out, BBB_ADDS, x, s, 0);
+  case BBB_MUL: return bbb_unary(out, BBB_MULS, x, s, 0);
+  case BBB_SUB: return bbb_unary(out, s_left ? BBB_RSUBS : BBB_ADDS, x, s_left ? s : -s, 0);
+  case BBB_DIV: return s_left ? bbb_unary(out, BBB_RDIVS, x, s, 0) : bbb_unary(out, BBB_MULS, x, 1.0 / s, 0);
+  }
+  bbb_tensor *c = bbb_tensor_full(0, NULL, (bbb_float)s);
+  if (!c) return bbb_error(BBB_EMEM, "%s: out of memory", bbb_binary_names[op]);
+  int st = s_left ? bbb_binary(out, op, c, x) : bbb_binary(out, op, x, c);
+  bbb_tensor_release(c);
+  return st;
+}
+
+/* a op b where either may be a number. */
 static int arith(lua_State *L, int op) {
   int na = lua_type(L, 1) == LUA_TNUMBER, nb = lua_type(L, 2) == LUA_TNUMBER;
   if (na && nb) return luaL_error(L, "%s: needs a tensor operand", bbb_binary_names[op]);
-  if (nb) {
-    bbb_tensor *x = check(L, 1);
-    lua_Number s = lua_tonumber(L, 2);
+  if (na || nb) {
+    bbb_tensor *x = check(L, na ? 2 : 1);
+    lua_Number s = lua_tonumber(L, na ? 1 : 2);
     lbbb_tensor_ud *u = lbbb_new_tensor(L);
-    int st;
-    switch (op) {
-    case BBB_ADD: st = bbb_unary(&u->t, BBB_ADDS, x, s, 0); break;
-    case BBB_SUB: st = bbb_unary(&u->t, BBB_ADDS, x, -s, 0); break;
-    case BBB_MUL: st = bbb_unary(&u->t, BBB_MULS, x, s, 0); break;
-    case BBB_DIV: st = bbb_unary(&u->t, BBB_MULS, x, 1.0 / s, 0); break;
-    default: {
-      bbb_tensor *c = bbb_tensor_full(0, NULL, (bbb_float)s);
-      if (!c) lbbb_check(L, BBB_EMEM);
-      st = bbb_binary(&u->t, op, x, c);
-      bbb_tensor_release(c);
-    }
-    }
-    return push_result(L, u, st);
-  }
-  if (na) {
-    lua_Number s = lua_tonumber(L, 1);
-    bbb_tensor *x = check(L, 2);
-    lbbb_tensor_ud *u = lbbb_new_tensor(L);
-    int st;
-    switch (op) {
-    case BBB_ADD: st = bbb_unary(&u->t, BBB_ADDS, x, s, 0); break;
-    case BBB_SUB: st = bbb_unary(&u->t, BBB_RSUBS, x, s, 0); break;
-    case BBB_MUL: st = bbb_unary(&u->t, BBB_MULS, x, s, 0); break;
-    case BBB_DIV: st = bbb_unary(&u->t, BBB_RDIVS, x, s, 0); break;
-    default: {
-      bbb_tensor *c = bbb_tensor_full(0, NULL, (bbb_float)s);
-      if (!c) lbbb_check(L, BBB_EMEM);
-      st = bbb_binary(&u->t, op, c, x);
-      bbb_tensor_release(c);
-    }
-    }
-    return push_result(L, u, st);
+    return push_result(L, scalar_op(&u->t, op, x, s, na));
   }
   bbb_tensor *a = check(L, 1), *b = check(L, 2);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_binary(&u->t, op, a, b));
+  return push_result(L, bbb_binary(&u->t, op, a, b));
 }
 
 #define BINARY(name, op) static int t_##name(lua_State *L) { return arith(L, op); }
@@ -597,7 +581,7 @@ static int reduce(lua_State *L, int op) {
   bbb_tensor *x = check(L, 1);
   int dim = lua_isnoneornil(L, 2) ? -1 : check_dim(L, 2, x, bbb_reduce_names[op]);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_reduce(&u->t, op, x, dim, lua_toboolean(L, 3)));
+  return push_result(L, bbb_reduce(&u->t, op, x, dim, lua_toboolean(L, 3)));
 }
 
 static int t_sum(lua_State *L) { return reduce(L, BBB_SUM); }
@@ -609,7 +593,7 @@ static int t_argmax(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   int dim = lua_isnoneornil(L, 2) ? -1 : check_dim(L, 2, x, "argmax");
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_argmax(&u->t, x, dim, lua_toboolean(L, 3), 1));
+  return push_result(L, bbb_argmax(&u->t, x, dim, lua_toboolean(L, 3), 1));
 }
 
 /* max() -> value tensor; max(dim [, keepdim]) -> values, indices */
@@ -627,26 +611,26 @@ static int t_matmul(lua_State *L) {
   lua_settop(L, 4);
   bbb_tensor *a = check(L, 1), *b = check(L, 2);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_matmul(&u->t, a, b, lua_toboolean(L, 3), lua_toboolean(L, 4)));
+  return push_result(L, bbb_matmul(&u->t, a, b, lua_toboolean(L, 3), lua_toboolean(L, 4)));
 }
 
 static int t_linear(lua_State *L) {   /* linear(x, W [, b]) */
   lua_settop(L, 3);
   bbb_tensor *x = check(L, 1), *w = check(L, 2), *b = lbbb_opt_tensor(L, 3);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_linear(&u->t, x, w, b));
+  return push_result(L, bbb_linear(&u->t, x, w, b));
 }
 
 static int t_log_softmax(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_log_softmax(&u->t, x));
+  return push_result(L, bbb_log_softmax(&u->t, x));
 }
 
 static int t_softmax(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_softmax(&u->t, x));
+  return push_result(L, bbb_softmax(&u->t, x));
 }
 
 /* nll(logp, labels [, "mean" | "sum"]): labels 1..C */
@@ -656,7 +640,7 @@ static int t_nll(lua_State *L) {
   static const char *const modes[] = { "sum", "mean", NULL };
   int mean = luaL_checkoption(L, 3, "mean", modes);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_nll(&u->t, lp, lab, 1, mean));
+  return push_result(L, bbb_nll(&u->t, lp, lab, 1, mean));
 }
 
 static int t_reshape(lua_State *L) {
@@ -682,7 +666,7 @@ static int t_reshape(lua_State *L) {
   }
   if (infer >= 0) shape[infer] = known ? x->numel / known : 0;
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_reshape(&u->t, x, nd, shape));
+  return push_result(L, bbb_reshape(&u->t, x, nd, shape));
 }
 
 static int t_narrow(lua_State *L) {   /* narrow(dim, start, len), start 1-based */
@@ -691,31 +675,31 @@ static int t_narrow(lua_State *L) {   /* narrow(dim, start, len), start 1-based 
   int dim = check_dim(L, 2, x, "narrow");
   lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_narrow(&u->t, x, dim, start - 1, len));
+  return push_result(L, bbb_narrow(&u->t, x, dim, start - 1, len));
 }
 
 static int t_index_select(lua_State *L) {
   bbb_tensor *x = check(L, 1), *idx = check(L, 2);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_index_select(&u->t, x, idx, 1));
+  return push_result(L, bbb_index_select(&u->t, x, idx, 1));
 }
 
 static int t_transpose(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_transpose(&u->t, x));
+  return push_result(L, bbb_transpose(&u->t, x));
 }
 
 static int t_clone(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_copy(&u->t, x));
+  return push_result(L, bbb_copy(&u->t, x));
 }
 
 static int t_detach(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_detach(&u->t, x));
+  return push_result(L, bbb_detach(&u->t, x));
 }
 
 /* cat({t1, t2, ...} [, dim]) */
@@ -734,7 +718,7 @@ static int t_cat(lua_State *L) {
   }
   int dim = lua_isnoneornil(L, 2) ? 0 : check_dim(L, 2, xs[0], "cat");
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  return push_result(L, u, bbb_concat(&u->t, xs, n, dim));
+  return push_result(L, bbb_concat(&u->t, xs, n, dim));
 }
 
 /* ---- printing ---- */
