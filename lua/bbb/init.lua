@@ -1,6 +1,6 @@
 --- bbb: Bayes by Backprop on a C tensor core.
 -- The tensor functions come from the C module bbb.core; the submodules
--- (nn, prior, elbo, optim, data, metrics, plot, progress, testing) load on
+-- (nn, prior, elbo, optim, data, metrics, plot, progress, testing, cli) load on
 -- first use: `bbb.nn.BayesLinear(784, 400)`.
 local core = require "bbb.core"
 
@@ -100,7 +100,7 @@ end
 -- Submodules load lazily so `require "bbb"` stays cheap.
 local submodules = {
   nn = true, prior = true, elbo = true, optim = true, data = true, metrics = true,
-  plot = true, progress = true, testing = true, bandit = true, checkpoint = true,
+  plot = true, progress = true, testing = true, bandit = true, checkpoint = true, cli = true,
 }
 setmetatable(bbb, {
   __index = function(t, k)
