@@ -16,5 +16,7 @@ int lbbb_open(lua_State *L) {
   lbbb_open_generator(L);
   lbbb_open_bayes(L);
   lbbb_open_bench(L);
+  lbbb_open_checkpoint(L);
+  lbbb_open_signal(L);
   return 1;
 }
