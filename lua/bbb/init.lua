@@ -5,6 +5,40 @@
 -- first use: `bbb.nn.BayesLinear(784, 400)`.
 local core = require "bbb.core"
 
+-- The folder this file was loaded from: bbb's own modules load from here
+-- only, never through package.path, whose "./?.lua" would let a bbb/<name>.lua
+-- in the working directory run in their place.
+local own_dir = select(2, ...)
+if type(own_dir) ~= "string" then own_dir = debug.getinfo(1, "S").source:sub(2) end
+own_dir = own_dir:match("^(.*)[/\\]init%.lua$") or "."
+local own_path = own_dir .. "/?.lua;" .. own_dir .. "/?/init.lua"
+
+-- Finds "bbb.x.y" in bbb's own tree; nil and the places tried when absent.
+local function own_file(modname)
+  local rest = modname:match("^bbb%.(.+)$")
+  if not rest then return nil, "" end
+  return package.searchpath(rest, own_path)
+end
+
+-- A searcher ahead of package.path, so `require "bbb.nn"` (inside the library
+-- too) takes bbb's own file even when package.path lists "./" first.
+local function own_searcher(modname)
+  local file, tried = own_file(modname)
+  if not file then return tried and ("\n\t(not in bbb's tree)" .. tried) or nil end
+  local chunk, err = loadfile(file)
+  if not chunk then error(("error loading module '%s' from file '%s':\n\t%s"):format(modname, file, err), 0) end
+  return chunk, file
+end
+local searchers = package.searchers
+local installed = false
+for _, s in ipairs(searchers) do
+  if s == package.bbb_own_searcher then installed = true end
+end
+if not installed then
+  package.bbb_own_searcher = own_searcher
+  table.insert(searchers, 2, own_searcher)
+end
+
 local bbb = {}
 for k, v in pairs(core) do bbb[k] = v end
 bbb.version = "0.1.0"
@@ -87,7 +121,15 @@ local submodules = {
 setmetatable(bbb, {
   __index = function(t, k)
     if submodules[k] then
-      local m = require("bbb." .. k)
+      local name = "bbb." .. k
+      local m = package.loaded[name]
+      if m == nil then
+        local file = own_file(name)
+        if not file then
+          error(("bbb.%s: not part of this build of bbb (no %s/%s.lua)"):format(k, own_dir, k), 2)
+        end
+        m = require(name)   -- the own searcher above finds `file` first
+      end
       rawset(t, k, m)
       return m
     end
