@@ -18,11 +18,10 @@ static int unary_with(lua_State *L, int op, double p0, double p1) {
   return push_result(L, bbb_unary(&u->t, op, x, p0, p1));
 }
 
-#define UNARY(name, op) static int t_##name(lua_State *L) { return unary_with(L, op, 0, 0); }
-UNARY(neg, BBB_NEG) UNARY(exp, BBB_EXP) UNARY(log, BBB_LOG) UNARY(log1p, BBB_LOG1P)
-UNARY(softplus, BBB_SOFTPLUS) UNARY(sigmoid, BBB_SIGMOID) UNARY(tanh, BBB_TANH)
-UNARY(relu, BBB_RELU) UNARY(sqrt, BBB_SQRT) UNARY(square, BBB_SQUARE) UNARY(abs, BBB_ABS)
-#undef UNARY
+/* The op code of a table-driven wrapper is its upvalue. */
+static int op_of(lua_State *L) { return (int)lua_tointeger(L, lua_upvalueindex(1)); }
+
+static int t_unary(lua_State *L) { return unary_with(L, op_of(L), 0, 0); }
 
 static int t_pow(lua_State *L) {
   lua_Number p = luaL_checknumber(L, 2);
@@ -72,10 +71,7 @@ static int arith(lua_State *L, int op) {
   return push_result(L, bbb_binary(&u->t, op, a, b));
 }
 
-#define BINARY(name, op) static int t_##name(lua_State *L) { return arith(L, op); }
-BINARY(add, BBB_ADD) BINARY(sub, BBB_SUB) BINARY(mul, BBB_MUL) BINARY(div, BBB_DIV)
-BINARY(maximum, BBB_MAXIMUM) BINARY(minimum, BBB_MINIMUM) BINARY(logaddexp, BBB_LOGADDEXP)
-#undef BINARY
+static int t_binary(lua_State *L) { return arith(L, op_of(L)); }
 
 static int t_unm(lua_State *L) { return unary_with(L, BBB_NEG, 0, 0); }
 
@@ -88,9 +84,7 @@ static int reduce(lua_State *L, int op) {
   return push_result(L, bbb_reduce(&u->t, op, x, dim, lua_toboolean(L, 3)));
 }
 
-static int t_sum(lua_State *L) { return reduce(L, BBB_SUM); }
-static int t_mean(lua_State *L) { return reduce(L, BBB_MEAN); }
-static int t_logsumexp(lua_State *L) { return reduce(L, BBB_LOGSUMEXP); }
+static int t_reduce(lua_State *L) { return reduce(L, op_of(L)); }
 
 static int t_argmax(lua_State *L) {
   lua_settop(L, 3);
@@ -225,15 +219,28 @@ static int t_cat(lua_State *L) {
   return push_result(L, bbb_concat(&u->t, xs, n, dim));
 }
 
+/* Table-driven ops: name, core op code, wrapper, and the metamethod it
+** also serves (or NULL). */
+static const struct {
+  const char *name; int op; lua_CFunction fn; const char *meta;
+} table_ops[] = {
+  {"neg", BBB_NEG, t_unary, NULL}, {"exp", BBB_EXP, t_unary, NULL},
+  {"log", BBB_LOG, t_unary, NULL}, {"log1p", BBB_LOG1P, t_unary, NULL},
+  {"softplus", BBB_SOFTPLUS, t_unary, NULL}, {"sigmoid", BBB_SIGMOID, t_unary, NULL},
+  {"tanh", BBB_TANH, t_unary, NULL}, {"relu", BBB_RELU, t_unary, NULL},
+  {"sqrt", BBB_SQRT, t_unary, NULL}, {"square", BBB_SQUARE, t_unary, NULL},
+  {"abs", BBB_ABS, t_unary, NULL},
+  {"add", BBB_ADD, t_binary, "__add"}, {"sub", BBB_SUB, t_binary, "__sub"},
+  {"mul", BBB_MUL, t_binary, "__mul"}, {"div", BBB_DIV, t_binary, "__div"},
+  {"maximum", BBB_MAXIMUM, t_binary, NULL}, {"minimum", BBB_MINIMUM, t_binary, NULL},
+  {"logaddexp", BBB_LOGADDEXP, t_binary, NULL},
+  {"sum", BBB_SUM, t_reduce, NULL}, {"mean", BBB_MEAN, t_reduce, NULL},
+  {"logsumexp", BBB_LOGSUMEXP, t_reduce, NULL},
+};
+
 static const luaL_Reg methods[] = {
-  {"neg", t_neg}, {"exp", t_exp}, {"log", t_log}, {"log1p", t_log1p},
-  {"softplus", t_softplus}, {"sigmoid", t_sigmoid}, {"tanh", t_tanh}, {"relu", t_relu},
-  {"sqrt", t_sqrt}, {"square", t_square}, {"abs", t_abs}, {"pow", t_pow}, {"clamp", t_clamp},
-  {"gt", t_gt}, {"lt", t_lt},
-  {"add", t_add}, {"sub", t_sub}, {"mul", t_mul}, {"div", t_div},
-  {"maximum", t_maximum}, {"minimum", t_minimum}, {"logaddexp", t_logaddexp},
-  {"sum", t_sum}, {"mean", t_mean}, {"max", t_max}, {"argmax", t_argmax},
-  {"logsumexp", t_logsumexp}, {"matmul", t_matmul}, {"log_softmax", t_log_softmax},
+  {"pow", t_pow}, {"clamp", t_clamp}, {"gt", t_gt}, {"lt", t_lt},
+  {"max", t_max}, {"argmax", t_argmax}, {"matmul", t_matmul}, {"log_softmax", t_log_softmax},
   {"softmax", t_softmax}, {"reshape", t_reshape}, {"view", t_reshape},
   {"narrow", t_narrow}, {"index_select", t_index_select}, {"t", t_transpose},
   {"transpose", t_transpose}, {"clone", t_clone}, {"detach", t_detach},
@@ -245,10 +252,20 @@ static const luaL_Reg funcs[] = {
 };
 
 static const luaL_Reg meta[] = {
-  {"__unm", t_unm}, {"__add", t_add}, {"__sub", t_sub}, {"__mul", t_mul}, {"__div", t_div},
-  {NULL, NULL}
+  {"__unm", t_unm}, {NULL, NULL}
 };
 
 void lbbb_open_ops(lua_State *L, const lbbb_tables *tb) {
+  for (size_t k = 0; k < sizeof table_ops / sizeof table_ops[0]; k++) {
+    lua_pushinteger(L, table_ops[k].op);
+    lua_pushcclosure(L, table_ops[k].fn, 1);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, tb->methods, table_ops[k].name);
+    if (table_ops[k].meta) {
+      lua_pushvalue(L, -1);
+      lua_setfield(L, tb->meta, table_ops[k].meta);
+    }
+    lua_setfield(L, tb->module, table_ops[k].name);
+  }
   lbbb_register(L, tb, methods, funcs, meta);
 }
