@@ -72,4 +72,6 @@ static const luaL_Reg funcs[] = {
   {NULL, NULL}
 };
 
-void lbbb_open_checkpoint(lua_State *L) { luaL_setfuncs(L, funcs, 0); }
+void lbbb_open_checkpoint(lua_State *L, const lbbb_tables *tb) {
+  lbbb_register(L, tb, NULL, funcs, NULL);
+}

@@ -49,4 +49,6 @@ static const luaL_Reg funcs[] = {
   {"sigint_trap", l_sigint_trap}, {"sigint_pending", l_sigint_pending}, {NULL, NULL}
 };
 
-void lbbb_open_signal(lua_State *L) { luaL_setfuncs(L, funcs, 0); }
+void lbbb_open_signal(lua_State *L, const lbbb_tables *tb) {
+  lbbb_register(L, tb, NULL, funcs, NULL);
+}
