@@ -1,6 +1,7 @@
 --- bbb: Bayes by Backprop on a C tensor core.
 -- The tensor functions come from the C module bbb.core; the submodules
--- (nn, prior, elbo, optim, data, metrics, plot, progress, testing, cli) load on
+-- (nn, prior, elbo, optim, train, checkpoint, data, metrics, plot, progress,
+-- testing, json, cli) load on
 -- first use: `bbb.nn.BayesLinear(784, 400)`.
 local core = require "bbb.core"
 
@@ -80,6 +81,21 @@ function bbb.gaussian_loglik(mu, y, sigma)
   return per:sum()
 end
 
+--- save(path, obj): a model, or {model =, optimizer =, ...}, as a
+-- safetensors checkpoint (see bbb.checkpoint); written atomically.
+function bbb.save(path, obj)
+  local ok, err = pcall(bbb.checkpoint.save, path, obj)
+  if not ok then error(err, 2) end
+end
+
+--- load(path [, {generator =, prior =}]) -> model, info: the model rebuilt
+-- from the checkpoint, ready for predict.
+function bbb.load(path, opts)
+  local ok, model, info = pcall(bbb.checkpoint.load, path, opts)
+  if not ok then error(model, 2) end
+  return model, info
+end
+
 function bbb.zeros_like(t) return core.zeros(t:size()) end
 function bbb.ones_like(t) return core.ones(t:size()) end
 
@@ -100,7 +116,8 @@ end
 -- Submodules load lazily so `require "bbb"` stays cheap.
 local submodules = {
   nn = true, prior = true, elbo = true, optim = true, data = true, metrics = true,
-  plot = true, progress = true, testing = true, bandit = true, checkpoint = true, cli = true,
+  plot = true, progress = true, testing = true, checkpoint = true, train = true, json = true,
+  cli = true,
 }
 setmetatable(bbb, {
   __index = function(t, k)
