@@ -12,10 +12,14 @@
 #include "parallel.h"
 
 static int l_set_num_threads(lua_State *L) {
-  lua_Integer n = luaL_checkinteger(L, 1);
-  if (n < 1 || n > 1024) return luaL_error(L, "set_num_threads: need 1..1024 threads, got %d", (int)n);
-  bbb_set_num_threads((int)n);
+  lbbb_check(L, bbb_set_num_threads((int64_t)luaL_checkinteger(L, 1)));
   return 0;
+}
+
+/* max_threads() -> the most threads set_num_threads accepts here. */
+static int l_max_threads(lua_State *L) {
+  lua_pushinteger(L, bbb_max_threads());
+  return 1;
 }
 
 static int l_get_num_threads(lua_State *L) {
@@ -44,6 +48,7 @@ static int l_clock(lua_State *L) {
 
 static const luaL_Reg funcs[] = {
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
+  {"max_threads", l_max_threads},
   {"bytes_allocated", l_bytes_allocated}, {"clock", l_clock}, {NULL, NULL}
 };
 
