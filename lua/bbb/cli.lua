@@ -294,4 +294,25 @@ function cli.parse(parser, argv)
   return parser:parse(out)
 end
 
+--- cli.given(parser [, argv]) -> {key = true} for every option written on
+-- the command line ("--rho-init" or "--rho-init=-3" gives rho_init), so a
+-- preset or a resumed run can tell an explicit flag from a default.
+function cli.given(parser, argv)
+  argv = argv or arg or {}
+  local key_of = {}
+  for _, o in ipairs(parser._options or {}) do
+    local long
+    for _, a in ipairs(o._aliases) do if a:sub(1, 2) == "--" then long = a break end end
+    local key = o._target or (long or o._aliases[1]):gsub("^%-+", ""):gsub("%-", "_")
+    for _, a in ipairs(o._aliases) do key_of[a] = key end
+  end
+  local out = {}
+  for _, a in ipairs(argv) do
+    if a == "--" then break end
+    local name = a:match("^(%-%-?[^=]+)")
+    if name and key_of[name] then out[key_of[name]] = true end
+  end
+  return out
+end
+
 return cli
