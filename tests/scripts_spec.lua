@@ -33,7 +33,7 @@ describe("scripts", function()
     end
   end)
   it("mnist.lua trains and reports both test accuracies", function()
-    local out = ok("scripts/mnist.lua --epochs 2 --limit 3000 --test-limit 300 --hidden 32 --lr 0.005 --test-samples 3 --save "
+    local out = ok("scripts/mnist.lua --epochs 2 --limit 3000 --test-limit 300 --hidden 32 --lr 0.005 --test-samples 3 --summary "
       .. tmp .. "/log.json", "epoch  1", "epoch  2", "test accuracy: posterior means", "MC ensemble of 3 samples")
     local acc = tonumber(out:match("MC ensemble of 3 samples ([%d.]+)%%"))
     assert(acc and acc > 50, out)   -- chance is 10%
@@ -51,10 +51,10 @@ describe("scripts", function()
   it("mnist.lua refuses bad options with a message", function()
     local status, out = run("scripts/mnist.lua --hidden 0")
     assert.are_not.equal(0, status)
-    assert.truthy(out:find("--hidden must be a positive integer", 1, true), out)
+    assert.truthy(out:find("--hidden: integer '0' is out of range: must be in [1, 65536]", 1, true), out)
     status, out = run("scripts/mnist.lua --epochs 1 --limit 64 --pi 1.5")
     assert.are_not.equal(0, status)
-    assert.truthy(out:find("pi must be in (0, 1), got 1.5", 1, true), out)
+    assert.truthy(out:find("--pi: number '1.5' is out of range: must be in (0, 1)", 1, true), out)
   end)
   it("regression.lua writes a plot and reports coverage and band widths", function()
     for _, task in ipairs{ "toy", "paper", "sine" } do
