@@ -223,6 +223,9 @@ function train.run(o)
         sums.complexity = sums.complexity + terms.kl_weight * terms.complexity
         sums.correct = sums.correct + (terms.correct or 0)
         sums.n = sums.n + B
+        if opt.observe_loss then   -- warns once when the loss per example explodes
+          opt:observe_loss((terms.nll_sum + terms.kl_weight * terms.complexity) / B)
+        end
         pos.batch = i
         steps_done = steps_done + 1
         if o.on_step then o.on_step(i, terms, { epoch = epoch, model = model }) end
