@@ -31,6 +31,8 @@
 #endif
 
 int luaopen_bbb_core(lua_State *L);
+void bbb_interrupt(void);
+void bbb_interrupt_clear(void);
 int luaopen_bbb_bench(lua_State *L);
 
 #ifndef BBB_VERSION
@@ -75,14 +77,15 @@ static void lstop(lua_State *L, lua_Debug *ar) {
 }
 
 /*
- * Only a hook is safe to set from a signal handler; it raises the error at
- * the next Lua instruction. A second Ctrl-C before that (stuck in C code)
- * gets the default action and ends the process, as with lua.
+ * Only a hook and a flag are safe to set from a signal handler. The hook
+ * raises the error at the next Lua instruction; the flag stops bbb's long C
+ * loops, which check it between slices. The handler stays installed, so a
+ * second Ctrl-C only repeats the request and never ends the session.
  */
 static void laction(int sig) {
   int flag = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
   (void)sig;
-  set_sigint(SIG_DFL, NULL);
+  bbb_interrupt();
   lua_sethook(globalL, lstop, flag, 1);
 }
 
@@ -133,6 +136,7 @@ static int docall(lua_State *L, int narg, int nres) {
   sigaction(SIGINT, &old, NULL);
   /* A Ctrl-C that landed after the chunk ended must not hit the next one. */
   if (lua_gethook(L) == lstop) lua_sethook(L, NULL, 0, 0);
+  bbb_interrupt_clear();
   lua_remove(L, base);
   return status;
 }

@@ -9,7 +9,7 @@ static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i); 
 
 static int t_requires_grad(lua_State *L) {
   bbb_tensor *t = check(L, 1);
-  if (lua_isnone(L, 2)) { lua_pushboolean(L, t->requires_grad); return 1; }
+  if (lua_isnone(L, 2)) { lua_pushboolean(L, bbb_tensor_requires_grad(t)); return 1; }
   lbbb_check(L, bbb_requires_grad(t, lua_toboolean(L, 2)));
   lua_settop(L, 1);
   return 1;
@@ -35,11 +35,11 @@ static int t_set_grad(lua_State *L) {   /* t:set_grad(nil | tensor) */
   return 1;
 }
 
-static int t_is_leaf(lua_State *L) { lua_pushboolean(L, check(L, 1)->node == NULL); return 1; }
+static int t_is_leaf(lua_State *L) { lua_pushboolean(L, bbb_node_of(check(L, 1)) == NULL); return 1; }
 
 static int t_grad_fn(lua_State *L) {
-  bbb_tensor *t = check(L, 1);
-  if (t->node) lua_pushstring(L, t->node->op); else lua_pushnil(L);
+  const char *name = bbb_grad_fn_name(check(L, 1));
+  if (name) lua_pushstring(L, name); else lua_pushnil(L);
   return 1;
 }
 

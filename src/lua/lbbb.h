@@ -32,6 +32,7 @@ bbb_rng *lbbb_generator_arg(lua_State *L, int i);
 ** Also tells the GC about tensor bytes allocated since the last call. */
 void lbbb_check(lua_State *L, int status);
 void lbbb_account(lua_State *L);
+int lbbb_last_error(lua_State *L);   /* bbb.core.last_error() */
 
 /* Reads a shape from a table at i, or from integers at i, i+1, ...;
 ** returns the number of dimensions. what names the caller in messages. */

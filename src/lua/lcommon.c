@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "lbbb.h"
+#include "parallel.h"
+
+static const char *LAST_ERROR_KEY = "bbb.last_error";
 
 /* ---- userdata, errors, GC pressure ---- */
 
@@ -53,9 +56,28 @@ void lbbb_account(lua_State *L) {
   }
 }
 
+/* A loop cut short by Ctrl-C returns normally with partial results: the
+** interrupt flag turns that into an error too. The kind of the last error
+** is kept for last_error(). */
 void lbbb_check(lua_State *L, int status) {
-  if (status != BBB_OK) luaL_error(L, "%s", bbb_errmsg());
+  if (status == BBB_OK && bbb_interrupted()) status = bbb_error(BBB_EINTR, "interrupted");
+  if (status != BBB_OK) {
+    if (status == BBB_EINTR) bbb_interrupt_clear();
+    lua_pushstring(L, bbb_status_name(status));
+    lua_setfield(L, LUA_REGISTRYINDEX, LAST_ERROR_KEY);
+    luaL_error(L, "%s", bbb_errmsg());
+  }
   lbbb_account(L);
+}
+
+/* last_error() -> kind, message of the last error a core function raised:
+** kind is "shape", "argument", "index", "memory", "graph", "io", "value"
+** or "interrupted"; nil when none has been raised. */
+int lbbb_last_error(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, LAST_ERROR_KEY);
+  if (lua_isnil(L, -1)) return 1;
+  lua_pushstring(L, bbb_errmsg());
+  return 2;
 }
 
 int lbbb_get_shape(lua_State *L, int i, int64_t *shape, const char *what) {

@@ -92,8 +92,9 @@ static int t_tostring(lua_State *L) {
     snprintf(s, sizeof s, k ? "x%lld" : "%lld", (long long)t->shape[k]);
     luaL_addstring(&b, s);
   }
-  if (t->node) { luaL_addstring(&b, ", grad_fn="); luaL_addstring(&b, t->node->op); }
-  else if (t->requires_grad) luaL_addstring(&b, ", requires_grad");
+  const char *fn = bbb_grad_fn_name(t);
+  if (fn) { luaL_addstring(&b, ", grad_fn="); luaL_addstring(&b, fn); }
+  else if (bbb_tensor_requires_grad(t)) luaL_addstring(&b, ", requires_grad");
   luaL_addchar(&b, ']');
   luaL_pushresult(&b);
   return 1;

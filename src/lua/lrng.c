@@ -91,7 +91,7 @@ static int t_random(lua_State *L, int normal, const char *what) {
   bbb_rng *g = lbbb_generator_arg(L, 4);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(nd, shape);
-  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
   if (normal) bbb_rng_normal(g, bbb_data(u->t), u->t->numel, (bbb_float)a, (bbb_float)b);
   else bbb_rng_uniform(g, bbb_data(u->t), u->t->numel, (bbb_float)a, (bbb_float)b);
   return 1;

@@ -44,7 +44,8 @@ static int l_clock(lua_State *L) {
 
 static const luaL_Reg funcs[] = {
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
-  {"bytes_allocated", l_bytes_allocated}, {"clock", l_clock}, {NULL, NULL}
+  {"bytes_allocated", l_bytes_allocated}, {"clock", l_clock},
+  {"last_error", lbbb_last_error}, {NULL, NULL}
 };
 
 void lbbb_open_runtime(lua_State *L, const lbbb_tables *tb) {

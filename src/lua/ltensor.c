@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lbbb.h"
+#include "autograd.h"
 #include "ops.h"
 
 static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i); }
@@ -19,7 +20,7 @@ static int t_full_common(lua_State *L, int shape_at, bbb_float v, const char *wh
   int n = lbbb_get_shape(L, shape_at, shape, what);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_full(n, shape, v);
-  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
   return 1;
 }
 
@@ -45,7 +46,7 @@ static int t_arange(lua_State *L) {
   int64_t n = (int64_t)cnt;
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(1, &n);
-  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
   for (int64_t i = 0; i < n; i++) bbb_data(u->t)[i] = (bbb_float)(a + step * (double)i);
   return 1;
 }
@@ -57,7 +58,7 @@ static int t_linspace(lua_State *L) {
   int64_t sz = n;
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(1, &sz);
-  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
   for (int64_t i = 0; i < n; i++)
     bbb_data(u->t)[i] = (bbb_float)(n == 1 ? a : a + (b - a) * (double)i / (double)(n - 1));
   return 1;
@@ -105,7 +106,7 @@ static int t_from_table(lua_State *L) {
   if (lua_type(L, 1) == LUA_TNUMBER) {   /* a 0-d tensor */
     lbbb_tensor_ud *u = lbbb_new_tensor(L);
     u->t = bbb_tensor_full(0, NULL, (bbb_float)lua_tonumber(L, 1));
-    lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+    lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
     return 1;
   }
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -114,7 +115,7 @@ static int t_from_table(lua_State *L) {
   table_shape(L, 1, 0, &nd, shape);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(nd, shape);
-  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
   bbb_float *at = bbb_data(u->t);
   table_fill(L, 1, 0, nd, shape, &at);
   return 1;
@@ -137,7 +138,7 @@ static int t_from_bytes(lua_State *L) {
                       (int)n, (int)off, (int)len);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(nd, shape);
-  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
   bbb_float *d = bbb_data(u->t);
   for (int64_t i = 0; i < n; i++) d[i] = (bbb_float)(s[off + i] * scale);
   return 1;
@@ -159,8 +160,8 @@ static int t_index(lua_State *L) {
   if (lua_type(L, 2) == LUA_TSTRING) {
     const char *k = lua_tostring(L, 2);
     if (strcmp(k, "grad") == 0) {
-      bbb_tensor *t = check(L, 1);
-      if (t->grad) lbbb_push_tensor(L, t->grad); else lua_pushnil(L);
+      bbb_tensor *g = bbb_tensor_grad(check(L, 1));
+      if (g) lbbb_push_tensor(L, g); else lua_pushnil(L);
       return 1;
     }
     lua_getfield(L, lua_upvalueindex(1), k);
