@@ -39,8 +39,27 @@ if not installed then
   table.insert(searchers, 2, own_searcher)
 end
 
+-- The public API: these names of bbb.core, and the Lua functions below.
+-- Everything else in bbb.core (optimizer kernels, fused Bayesian passes,
+-- file readers, checkpoint and signal plumbing) is internal and stays there.
+local PUBLIC = {
+  -- tensors
+  "tensor", "zeros", "ones", "full", "empty", "arange", "linspace", "randn", "rand",
+  "from_bytes", "is_tensor",
+  -- ops as functions (also tensor methods)
+  "exp", "log", "log1p", "softplus", "sigmoid", "tanh", "relu", "sqrt", "square", "abs",
+  "pow", "clamp", "maximum", "minimum", "logaddexp", "sum", "mean", "max", "argmax",
+  "logsumexp", "matmul", "linear", "log_softmax", "softmax", "nll", "reshape", "narrow",
+  "index_select", "cat", "t", "transpose", "clone", "detach",
+  -- autograd, randomness, runtime
+  "set_grad_enabled", "is_grad_enabled", "Generator", "manual_seed",
+  "set_num_threads", "get_num_threads", "bytes_allocated",
+}
+
 local bbb = {}
-for k, v in pairs(core) do bbb[k] = v end
+for _, k in ipairs(PUBLIC) do
+  bbb[k] = assert(core[k], k)
+end
 bbb.version = "0.1.0"
 bbb.core = core
 
