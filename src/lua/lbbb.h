@@ -13,6 +13,7 @@
 
 #define BBB_TENSOR_MT "bbb.Tensor"
 #define BBB_GENERATOR_MT "bbb.Generator"
+#define BBB_SIZE_MT "bbb.Size"
 
 typedef struct { bbb_tensor *t; } lbbb_tensor_ud;
 
@@ -37,6 +38,10 @@ int lbbb_last_error(lua_State *L);   /* bbb.core.last_error() */
 /* Reads a shape from a table at i, or from integers at i, i+1, ...;
 ** returns the number of dimensions. what names the caller in messages. */
 int lbbb_get_shape(lua_State *L, int i, int64_t *shape, const char *what);
+/* The same, admitting one -1 per size ("infer this one"). */
+int lbbb_get_shape_infer(lua_State *L, int i, int64_t *shape, const char *what);
+/* The product of the sizes (a -1 counts as 1), raising on overflow. */
+int64_t lbbb_shape_numel(lua_State *L, int nd, const int64_t *shape, const char *what);
 
 /* A 1-based dimension argument at i (negative counts from the end) as a
 ** 0-based dimension of t; op names the caller in messages. */

@@ -75,6 +75,16 @@ static int t_binary(lua_State *L) { return arith(L, op_of(L)); }
 
 static int t_unm(lua_State *L) { return unary_with(L, BBB_NEG, 0, 0); }
 
+/* x ^ p: pow with a number exponent. */
+static int t_pow_meta(lua_State *L) {
+  if (lua_type(L, 2) != LUA_TNUMBER)
+    return luaL_error(L, "pow: x ^ p needs a tensor x and a number p, got %s ^ %s",
+                      luaL_typename(L, 1), luaL_typename(L, 2));
+  lua_Number p = lua_tonumber(L, 2);
+  if (!isfinite(p)) return luaL_error(L, "pow: exponent must be finite, got %f", p);
+  return unary_with(L, BBB_POWS, p, 0);
+}
+
 /* sum([dim [, keepdim]]) and friends; no dim reduces everything. */
 static int reduce(lua_State *L, int op) {
   lua_settop(L, 3);
@@ -141,28 +151,27 @@ static int t_nll(lua_State *L) {
   return push_result(L, bbb_nll(&u->t, lp, lab, 1, mean));
 }
 
+/* reshape(sizes) or reshape(n1, n2, ...); one size may be -1, inferred
+** from the element count. */
 static int t_reshape(lua_State *L) {
   bbb_tensor *x = check(L, 1);
-  int64_t shape[BBB_MAXDIM], known = 1;
-  int infer = -1, nd = 0;
-  /* sizes may include one -1, inferred from the element count */
-  if (lua_istable(L, 2)) {
-    nd = (int)luaL_len(L, 2);
-    if (nd > BBB_MAXDIM) return luaL_error(L, "reshape: at most %d dimensions", BBB_MAXDIM);
-    for (int k = 0; k < nd; k++) { lua_geti(L, 2, k + 1); shape[k] = lua_tointeger(L, -1); lua_pop(L, 1); }
-  } else {
-    while (lua_type(L, 2 + nd) == LUA_TNUMBER) {
-      if (nd == BBB_MAXDIM) return luaL_error(L, "reshape: at most %d dimensions", BBB_MAXDIM);
-      shape[nd] = lua_tointeger(L, 2 + nd); nd++;
-    }
-  }
+  int64_t shape[BBB_MAXDIM];
+  int infer = -1;
+  int nd = lbbb_get_shape_infer(L, 2, shape, "reshape");
   for (int k = 0; k < nd; k++) {
-    if (shape[k] == -1 && infer >= 0) return luaL_error(L, "reshape: only one size may be -1");
-    if (shape[k] == -1) infer = k;
-    else if (shape[k] < 0) return luaL_error(L, "reshape: size %d is negative (%d)", k + 1, (int)shape[k]);
-    else known *= shape[k];
+    if (shape[k] != -1) continue;
+    if (infer >= 0) return luaL_error(L, "reshape: only one size may be -1");
+    infer = k;
   }
-  if (infer >= 0) shape[infer] = known ? x->numel / known : 0;
+  int64_t known = lbbb_shape_numel(L, nd, shape, "reshape");
+  if (infer >= 0) {
+    char s[96];
+    if (known == 0 || x->numel % known != 0)
+      return luaL_error(L, "reshape: cannot infer size %d: %s has %I elements, the other "
+                        "sizes give %I", infer + 1, bbb_shape_str(x, s, sizeof s),
+                        (lua_Integer)x->numel, (lua_Integer)known);
+    shape[infer] = x->numel / known;
+  }
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_reshape(&u->t, x, nd, shape));
 }
@@ -252,7 +261,7 @@ static const luaL_Reg funcs[] = {
 };
 
 static const luaL_Reg meta[] = {
-  {"__unm", t_unm}, {NULL, NULL}
+  {"__unm", t_unm}, {"__pow", t_pow_meta}, {NULL, NULL}
 };
 
 void lbbb_open_ops(lua_State *L, const lbbb_tables *tb) {

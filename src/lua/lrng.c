@@ -79,12 +79,32 @@ static int g_tostring(lua_State *L) {
 
 /* ---- random ---- */
 
+/* Sizes as a table, then the parameters: randn({2, 3}, mean, std, gen); or
+** sizes as numbers, then at most a generator: randn(2, 3 [, gen]). */
 static int t_random(lua_State *L, int normal, const char *what) {
-  lua_settop(L, 4);
   int64_t shape[BBB_MAXDIM];
-  luaL_checktype(L, 1, LUA_TTABLE);
-  int nd = lbbb_get_shape(L, 1, shape, what);
-  lua_Number a = luaL_optnumber(L, 2, normal ? 0 : 0), b = luaL_optnumber(L, 3, 1);
+  int nd;
+  if (lua_type(L, 1) == LUA_TNUMBER) {
+    nd = lbbb_get_shape(L, 1, shape, what);
+    if (!lua_isnoneornil(L, nd + 1) && !luaL_testudata(L, nd + 1, BBB_GENERATOR_MT))
+      return luaL_error(L, "%s: after sizes given as numbers only a Generator may follow, "
+                        "got a %s (pass the sizes as a table to give parameters)", what,
+                        luaL_typename(L, nd + 1));
+    lua_settop(L, nd + 1);
+    lua_insert(L, 1);   /* the generator (or nil) first ... */
+    lua_settop(L, 1);
+    lua_createtable(L, 0, 0);   /* ... then placeholders: shape, a, b, gen */
+    lua_insert(L, 1);
+    lua_pushnil(L);
+    lua_insert(L, 2);
+    lua_pushnil(L);
+    lua_insert(L, 3);
+  } else {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    nd = lbbb_get_shape(L, 1, shape, what);
+  }
+  lua_settop(L, 4);
+  lua_Number a = luaL_optnumber(L, 2, 0), b = luaL_optnumber(L, 3, 1);
   if (!isfinite(a) || !isfinite(b) || (normal ? b < 0 : !(a < b)))
     return luaL_error(L, "%s: bad parameters %f, %f (%s)", what, a, b,
                       normal ? "need finite mean and std >= 0" : "need finite lo < hi");

@@ -28,8 +28,16 @@ static int t_zeros(lua_State *L) { return t_full_common(L, 1, 0, "zeros"); }
 static int t_ones(lua_State *L) { return t_full_common(L, 1, 1, "ones"); }
 static int t_empty(lua_State *L) { return t_full_common(L, 1, 0, "empty"); }
 
+/* full({n1, n2, ...}, value) or full(n1, n2, ..., value) */
 static int t_full(lua_State *L) {
-  /* full(shape, value) with shape a table */
+  if (lua_type(L, 1) == LUA_TNUMBER) {
+    int top = lua_gettop(L);
+    if (top < 2 || lua_type(L, top) != LUA_TNUMBER)
+      return luaL_error(L, "full: expected sizes then a value, as full(2, 3, 7) or full({2, 3}, 7)");
+    bbb_float v = (bbb_float)lua_tonumber(L, top);
+    lua_settop(L, top - 1);
+    return t_full_common(L, 1, v, "full");
+  }
   luaL_checktype(L, 1, LUA_TTABLE);
   return t_full_common(L, 1, (bbb_float)luaL_checknumber(L, 2), "full");
 }
@@ -128,14 +136,14 @@ static int t_from_bytes(lua_State *L) {
   size_t len;
   const unsigned char *s = (const unsigned char *)luaL_checklstring(L, 1, &len);
   lua_Integer off = luaL_checkinteger(L, 2);
-  int64_t shape[BBB_MAXDIM], n = 1;
+  int64_t shape[BBB_MAXDIM];
   luaL_checktype(L, 3, LUA_TTABLE);
   int nd = lbbb_get_shape(L, 3, shape, "from_bytes");
   lua_Number scale = luaL_optnumber(L, 4, 1);
-  for (int k = 0; k < nd; k++) n *= shape[k];
-  if (off < 0 || (size_t)off > len || (size_t)n > len - (size_t)off)
-    return luaL_error(L, "from_bytes: %d bytes at offset %d exceed the %d available",
-                      (int)n, (int)off, (int)len);
+  int64_t n = lbbb_shape_numel(L, nd, shape, "from_bytes");
+  if (off < 0 || (size_t)off > len || (uint64_t)n > (uint64_t)(len - (size_t)off))
+    return luaL_error(L, "from_bytes: %I bytes at offset %I exceed the %I available",
+                      (lua_Integer)n, off, (lua_Integer)len);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(nd, shape);
   lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
@@ -143,6 +151,34 @@ static int t_from_bytes(lua_State *L) {
   for (int64_t i = 0; i < n; i++) d[i] = (bbb_float)(s[off + i] * scale);
   return 1;
 }
+/* A size is a plain list of integers that prints as a size. */
+static void push_size(lua_State *L, const bbb_tensor *t) {
+  lua_createtable(L, t->ndim, 0);
+  for (int k = 0; k < t->ndim; k++) {
+    lua_pushinteger(L, t->shape[k]);
+    lua_rawseti(L, -2, k + 1);
+  }
+  luaL_setmetatable(L, BBB_SIZE_MT);
+}
+
+static int size_tostring(lua_State *L) {
+  luaL_Buffer b;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 1);
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, "bbb.Size{");
+  for (lua_Integer k = 1; k <= n; k++) {
+    lua_geti(L, 1, k);
+    if (k > 1) luaL_addstring(&b, ", ");
+    luaL_tolstring(L, -1, NULL);
+    luaL_addvalue(&b);
+    lua_pop(L, 1);
+  }
+  luaL_addchar(&b, '}');
+  luaL_pushresult(&b);
+  return 1;
+}
+
 /* ---- element access ---- */
 
 static int64_t check_index(lua_State *L, const bbb_tensor *t, lua_Integer i, const char *op) {
@@ -162,6 +198,10 @@ static int t_index(lua_State *L) {
     if (strcmp(k, "grad") == 0) {
       bbb_tensor *g = bbb_tensor_grad(check(L, 1));
       if (g) lbbb_push_tensor(L, g); else lua_pushnil(L);
+      return 1;
+    }
+    if (strcmp(k, "shape") == 0) {   /* x.shape, as in PyTorch */
+      push_size(L, check(L, 1));
       return 1;
     }
     lua_getfield(L, lua_upvalueindex(1), k);
@@ -276,17 +316,14 @@ static int t_totable(lua_State *L) {
   return 1;
 }
 
+/* size() -> bbb.Size{...}; size(dim) -> that size */
 static int t_size(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   if (!lua_isnoneornil(L, 2)) {
     lua_pushinteger(L, t->shape[check_dim(L, 2, t, "size")]);
     return 1;
   }
-  lua_createtable(L, t->ndim, 0);
-  for (int k = 0; k < t->ndim; k++) {
-    lua_pushinteger(L, t->shape[k]);
-    lua_rawseti(L, -2, k + 1);
-  }
+  push_size(L, t);
   return 1;
 }
 
@@ -353,6 +390,10 @@ static const luaL_Reg meta[] = {
 };
 
 void lbbb_open_tensor(lua_State *L, const lbbb_tables *tb) {
+  luaL_newmetatable(L, BBB_SIZE_MT);
+  lua_pushcfunction(L, size_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
   lbbb_register(L, tb, methods, funcs, meta);
   lua_pushvalue(L, tb->methods);
   lua_pushcclosure(L, t_index, 1);
