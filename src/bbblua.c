@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/select.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <lua.h>
@@ -29,6 +30,8 @@
 #include <readline/readline.h>
 #include <readline/history.h>
 #endif
+
+#include "bbblua_complete.h"
 
 int luaopen_bbb_core(lua_State *L);
 void bbb_interrupt(void);
@@ -391,6 +394,10 @@ static void input_open(void) {
   /* SIGINT stays ours: read_line_rl turns it into a fresh prompt. */
   rl_catch_signals = 0;
   using_history();
+  /* A multi-line statement is one history entry; timestamps in the file
+     mark where each entry starts, so it comes back whole next time. */
+  history_write_timestamps = 1;
+  history_multiline_entries = 1;
   history_path = make_history_path();
   if (history_path == NULL) return;
   /* append_history needs an existing file. */
@@ -421,6 +428,12 @@ static void saveline(const char *line) {
   last = history_get(history_base + history_length - 1);
   if (last != NULL && strcmp(last->line, line) == 0) return;
   add_history(line);
+  {
+    /* the timestamp line ("#<seconds>") marks where the entry starts */
+    char stamp[32];
+    snprintf(stamp, sizeof stamp, "#%lld", (long long)time(NULL));
+    add_history_time(stamp);
+  }
   if (history_path != NULL) append_history(1, history_path);
 }
 
@@ -541,6 +554,26 @@ static int pushline(lua_State *L, int firstline) {
   if (status != INPUT_OK) return status;
   len = strlen(line);
   if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+  /* "?name" is help on name: ?bbb.randn, ?randn, ? alone for the summary. */
+  if (firstline && line[0] == '?') {
+    const char *what = line + 1;
+    while (*what == ' ') what++;
+    if (*what == '\0') {
+      lua_pushliteral(L, "bbb.help()");
+    } else {
+      /* the name, quoted, both as code to evaluate and as a fallback string */
+      lua_getglobal(L, "string");
+      lua_getfield(L, -1, "format");
+      lua_pushliteral(L, "do local f = load(\"return \" .. %q); local ok, v = pcall(f or error); "
+                         "if not ok or v == nil then v = %q end; bbb.help(v) end");
+      lua_pushstring(L, what);
+      lua_pushstring(L, what);
+      lua_call(L, 3, 1);
+      lua_remove(L, -2);
+    }
+    free(line);
+    return INPUT_OK;
+  }
   /* "=expr" still works, for compatibility with Lua 5.2 habits. */
   if (firstline && line[0] == '=') {
     lua_pushliteral(L, "return ");
@@ -617,12 +650,26 @@ static int loadline(lua_State *L) {
   return status;
 }
 
+/* bbb.repl.print (one result per line, tables and priors shown readably)
+ * when bbb is there, else print. */
+static int push_printer(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "bbb.repl");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "print");
+  return 1;
+}
+
 /* Through docall, so a huge __tostring can be interrupted too. */
 static void l_print(lua_State *L) {
   int n = lua_gettop(L);
   if (n == 0) return;
   luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-  lua_getglobal(L, "print");
+  lua_pushcfunction(L, push_printer);
+  if (lua_pcall(L, 0, 1, 0) != LUA_OK || !lua_isfunction(L, -1)) {
+    lua_pop(L, 1);
+    lua_getglobal(L, "print");
+  }
   lua_insert(L, 1);
   report(L, docall(L, n, 0));
 }
@@ -656,6 +703,7 @@ static void doREPL(lua_State *L) {
   progname = NULL;
   print_banner(L);
   input_open();
+  bbblua_complete_init(L);
   set_sigint(on_prompt_sigint, &old);
   while ((status = loadline(L)) != INPUT_EOF) {
     if (status == INPUT_INTERRUPTED) continue;

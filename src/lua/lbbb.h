@@ -71,6 +71,7 @@ void lbbb_open_rng(lua_State *L, const lbbb_tables *tb);       /* lrng.c */
 void lbbb_open_bayes(lua_State *L, const lbbb_tables *tb);     /* lbayes.c */
 void lbbb_open_optim(lua_State *L, const lbbb_tables *tb);     /* loptim.c */
 void lbbb_open_io(lua_State *L, const lbbb_tables *tb);        /* lio.c */
+void lbbb_open_help(lua_State *L, const lbbb_tables *tb);      /* lhelp.c */
 void lbbb_open_checkpoint(lua_State *L, const lbbb_tables *tb); /* lcheckpoint.c */
 void lbbb_open_signal(lua_State *L, const lbbb_tables *tb);    /* lsignal.c */
 

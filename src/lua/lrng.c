@@ -33,6 +33,9 @@ static uint64_t check_seed(lua_State *L, int i, const char *what) {
   return (uint64_t)(int64_t)v;
 }
 
+/** Generator([seed]) -> generator
+** A Philox4x32-10 random generator: counter based, so its numbers do not
+** depend on the thread count. g:seed(), g:state(), g:set_state(seed, counter). */
 static int l_generator(lua_State *L) {
   uint64_t seed = lua_isnoneornil(L, 1) ? 0 : check_seed(L, 1, "Generator");
   bbb_rng *g = lua_newuserdatauv(L, sizeof *g, 0);
@@ -41,6 +44,8 @@ static int l_generator(lua_State *L) {
   return 1;
 }
 
+/** manual_seed(seed [, gen])
+** Reseeds the default generator (or gen) with an integer seed. */
 static int l_manual_seed(lua_State *L) {
   bbb_rng_init(lbbb_generator_arg(L, 2), check_seed(L, 1, "manual_seed"));
   return 0;
@@ -117,8 +122,15 @@ static int t_random(lua_State *L, int normal, const char *what) {
   return 1;
 }
 
-/* randn(shape [, mean, std [, gen]]) and rand(shape [, lo, hi [, gen]]) */
+/** randn(n1, n2, ... [, gen]) -> tensor
+** randn({n1, n2, ...} [, mean, std [, gen]]) -> tensor
+** Samples from the normal distribution N(mean, std^2) (0 and 1 by default),
+** from generator gen or the default one (see manual_seed). The same seed gives
+** the same numbers for any thread count. */
 static int t_randn(lua_State *L) { return t_random(L, 1, "randn"); }
+/** rand(n1, n2, ... [, gen]) -> tensor
+** rand({n1, n2, ...} [, lo, hi [, gen]]) -> tensor
+** Samples uniformly from [lo, hi) ([0, 1) by default). */
 static int t_rand(lua_State *L) { return t_random(L, 0, "rand"); }
 
 

@@ -24,11 +24,23 @@ static int t_full_common(lua_State *L, int shape_at, bbb_float v, const char *wh
   return 1;
 }
 
+/** zeros(n1, n2, ...) -> tensor
+** zeros({n1, n2, ...}) -> tensor
+** A float32 tensor of the given sizes filled with 0. Sizes are integers >= 0,
+** given as numbers or as one table (x:size() works); no sizes make a 0-d tensor. */
 static int t_zeros(lua_State *L) { return t_full_common(L, 1, 0, "zeros"); }
+/** ones(n1, n2, ...) -> tensor
+** ones({n1, n2, ...}) -> tensor
+** A float32 tensor of the given sizes filled with 1. */
 static int t_ones(lua_State *L) { return t_full_common(L, 1, 1, "ones"); }
+/** empty(n1, n2, ...) -> tensor
+** empty({n1, n2, ...}) -> tensor
+** A tensor of the given sizes (filled with 0: bbb never hands out garbage). */
 static int t_empty(lua_State *L) { return t_full_common(L, 1, 0, "empty"); }
 
-/* full({n1, n2, ...}, value) or full(n1, n2, ..., value) */
+/** full(n1, n2, ..., value) -> tensor
+** full({n1, n2, ...}, value) -> tensor
+** A tensor of the given sizes with every element equal to value. */
 static int t_full(lua_State *L) {
   if (lua_type(L, 1) == LUA_TNUMBER) {
     int top = lua_gettop(L);
@@ -42,6 +54,9 @@ static int t_full(lua_State *L) {
   return t_full_common(L, 1, (bbb_float)luaL_checknumber(L, 2), "full");
 }
 
+/** arange([start,] stop [, step]) -> tensor
+** The 1-d tensor start, start + step, ... up to but not including stop
+** (start 0 and step 1 by default), as NumPy's arange. */
 static int t_arange(lua_State *L) {
   lua_settop(L, 3);
   lua_Number a = luaL_checknumber(L, 1), b, step = luaL_optnumber(L, 3, 1);
@@ -59,6 +74,8 @@ static int t_arange(lua_State *L) {
   return 1;
 }
 
+/** linspace(a, b, n) -> tensor
+** n evenly spaced points from a to b, both included. */
 static int t_linspace(lua_State *L) {
   lua_Number a = luaL_checknumber(L, 1), b = luaL_checknumber(L, 2);
   lua_Integer n = luaL_checkinteger(L, 3);
@@ -110,6 +127,10 @@ static void table_fill(lua_State *L, int i, int depth, int nd, const int64_t *sh
   }
 }
 
+/** tensor(table) -> tensor
+** tensor(number) -> tensor
+** A tensor from nested tables of numbers ({{1, 2}, {3, 4}} is 2x2; rows must
+** have equal lengths), or a 0-d tensor from a number. */
 static int t_from_table(lua_State *L) {
   if (lua_type(L, 1) == LUA_TNUMBER) {   /* a 0-d tensor */
     lbbb_tensor_ud *u = lbbb_new_tensor(L);
@@ -129,8 +150,9 @@ static int t_from_table(lua_State *L) {
   return 1;
 }
 
-/* bbb.from_bytes(s, offset, shape, scale): unsigned bytes -> floats * scale
-** (image files). offset is 0-based into s. */
+/** from_bytes(s, offset, {n1, ...} [, scale]) -> tensor
+** The unsigned bytes of string s from 0-based offset, as floats times scale
+** (image files). The sizes must fit in the bytes available. */
 static int t_from_bytes(lua_State *L) {
   lua_settop(L, 4);
   size_t len;
@@ -255,6 +277,8 @@ static int t_newindex(lua_State *L) {
   return 0;
 }
 
+/** get(x, i, j, ...) -> number
+** The element at 1-based indices (one per dimension). */
 static int t_get(lua_State *L) {   /* t:get(i, j, ...) -> number */
   bbb_tensor *t = check(L, 1);
   int n = lua_gettop(L) - 1;
@@ -271,6 +295,8 @@ static int t_get(lua_State *L) {   /* t:get(i, j, ...) -> number */
   return 1;
 }
 
+/** set(x, i, j, ..., value) -> x
+** Writes one element in place (1-based indices). */
 static int t_set(lua_State *L) {   /* t:set(i, j, ..., value) */
   bbb_tensor *t = check(L, 1);
   int n = lua_gettop(L) - 2;
@@ -289,6 +315,8 @@ static int t_set(lua_State *L) {   /* t:set(i, j, ..., value) */
   return 1;
 }
 
+/** item(x) -> number
+** The value of a one-element tensor. */
 static int t_item(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   char s[96];
@@ -308,6 +336,8 @@ static void push_rows(lua_State *L, const bbb_tensor *t, int dim, const bbb_floa
   }
 }
 
+/** totable(x) -> table
+** The elements as nested Lua tables (a number for a 0-d tensor). */
 static int t_totable(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   const bbb_float *at = bbb_data(t);
@@ -316,7 +346,10 @@ static int t_totable(lua_State *L) {
   return 1;
 }
 
-/* size() -> bbb.Size{...}; size(dim) -> that size */
+/** size(x [, dim]) -> bbb.Size | integer
+** The sizes as a bbb.Size (a list of integers that prints as a size), or the
+** size of one dimension (1-based, negative counts from the end). x.shape is
+** the same as x:size(). */
 static int t_size(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   if (!lua_isnoneornil(L, 2)) {
@@ -327,7 +360,11 @@ static int t_size(lua_State *L) {
   return 1;
 }
 
+/** dim(x) -> integer
+** The number of dimensions. */
 static int t_dim(lua_State *L) { lua_pushinteger(L, check(L, 1)->ndim); return 1; }
+/** numel(x) -> integer
+** The number of elements. */
 static int t_numel(lua_State *L) { lua_pushinteger(L, check(L, 1)->numel); return 1; }
 static int t_len(lua_State *L) {
   bbb_tensor *t = check(L, 1);
@@ -337,6 +374,8 @@ static int t_len(lua_State *L) {
 
 /* ---- in-place writes (bump the version the graph checks) ---- */
 
+/** fill(x, value) -> x
+** Sets every element to value, in place. */
 static int t_fill(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   bbb_float v = (bbb_float)luaL_checknumber(L, 2), *d = bbb_data(t);
@@ -346,6 +385,8 @@ static int t_fill(lua_State *L) {
   return 1;
 }
 
+/** copy(x, src) -> x
+** Copies src's elements into x in place (same element count). */
 static int t_copy_(lua_State *L) {
   bbb_tensor *t = check(L, 1), *src = check(L, 2);
   char s1[96], s2[96];
@@ -365,6 +406,8 @@ static int t_gc(lua_State *L) {
   return 0;
 }
 
+/** is_tensor(v) -> boolean
+** True when v is an open bbb tensor. */
 static int l_is_tensor(lua_State *L) {
   lbbb_tensor_ud *u = luaL_testudata(L, 1, BBB_TENSOR_MT);
   lua_pushboolean(L, u != NULL && u->t != NULL);
