@@ -102,18 +102,11 @@ end
 
 --- save(path, obj): a model, or {model =, optimizer =, ...}, as a
 -- safetensors checkpoint (see bbb.checkpoint); written atomically.
-function bbb.save(path, obj)
-  local ok, err = pcall(bbb.checkpoint.save, path, obj)
-  if not ok then error(err, 2) end
-end
+function bbb.save(path, obj) return bbb.checkpoint.save(path, obj) end
 
 --- load(path [, {generator =, prior =}]) -> model, info: the model rebuilt
 -- from the checkpoint, ready for predict.
-function bbb.load(path, opts)
-  local ok, model, info = pcall(bbb.checkpoint.load, path, opts)
-  if not ok then error(model, 2) end
-  return model, info
-end
+function bbb.load(path, opts) return bbb.checkpoint.load(path, opts) end
 
 function bbb.zeros_like(t) return core.zeros(t:size()) end
 function bbb.ones_like(t) return core.ones(t:size()) end
