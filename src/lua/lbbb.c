@@ -16,5 +16,6 @@ int lbbb_open(lua_State *L) {
   lbbb_open_generator(L);
   lbbb_open_bayes(L);
   lbbb_open_bench(L);
+  lbbb_open_rdata(L);
   return 1;
 }
