@@ -4,6 +4,7 @@
 local bbb = require "bbb"
 local argparse = require "argparse"
 local core = bbb.core
+local bench = require "bbb.bench"
 
 local parser = argparse("bench_bbb.lua", "Time full training steps (forward, ELBO, backward, "
   .. "Adam) of Bayesian MLPs with the scale-mixture prior against the bare sgemm calls the "
@@ -15,9 +16,6 @@ parser:option("--infer-samples", "MC samples for the inference timing.", "100"):
 parser:option("--infer-images", "Images for the inference timing.", "10000"):convert(tonumber)
 parser:option("--estimator", "weight, local or flipout.", "weight")
 local args = parser:parse()
-if not core.clock or not core.bench_sgemm then
-  error("bench_bbb: this build lacks bbb.core.clock / bench_sgemm")
-end
 local threads, B = math.tointeger(args.threads), math.tointeger(args.batch)
 bbb.set_num_threads(threads)
 local clock = core.clock
@@ -41,10 +39,10 @@ local function gemm_floor(sizes, reps, forward_only)
   local total = 0
   for l = 1, #sizes - 1 do
     local n_in, n_out = sizes[l], sizes[l + 1]
-    total = total + core.bench_sgemm(B, n_out, n_in, false, true, reps)
+    total = total + bench.sgemm(B, n_out, n_in, false, true, reps)
     if not forward_only then
-      total = total + core.bench_sgemm(n_out, n_in, B, true, false, reps)
-      if l > 1 then total = total + core.bench_sgemm(B, n_in, n_out, false, false, reps) end
+      total = total + bench.sgemm(n_out, n_in, B, true, false, reps)
+      if l > 1 then total = total + bench.sgemm(B, n_in, n_out, false, false, reps) end
     end
   end
   return total

@@ -7,6 +7,7 @@
 local argparse = require "argparse"
 local bbb = require "bbb"
 local core = require "bbb.core"
+local bench = require "bbb.bench"
 
 local parser = argparse("bench_core", "Times core ops against floors measured in the same run.")
 parser:option("--threads", "Threads for OpenMP and OpenBLAS.", "2")
@@ -17,10 +18,6 @@ local args = parser:parse()
 if not args.threads or args.threads < 1 then parser:error("--threads must be a positive integer") end
 if not args.reps or args.reps < 1 or args.reps > 1000 then parser:error("--reps must be in 1..1000") end
 
-if not core.bench_sgemm then
-  io.stderr:write("bench_core: bbb.core has no bench_sgemm; lbbb.c must call lbbb_open_bench\n")
-  os.exit(1)
-end
 local clock = core.clock
 
 local function median(t)
@@ -62,7 +59,7 @@ local x, w = bbb.randn({B, IN}, 0, 1, gen), bbb.randn({OUT, IN}, 0, 0.05, gen)
 local mm_ours, mm_floor = math.huge, math.huge
 for _ = 1, ROUNDS do
   mm_ours = math.min(mm_ours, time_op(function() return bbb.matmul(x, w, false, true) end, args.reps))
-  mm_floor = math.min(mm_floor, core.bench_sgemm(B, OUT, IN, false, true, args.reps))
+  mm_floor = math.min(mm_floor, bench.sgemm(B, OUT, IN, false, true, args.reps))
 end
 
 -- (b) softplus over 2.4M floats: the sigma = softplus(rho) pass of that net.
@@ -78,7 +75,7 @@ if args.threads ~= 1 then
 end
 -- the scalar loop takes tens of ms a call: fewer reps keep the run short
 local libm_reps = math.max(1, math.min(args.reps, 10))
-local sp_libm = best_of(ROUNDS, function() return core.bench_softplus_libm(NSP, libm_reps) end)
+local sp_libm = best_of(ROUNDS, function() return bench.softplus_libm(NSP, libm_reps) end)
 
 local function mps(t) return NSP / t / 1e6 end
 

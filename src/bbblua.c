@@ -31,6 +31,7 @@
 #endif
 
 int luaopen_bbb_core(lua_State *L);
+int luaopen_bbb_bench(lua_State *L);
 
 #ifndef BBB_VERSION
 #define BBB_VERSION "0.1.0"
@@ -169,6 +170,8 @@ static int load_bbb(lua_State *L) {
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
   lua_pushcfunction(L, luaopen_bbb_core);
   lua_setfield(L, -2, "bbb.core");
+  lua_pushcfunction(L, luaopen_bbb_bench);
+  lua_setfield(L, -2, "bbb.bench");
   lua_pop(L, 1);
   prepend_lua_dir(L);
   lua_getglobal(L, "require");

@@ -136,18 +136,40 @@ local function check_dataset(ds, what)
   return n
 end
 
---- batches(ds, batch_size, {shuffle = false, generator = g, drop_last = false})
+--- permutation(n [, generator]) -> a tensor holding 1..n in random order,
+-- drawn exactly as batches(..., {shuffle = true}) draws it.
+function data.permutation(n, generator)
+  if math.type(n) ~= "integer" or n < 0 then
+    error(("permutation: n must be a non-negative integer, got %s"):format(tostring(n)), 2)
+  end
+  return core.tensor(n > 0 and permutation(n, generator) or {})
+end
+
+--- batches(ds, batch_size, {shuffle = false, generator = g, drop_last = false,
+--          order = tensor, start = 0})
 -- for i, xb, yb in data.batches(ds, 128, {shuffle = true, generator = g}) do ... end
 -- Shuffling is off by default so that evaluation loops draw nothing from the
 -- generator and leave training runs reproducible. The permutation is drawn
 -- once, when batches() is called. Unshuffled batches are views of ds.x.
+-- order: a permutation to use instead of drawing one (a resumed epoch);
+-- start: the number of batches to skip.
 function data.batches(ds, batch_size, opts)
   opts = opts or {}
   local n = check_dataset(ds, "batches")
   check_batch_size(batch_size, "batches")
   local count = data.num_batches(n, batch_size, opts.drop_last)
-  local order = opts.shuffle and core.tensor(permutation(n, opts.generator)) or nil
-  local i = 0
+  local order = opts.order
+  if order ~= nil then
+    if not core.is_tensor(order) or order:numel() ~= n then
+      error(("batches: order must be a tensor of %d indices"):format(n), 2)
+    end
+  elseif opts.shuffle then
+    order = core.tensor(permutation(n, opts.generator))
+  end
+  local i = opts.start or 0
+  if math.type(i) ~= "integer" or i < 0 or i > count then
+    error(("batches: start must be an integer in 0..%d, got %s"):format(count, tostring(opts.start)), 2)
+  end
   return function()
     if i >= count then return nil end
     i = i + 1

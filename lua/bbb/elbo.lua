@@ -81,6 +81,17 @@ end
 function ELBO:parameters() return self.noise_rho and { self.noise_rho } or {} end
 function ELBO:named_parameters() return self.noise_rho and { { "noise_rho", self.noise_rho } } or {} end
 
+--- {name = tensor} of the learned noise (empty unless learn_sigma).
+function ELBO:state_dict() return self.noise_rho and { noise_rho = self.noise_rho } or {} end
+
+function ELBO:load_state_dict(sd)
+  if self.noise_rho then
+    local src = sd.noise_rho
+    if not (src and src:numel() == 1) then error("ELBO: the saved state has no noise_rho", 2) end
+    self.noise_rho:copy(src)
+  end
+end
+
 --- The Gaussian likelihood's noise standard deviation (a number).
 function ELBO:sigma()
   if self.noise_rho then return self.noise_rho:softplus():item() end
@@ -102,17 +113,19 @@ function ELBO:nll_sum(out, y)
 end
 
 -- Applies the ELBO's kl setting to every Bayesian layer of net.
-local function set_kl_mode(net, mode, path)
-  if net.layers then
-    for i, l in ipairs(net.layers) do set_kl_mode(l, mode, (path and path .. "." or "") .. i) end
-  elseif net.kl_mode ~= nil and net.kl_mode ~= mode then
-    local p = net.prior
+local function set_kl_mode(net, mode)
+  local k = 0
+  net:apply(function(l)
+    if l.kl_mode == nil then return end
+    k = k + 1
+    if l.kl_mode == mode then return end
+    local p = l.prior
     if mode == "analytic" and not (getmetatable(p) and p.kind == "gaussian") then
-      error(('ELBO: kl = "analytic" needs a Gaussian prior; layer %s has %s')
-        :format(path or "1", tostring(p)), 4)
+      error(('ELBO: kl = "analytic" needs a Gaussian prior; layer %d has %s')
+        :format(k, tostring(p)), 0)
     end
-    net.kl_mode = mode
-  end
+    l.kl_mode = mode
+  end)
 end
 
 local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
@@ -121,17 +134,23 @@ local function show(v) return v ~= v and "nan" or tostring(v) end
 --- loss, terms = elbo:loss(net, x, y [, {batch = i, step = n}])
 -- terms: loss, nll (mean per example), nll_sum, complexity (log q - log p
 -- in nats, averaged over samples), kl_weight, complexity_per_example
--- (kl_weight * complexity / batch size), elbo_per_example (= loss).
+-- (kl_weight * complexity / batch size), elbo_per_example (= loss), and for
+-- a categorical likelihood correct (how many of the batch the last MC
+-- sample classified right).
 function ELBO:loss(net, x, y, opts)
   opts = opts or {}
   self.steps = self.steps + 1
   local step = opts.step or self.steps
   local B = x:size(1)
   local w = self:weight(opts.batch)
-  if self.kl then set_kl_mode(net, self.kl) end
+  if self.kl then
+    local ok, err = pcall(set_kl_mode, net, self.kl)
+    if not ok then error(err, 2) end
+  end
   local total, nll_total, kl_total = nil, 0, 0
+  local out
   for _ = 1, self.samples do
-    local out = net:forward(x)
+    out = net:forward(x)
     local nll = self:nll_sum(out, y)
     local kl = net:kl()
     local f = kl and nll + kl * w or nll
@@ -148,9 +167,14 @@ function ELBO:loss(net, x, y, opts)
   if not finite(kl_mean) then
     error(("ELBO: step %d: the complexity term (log q - log p) is not finite (%s)"):format(step, show(kl_mean)), 2)
   end
+  local correct
+  if self.likelihood == "categorical" then   -- of the last sample's predictions
+    correct = bbb.no_grad(function() return (out:argmax(2) - y):abs():lt(0.5):sum():item() end)
+  end
   return loss, {
     loss = loss:item(), elbo_per_example = loss:item(), nll = nll_mean, nll_sum = nll_total / S,
     complexity = kl_mean, kl_weight = w, complexity_per_example = w * kl_mean / B,
+    correct = correct,
   }
 end
 

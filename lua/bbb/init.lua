@@ -1,8 +1,43 @@
 --- bbb: Bayes by Backprop on a C tensor core.
 -- The tensor functions come from the C module bbb.core; the submodules
--- (nn, prior, elbo, optim, data, metrics, plot, progress, testing) load on
+-- (nn, prior, elbo, optim, train, checkpoint, data, metrics, plot, progress,
+-- testing, json) load on
 -- first use: `bbb.nn.BayesLinear(784, 400)`.
 local core = require "bbb.core"
+
+-- The folder this file was loaded from: bbb's own modules load from here
+-- only, never through package.path, whose "./?.lua" would let a bbb/<name>.lua
+-- in the working directory run in their place.
+local own_dir = select(2, ...)
+if type(own_dir) ~= "string" then own_dir = debug.getinfo(1, "S").source:sub(2) end
+own_dir = own_dir:match("^(.*)[/\\]init%.lua$") or "."
+local own_path = own_dir .. "/?.lua;" .. own_dir .. "/?/init.lua"
+
+-- Finds "bbb.x.y" in bbb's own tree; nil and the places tried when absent.
+local function own_file(modname)
+  local rest = modname:match("^bbb%.(.+)$")
+  if not rest then return nil, "" end
+  return package.searchpath(rest, own_path)
+end
+
+-- A searcher ahead of package.path, so `require "bbb.nn"` (inside the library
+-- too) takes bbb's own file even when package.path lists "./" first.
+local function own_searcher(modname)
+  local file, tried = own_file(modname)
+  if not file then return tried and ("\n\t(not in bbb's tree)" .. tried) or nil end
+  local chunk, err = loadfile(file)
+  if not chunk then error(("error loading module '%s' from file '%s':\n\t%s"):format(modname, file, err), 0) end
+  return chunk, file
+end
+local searchers = package.searchers
+local installed = false
+for _, s in ipairs(searchers) do
+  if s == package.bbb_own_searcher then installed = true end
+end
+if not installed then
+  package.bbb_own_searcher = own_searcher
+  table.insert(searchers, 2, own_searcher)
+end
 
 local bbb = {}
 for k, v in pairs(core) do bbb[k] = v end
@@ -46,6 +81,21 @@ function bbb.gaussian_loglik(mu, y, sigma)
   return per:sum()
 end
 
+--- save(path, obj): a model, or {model =, optimizer =, ...}, as a
+-- safetensors checkpoint (see bbb.checkpoint); written atomically.
+function bbb.save(path, obj)
+  local ok, err = pcall(bbb.checkpoint.save, path, obj)
+  if not ok then error(err, 2) end
+end
+
+--- load(path [, {generator =, prior =}]) -> model, info: the model rebuilt
+-- from the checkpoint, ready for predict.
+function bbb.load(path, opts)
+  local ok, model, info = pcall(bbb.checkpoint.load, path, opts)
+  if not ok then error(model, 2) end
+  return model, info
+end
+
 function bbb.zeros_like(t) return core.zeros(t:size()) end
 function bbb.ones_like(t) return core.ones(t:size()) end
 
@@ -66,12 +116,20 @@ end
 -- Submodules load lazily so `require "bbb"` stays cheap.
 local submodules = {
   nn = true, prior = true, elbo = true, optim = true, data = true, metrics = true,
-  plot = true, progress = true, testing = true, bandit = true, checkpoint = true,
+  plot = true, progress = true, testing = true, checkpoint = true, train = true, json = true,
 }
 setmetatable(bbb, {
   __index = function(t, k)
     if submodules[k] then
-      local m = require("bbb." .. k)
+      local name = "bbb." .. k
+      local m = package.loaded[name]
+      if m == nil then
+        local file = own_file(name)
+        if not file then
+          error(("bbb.%s: not part of this build of bbb (no %s/%s.lua)"):format(k, own_dir, k), 2)
+        end
+        m = require(name)   -- the own searcher above finds `file` first
+      end
       rawset(t, k, m)
       return m
     end

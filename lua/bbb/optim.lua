@@ -130,6 +130,62 @@ function Optimizer:step()
   return norm
 end
 
+local BUFFERS = { "m", "v", "buf", "sq" }
+local HYPER = { "lr", "weight_decay", "clip_norm", "momentum", "nesterov", "beta1", "beta2",
+                "eps", "alpha" }
+
+--- state_dict() -> scalars, {name = tensor}: the step count, the
+-- hyperparameters and every moment buffer ("<param>.m", ...), for checkpoints.
+function Optimizer:state_dict()
+  local st, ts = { kind = self.kind, t = self.t }, {}
+  for _, k in ipairs(HYPER) do st[k] = self[k] end
+  for _, p in ipairs(self.params) do
+    for _, b in ipairs(BUFFERS) do
+      if p[b] then ts[p.name .. "." .. b] = p[b] end
+    end
+  end
+  return st, ts
+end
+
+--- load_state_dict(scalars, tensors): the inverse of state_dict. The kind,
+-- the parameter names and the buffer shapes must match; nothing changes
+-- unless everything does.
+function Optimizer:load_state_dict(st, ts)
+  if type(st) ~= "table" or st.kind ~= self.kind then
+    error(("%s: the saved optimizer state is for %s"):format(self.kind,
+      type(st) == "table" and tostring(st.kind) or "nothing"), 2)
+  end
+  local t = math.tointeger(st.t)
+  if not t or t < 0 then error(("%s: the saved step count is %s"):format(self.kind, tostring(st.t)), 2) end
+  local n = 0
+  for _ in pairs(ts) do n = n + 1 end
+  local want = 0
+  for _, p in ipairs(self.params) do
+    for _, b in ipairs(BUFFERS) do
+      if p[b] then
+        want = want + 1
+        local src = ts[p.name .. "." .. b]
+        if not bbb.is_tensor(src) or src:numel() ~= p[b]:numel() then
+          error(("%s: the saved state has no %s buffer of %d values for %s"):format(
+            self.kind, b, p[b]:numel(), p.name), 2)
+        end
+      end
+    end
+  end
+  if n ~= want then
+    error(("%s: the saved state has %d buffers, this optimizer %d"):format(self.kind, n, want), 2)
+  end
+  for _, p in ipairs(self.params) do
+    for _, b in ipairs(BUFFERS) do
+      if p[b] then p[b]:copy(ts[p.name .. "." .. b]) end
+    end
+  end
+  self.t = t
+  for _, k in ipairs(HYPER) do
+    if st[k] ~= nil then self[k] = st[k] end
+  end
+end
+
 --- Learning-rate schedules; call :step() once per epoch.
 optim.schedule = {}
 
@@ -139,6 +195,13 @@ Schedule.__index = Schedule
 function Schedule:step()
   self.epoch = self.epoch + 1
   self.opt.lr = self.fn(self.epoch)
+  return self.opt.lr
+end
+
+--- Moves the schedule to the given epoch (resuming a run).
+function Schedule:set_epoch(e)
+  self.epoch = e
+  self.opt.lr = e == 0 and self.base or self.fn(e)
   return self.opt.lr
 end
 

@@ -13,9 +13,13 @@ local function shell_quote(s)
   return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
--- gnuplot's single-quoted strings have no escapes besides '' for a quote.
+-- gnuplot's single-quoted strings have no escapes besides '' for a quote,
+-- and no backquote or macro substitution. A control character (a newline
+-- above all) would end the string and the command, so each becomes a space:
+-- no text, whatever it holds, can start a new gnuplot command.
 local function gp_quote(s)
-  return "'" .. tostring(s):gsub("'", "''") .. "'"
+  s = tostring(s):gsub("%c", " ")
+  return "'" .. s:gsub("'", "''") .. "'"
 end
 
 -- Raised without a position; the public entry points add the caller's.
@@ -103,9 +107,25 @@ local function terminal_for(what, file, size)
   fail(what, "cannot tell the format of '%s' (use .png or .svg)", file)
 end
 
+-- gnuplot reads `set output '|cmd'` as a pipe to a shell command, so a name
+-- starting with '|' (or holding a control character, which cannot be passed
+-- through its script) is refused before anything is created. Relative names
+-- are passed as ./name so gnuplot only ever sees a plain path.
+local function check_file_name(what, file)
+  if file == "" then fail(what, "file must be a path ending in .png or .svg, got ''") end
+  if file:find("%c") then
+    fail(what, "file %q holds a control character", file)
+  end
+  if file:find("^%s*|") then
+    fail(what, "file '%s' starts with '|', which gnuplot runs as a command", file)
+  end
+  if file:sub(1, 1) ~= "/" then return "./" .. file end
+  return file
+end
+
 local function make_parent_dir(what, file)
   local dir = file:match("^(.*)/[^/]*$")
-  if dir and dir ~= "" and not os.execute("mkdir -p " .. shell_quote(dir)) then
+  if dir and dir ~= "" and not os.execute("mkdir -p -- " .. shell_quote(dir)) then
     fail(what, "cannot create directory '%s'", dir)
   end
 end
@@ -281,8 +301,9 @@ local function write_file(what, opts, body)
   if type(opts.file) ~= "string" then fail(what, "file must be a path ending in .png or .svg") end
   require_gnuplot(what)
   local terminal = terminal_for(what, opts.file, check_size(what, opts.size, { 800, 500 }))
-  make_parent_dir(what, opts.file)
-  render(what, opts, body, terminal, opts.file)
+  local path = check_file_name(what, opts.file)
+  make_parent_dir(what, path)
+  render(what, opts, body, terminal, path)
   return opts.file
 end
 

@@ -59,6 +59,38 @@ function prior.is_fused(p)
   return getmetatable(p) == CPrior
 end
 
+--- A table describing p (saved in checkpoints): the C priors' parameters,
+-- or {kind = "lua", name = tostring(p)} for a prior written in Lua, which
+-- must be passed again when the model is loaded.
+function prior.config(p)
+  if prior.is_fused(p) then
+    local c = { kind = p.kind }
+    for _, k in ipairs { "sigma", "pi", "sigma1", "sigma2", "b" } do c[k] = p[k] end
+    return c
+  end
+  return { kind = "lua", name = tostring(p) }
+end
+
+local BUILDERS = { gaussian = "Gaussian", mixture = "ScaleMixture", laplace = "Laplace" }
+
+--- The prior a config describes (the inverse of prior.config); a Lua prior
+-- comes from `given`, since its code is not saved.
+function prior.from_config(c, given)
+  if given ~= nil then return prior.check(given, "prior.from_config") end
+  if type(c) ~= "table" then
+    error(("prior.from_config: expected a table, got %s"):format(type(c)), 2)
+  end
+  local name = BUILDERS[c.kind]
+  if c.kind == "lua" then
+    error(("the model uses a prior written in Lua (%s): pass it again when loading")
+      :format(tostring(c.name)), 2)
+  end
+  if not name then error(("prior.from_config: unknown prior kind %s"):format(tostring(c.kind)), 2) end
+  local ok, p = pcall(prior[name], c)
+  if not ok then error(p, 2) end
+  return p
+end
+
 --- Checks that p can serve as a prior; errors name the problem.
 function prior.check(p, where)
   where = where or "prior"

@@ -110,6 +110,15 @@ function Bar:update(i, extra)
   redraw(self, line(self, false, extra))
 end
 
+--- clear(): on a bar, blanks its line so other output can be printed; the
+-- next update draws it again.
+function Bar:clear()
+  if self.mode ~= "bar" or self.last_len == 0 then return end
+  self.stream:write("\r", string.rep(" ", self.last_len), "\r")
+  if self.stream.flush then self.stream:flush() end
+  self.last_len, self.last_draw = 0, -math.huge
+end
+
 --- finish(extra_text): on a bar, draws the final state and ends the line.
 function Bar:finish(extra)
   if self.mode ~= "bar" then return end

@@ -66,6 +66,26 @@ bbb_float *bbb_grad_begin(bbb_tensor *t, int *fresh, int *status) {
   return bbb_data(t->grad);
 }
 
+int bbb_grad_set(bbb_tensor *t, const bbb_tensor *g) {
+  char s1[64], s2[64];
+  if (g && !bbb_same_shape(g, t))
+    return bbb_error(BBB_ESHAPE, "set_grad: gradient %s does not match tensor %s",
+                     bbb_shape_str(g, s1, sizeof s1), bbb_shape_str(t, s2, sizeof s2));
+  bbb_tensor *c = NULL;
+  if (g && !(c = bbb_tensor_clone(g)))
+    return bbb_error(BBB_EMEM, "set_grad: out of memory copying a gradient %s",
+                     bbb_shape_str(g, s1, sizeof s1));
+  bbb_tensor_release(t->grad);
+  t->grad = c;
+  return BBB_OK;
+}
+
+void bbb_grad_zero(bbb_tensor *t) {
+  if (!t->grad) return;
+  memset(bbb_data(t->grad), 0, (size_t)t->grad->numel * sizeof(bbb_float));
+  bbb_tensor_touch(t->grad);
+}
+
 int bbb_requires_grad(bbb_tensor *t, int on) {
   if (t->node && !on)
     return bbb_error(BBB_EGRAPH, "requires_grad: cannot turn off on a tensor computed "

@@ -58,6 +58,13 @@ bbb_float *bbb_grad_begin(bbb_tensor *t, int *fresh, int *status);
 ** retain_graph keeps the nodes for a second backward. */
 int bbb_backward(bbb_tensor *root, const bbb_tensor *seed, int retain_graph);
 
+/* Replaces t's gradient by a copy of g (NULL clears it). g must have t's
+** shape. */
+int bbb_grad_set(bbb_tensor *t, const bbb_tensor *g);
+
+/* Zeroes t's gradient in place, if it has one. */
+void bbb_grad_zero(bbb_tensor *t);
+
 /* Marks t as a parameter (leaf). Fails on a non-leaf. */
 int bbb_requires_grad(bbb_tensor *t, int on);
 

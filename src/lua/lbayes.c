@@ -1,13 +1,11 @@
 /*
-** lbayes.c: binding of the fused Bayesian kernels, C priors and file
-** loaders (src/core/bayes.c, io.c).
+** lbayes.c: binding of the fused Bayesian kernels and the C priors
+** (src/core/bayes.c).
 */
 #include <string.h>
 
 #include "lbbb.h"
 #include "bayes.h"
-#include "io.h"
-#include "optim.h"
 
 /* A prior from a table: {kind = "gaussian" | "mixture" | "laplace" | "none",
 ** sigma = , pi = , sigma1 = , sigma2 = , b = } */
@@ -55,53 +53,11 @@ static int l_prior_log_prob(lua_State *L) {
 
 static int l_check_prior(lua_State *L) { check_prior(L, 1); return 0; }
 
-/* load_idx(path [, scale [, offset [, limit]]]) */
-static int l_load_idx(lua_State *L) {
-  lua_settop(L, 4);
-  const char *path = luaL_checkstring(L, 1);
-  lua_Number scale = luaL_optnumber(L, 2, 1), offset = luaL_optnumber(L, 3, 0);
-  lua_Integer limit = luaL_optinteger(L, 4, -1);
-  lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  lbbb_check(L, bbb_idx_load(&u->t, path, scale, offset, limit));
-  return 1;
-}
-
-/* ---- optimizer updates: (p, g, state..., gscale, hyper-parameters...) ---- */
-
-static int l_sqnorm(lua_State *L) {
-  lua_pushnumber(L, bbb_sqnorm(lbbb_check_tensor(L, 1)));
-  return 1;
-}
-
-static int l_sgd_update(lua_State *L) {
-  lua_settop(L, 8);
-  bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2), *buf = lbbb_opt_tensor(L, 3);
-  lbbb_check(L, bbb_sgd_update(p, g, buf, luaL_checknumber(L, 4), luaL_checknumber(L, 5),
-                               luaL_checknumber(L, 6), lua_toboolean(L, 7), luaL_checknumber(L, 8)));
-  return 0;
-}
-
-static int l_adam_update(lua_State *L) {
-  bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2);
-  bbb_tensor *m = lbbb_check_tensor(L, 3), *v = lbbb_check_tensor(L, 4);
-  lbbb_check(L, bbb_adam_update(p, g, m, v, luaL_checknumber(L, 5), luaL_checknumber(L, 6),
-                                luaL_checknumber(L, 7), luaL_checknumber(L, 8), luaL_checknumber(L, 9),
-                                luaL_checknumber(L, 10), luaL_checkinteger(L, 11)));
-  return 0;
-}
-
-static int l_rmsprop_update(lua_State *L) {
-  bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2), *sq = lbbb_check_tensor(L, 3);
-  lbbb_check(L, bbb_rmsprop_update(p, g, sq, luaL_checknumber(L, 4), luaL_checknumber(L, 5),
-                                   luaL_checknumber(L, 6), luaL_checknumber(L, 7), luaL_checknumber(L, 8)));
-  return 0;
-}
-
 static const luaL_Reg funcs[] = {
-  {"sqnorm", l_sqnorm}, {"sgd_update", l_sgd_update}, {"adam_update", l_adam_update},
-  {"rmsprop_update", l_rmsprop_update},
   {"bayes_sample", l_bayes_sample}, {"prior_log_prob", l_prior_log_prob},
-  {"check_prior", l_check_prior}, {"load_idx", l_load_idx}, {NULL, NULL}
+  {"check_prior", l_check_prior}, {NULL, NULL}
 };
 
-void lbbb_open_bayes(lua_State *L) { luaL_setfuncs(L, funcs, 0); }
+void lbbb_open_bayes(lua_State *L, const lbbb_tables *tb) {
+  lbbb_register(L, tb, NULL, funcs, NULL);
+}

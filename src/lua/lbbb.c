@@ -1,8 +1,35 @@
 /*
-** lbbb.c: luaopen for bbb.core: one table with the Tensor functions, the
-** Generator, and the Bayesian kernels.
+** lbbb.c: luaopen for bbb.core. One table holds the module functions; the
+** bbb.Tensor metatable and its methods table (bbb.core.Tensor, open to
+** extension from Lua) are filled by one opener per binding file.
 */
 #include "lbbb.h"
+
+typedef void (*lbbb_opener)(lua_State *L, const lbbb_tables *tb);
+
+static const lbbb_opener openers[] = {
+  lbbb_open_tensor, lbbb_open_ops, lbbb_open_autograd, lbbb_open_print,
+  lbbb_open_runtime, lbbb_open_rng, lbbb_open_bayes, lbbb_open_optim, lbbb_open_io,
+  lbbb_open_checkpoint, lbbb_open_signal, lbbb_open_rdata,
+};
+
+void lbbb_register(lua_State *L, const lbbb_tables *tb, const luaL_Reg *methods,
+                   const luaL_Reg *funcs, const luaL_Reg *meta) {
+  for (const luaL_Reg *r = methods; r && r->name; r++) {
+    lua_pushcfunction(L, r->func);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, tb->methods, r->name);
+    lua_setfield(L, tb->module, r->name);
+  }
+  for (const luaL_Reg *r = funcs; r && r->name; r++) {
+    lua_pushcfunction(L, r->func);
+    lua_setfield(L, tb->module, r->name);
+  }
+  for (const luaL_Reg *r = meta; r && r->name; r++) {
+    lua_pushcfunction(L, r->func);
+    lua_setfield(L, tb->meta, r->name);
+  }
+}
 
 int lbbb_open(lua_State *L) {
   luaL_checkversion(L);
@@ -12,10 +39,15 @@ int lbbb_open(lua_State *L) {
   ** incremental mode pays it off. */
   lua_gc(L, LUA_GCINC, 0, 0, 0);
   lua_newtable(L);
-  lbbb_open_tensor(L);
-  lbbb_open_generator(L);
-  lbbb_open_bayes(L);
-  lbbb_open_bench(L);
-  lbbb_open_rdata(L);
+  lbbb_tables tb;
+  tb.module = lua_gettop(L);
+  luaL_newmetatable(L, BBB_TENSOR_MT);
+  tb.meta = lua_gettop(L);
+  lua_newtable(L);
+  tb.methods = lua_gettop(L);
+  lua_pushvalue(L, tb.methods);
+  lua_setfield(L, tb.module, "Tensor");
+  for (size_t k = 0; k < sizeof openers / sizeof openers[0]; k++) openers[k](L, &tb);
+  lua_settop(L, tb.module);
   return 1;
 }

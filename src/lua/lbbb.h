@@ -37,11 +37,39 @@ void lbbb_account(lua_State *L);
 ** returns the number of dimensions. what names the caller in messages. */
 int lbbb_get_shape(lua_State *L, int i, int64_t *shape, const char *what);
 
+/* A 1-based dimension argument at i (negative counts from the end) as a
+** 0-based dimension of t; op names the caller in messages. */
+int lbbb_check_dim(lua_State *L, int i, const bbb_tensor *t, const char *op);
+
+/* For a wrapper that pushed its result userdata before calling the core:
+** raises on a bad status, else returns 1 (that userdata). */
+int lbbb_result(lua_State *L, int status);
+
+/* Where a binding file puts its functions: absolute stack indices of the
+** module table, the Tensor methods table and the Tensor metatable. */
+typedef struct { int module, methods, meta; } lbbb_tables;
+
+/* methods become both t:name() and bbb.core.name(t); funcs are module
+** functions only; meta are metamethods of bbb.Tensor. Any may be NULL. */
+void lbbb_register(lua_State *L, const lbbb_tables *tb, const luaL_Reg *methods,
+                   const luaL_Reg *funcs, const luaL_Reg *meta);
+
+/* luaopen_bbb_core: calls each file's opener below, in this order. */
 int lbbb_open(lua_State *L);
-void lbbb_open_tensor(lua_State *L);      /* fills the table on top */
-void lbbb_open_generator(lua_State *L);
-void lbbb_open_bayes(lua_State *L);
-void lbbb_open_bench(lua_State *L);       /* timing helpers for the benchmarks */
-void lbbb_open_rdata(lua_State *L);       /* R data frames of factors */
+void lbbb_open_tensor(lua_State *L, const lbbb_tables *tb);    /* ltensor.c */
+void lbbb_open_ops(lua_State *L, const lbbb_tables *tb);       /* lops.c */
+void lbbb_open_autograd(lua_State *L, const lbbb_tables *tb);  /* lautograd.c */
+void lbbb_open_print(lua_State *L, const lbbb_tables *tb);     /* lprint.c */
+void lbbb_open_runtime(lua_State *L, const lbbb_tables *tb);   /* lruntime.c */
+void lbbb_open_rng(lua_State *L, const lbbb_tables *tb);       /* lrng.c */
+void lbbb_open_bayes(lua_State *L, const lbbb_tables *tb);     /* lbayes.c */
+void lbbb_open_optim(lua_State *L, const lbbb_tables *tb);     /* loptim.c */
+void lbbb_open_io(lua_State *L, const lbbb_tables *tb);        /* lio.c */
+void lbbb_open_checkpoint(lua_State *L, const lbbb_tables *tb); /* lcheckpoint.c */
+void lbbb_open_signal(lua_State *L, const lbbb_tables *tb);    /* lsignal.c */
+void lbbb_open_rdata(lua_State *L, const lbbb_tables *tb);     /* lrdata.c */
+
+/* Monotonic wall-clock seconds (lruntime.c). */
+double lbbb_now(void);
 
 #endif

@@ -78,11 +78,11 @@ static const luaL_Reg funcs[] = {
   {"rdata_frame", l_rdata_frame}, {"rdata_frame_bytes", l_rdata_frame_bytes}, {NULL, NULL}
 };
 
-void lbbb_open_rdata(lua_State *L) {
+void lbbb_open_rdata(lua_State *L, const lbbb_tables *tb) {
   if (luaL_newmetatable(L, RDATA_MT)) {
     lua_pushcfunction(L, frame_gc);
     lua_setfield(L, -2, "__gc");
   }
   lua_pop(L, 1);
-  luaL_setfuncs(L, funcs, 0);
+  lbbb_register(L, tb, NULL, funcs, NULL);
 }

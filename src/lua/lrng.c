@@ -1,6 +1,6 @@
 /*
-** lrng.c: bbb.Generator, explicit random generators, and the module's
-** default one (bbb.manual_seed).
+** lrng.c: bbb.Generator, explicit random generators (src/core/rng.c), the
+** module's default one (bbb.manual_seed), and random tensors.
 */
 #include <math.h>
 
@@ -77,11 +77,41 @@ static int g_tostring(lua_State *L) {
   return 1;
 }
 
+/* ---- random ---- */
+
+static int t_random(lua_State *L, int normal, const char *what) {
+  lua_settop(L, 4);
+  int64_t shape[BBB_MAXDIM];
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int nd = lbbb_get_shape(L, 1, shape, what);
+  lua_Number a = luaL_optnumber(L, 2, normal ? 0 : 0), b = luaL_optnumber(L, 3, 1);
+  if (!isfinite(a) || !isfinite(b) || (normal ? b < 0 : !(a < b)))
+    return luaL_error(L, "%s: bad parameters %f, %f (%s)", what, a, b,
+                      normal ? "need finite mean and std >= 0" : "need finite lo < hi");
+  bbb_rng *g = lbbb_generator_arg(L, 4);
+  lbbb_tensor_ud *u = lbbb_new_tensor(L);
+  u->t = bbb_tensor_new(nd, shape);
+  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  if (normal) bbb_rng_normal(g, bbb_data(u->t), u->t->numel, (bbb_float)a, (bbb_float)b);
+  else bbb_rng_uniform(g, bbb_data(u->t), u->t->numel, (bbb_float)a, (bbb_float)b);
+  return 1;
+}
+
+/* randn(shape [, mean, std [, gen]]) and rand(shape [, lo, hi [, gen]]) */
+static int t_randn(lua_State *L) { return t_random(L, 1, "randn"); }
+static int t_rand(lua_State *L) { return t_random(L, 0, "rand"); }
+
+
 static const luaL_Reg generator_methods[] = {
   {"seed", g_seed}, {"state", g_state}, {"set_state", g_set_state}, {NULL, NULL}
 };
 
-void lbbb_open_generator(lua_State *L) {
+static const luaL_Reg funcs[] = {
+  {"Generator", l_generator}, {"manual_seed", l_manual_seed},
+  {"randn", t_randn}, {"rand", t_rand}, {NULL, NULL}
+};
+
+void lbbb_open_rng(lua_State *L, const lbbb_tables *tb) {
   luaL_newmetatable(L, BBB_GENERATOR_MT);
   luaL_newlib(L, generator_methods);
   lua_setfield(L, -2, "__index");
@@ -93,9 +123,6 @@ void lbbb_open_generator(lua_State *L) {
   luaL_setmetatable(L, BBB_GENERATOR_MT);
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, DEFAULT_KEY);
-  lua_setfield(L, -2, "default_generator");
-  lua_pushcfunction(L, l_generator);
-  lua_setfield(L, -2, "Generator");
-  lua_pushcfunction(L, l_manual_seed);
-  lua_setfield(L, -2, "manual_seed");
+  lua_setfield(L, tb->module, "default_generator");
+  lbbb_register(L, tb, NULL, funcs, NULL);
 }

@@ -61,7 +61,7 @@ function BayesLinear:init(n_in, n_out, opts)
   end
 end
 
-function BayesLinear:named_parameters()
+function BayesLinear:own_parameters()
   local out = { { "weight_mu", self.weight_mu }, { "weight_rho", self.weight_rho } }
   if self.bias_mu then
     out[3], out[4] = { "bias_mu", self.bias_mu }, { "bias_rho", self.bias_rho }
@@ -137,6 +137,12 @@ function BayesLinear:forward(x)
 end
 
 function BayesLinear:kl() return self.last_kl end
+
+function BayesLinear:config()
+  return { type = "BayesLinear", n_in = self.n_in, n_out = self.n_out,
+           prior = prior_mod.config(self.prior), estimator = self.estimator, kl = self.kl_mode,
+           mode = self.mode, bias = self.bias_mu ~= nil }
+end
 
 --- Signal-to-noise ratios |mu| / sigma of the weights (a tensor like mu).
 function BayesLinear:snr()

@@ -30,48 +30,25 @@ function Sequential:init(layers)
   end
 end
 
-function Sequential:add(layer) self.layers[#self.layers + 1] = layer; return self end
+function Sequential:add(layer)
+  if type(layer) ~= "table" or type(layer.forward) ~= "function" then
+    error("Sequential:add: the argument is not a layer", 2)
+  end
+  self.layers[#self.layers + 1] = layer
+  return self
+end
+
+function Sequential:children() return self.layers end
 
 function Sequential:forward(x)
   for _, l in ipairs(self.layers) do x = l:forward(x) end
   return x
 end
 
-function Sequential:named_parameters()
-  local out = {}
-  for i, l in ipairs(self.layers) do
-    for _, p in ipairs(l:named_parameters()) do out[#out + 1] = { i .. "." .. p[1], p[2] } end
-  end
-  return out
-end
-
-function Sequential:train()
-  self.training = true
-  for _, l in ipairs(self.layers) do l:train() end
-  return self
-end
-
-function Sequential:evaluate()
-  self.training = false
-  for _, l in ipairs(self.layers) do l:evaluate() end
-  return self
-end
-
---- Sum of the layers' complexity terms from the last forward (nil if none).
-function Sequential:kl()
-  local total
-  for _, l in ipairs(self.layers) do
-    local k = l:kl()
-    if k then total = total and total + k or k end
-  end
-  return total
-end
-
---- Calls fn(layer) on every layer, recursively.
-function Sequential:apply(fn)
-  for _, l in ipairs(self.layers) do
-    if l.apply then l:apply(fn) else fn(l) end
-  end
+function Sequential:config()
+  local cs = {}
+  for i, l in ipairs(self.layers) do cs[i] = l:config() end
+  return { type = "Sequential", children = cs }
 end
 
 function Sequential:__tostring()
@@ -102,10 +79,14 @@ function Linear:forward(x)
   return bbb.linear(x, self.weight, self.bias)
 end
 
-function Linear:named_parameters()
+function Linear:own_parameters()
   local out = { { "weight", self.weight } }
   if self.bias then out[2] = { "bias", self.bias } end
   return out
+end
+
+function Linear:config()
+  return { type = "Linear", n_in = self.n_in, n_out = self.n_out, bias = self.bias ~= nil }
 end
 
 function Linear:__tostring() return ("Linear(%d -> %d)"):format(self.n_in, self.n_out) end
@@ -116,6 +97,7 @@ local function activation(name, method)
     check_input(x, name)
     return x[method](x)
   end
+  function cls:config() return { type = name } end
   return cls
 end
 
@@ -142,6 +124,8 @@ function Dropout:forward(x)
   local mask = bbb.rand(x:size(), 0, 1, self.generator):gt(self.p) * (1 / (1 - self.p))
   return x * mask
 end
+
+function Dropout:config() return { type = "Dropout", p = self.p } end
 
 function Dropout:__tostring() return ("Dropout(%g)"):format(self.p) end
 

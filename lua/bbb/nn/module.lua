@@ -1,5 +1,7 @@
 --- The base of every layer: forward, parameters, train/evaluate, and a
 -- class helper so a layer is constructed by calling its class.
+local core = require "bbb.core"
+
 local Module = {}
 Module.__index = Module
 Module.__name = "Module"
@@ -30,8 +32,30 @@ end
 
 function Module:__call(x) return self:forward(x) end
 
---- A list of {name, tensor} pairs; names are "weight_mu", "2.bias" ...
-function Module:named_parameters() return {} end
+--- The direct sub-modules, in order (containers override it).
+function Module:children() return {} end
+
+--- Calls fn(m) on this module, then on every descendant, depth first
+-- (Torch's apply): every tree walk goes through here.
+function Module:apply(fn)
+  fn(self)
+  for _, c in ipairs(self:children()) do c:apply(fn) end
+  return self
+end
+
+--- This module's own parameters as {name, tensor} pairs (layers override).
+function Module:own_parameters() return {} end
+
+--- A list of {name, tensor} pairs over the whole tree: a child's names are
+-- prefixed by its position ("2.weight_mu").
+function Module:named_parameters()
+  local out = {}
+  for _, p in ipairs(self:own_parameters()) do out[#out + 1] = { p[1], p[2] } end
+  for i, c in ipairs(self:children()) do
+    for _, p in ipairs(c:named_parameters()) do out[#out + 1] = { i .. "." .. p[1], p[2] } end
+  end
+  return out
+end
 
 function Module:parameters()
   local out = {}
@@ -39,22 +63,96 @@ function Module:parameters()
   return out
 end
 
-function Module:train() self.training = true; return self end
-function Module:evaluate() self.training = false; return self end
+--- Drops every parameter's gradient.
+function Module:zero_grad()
+  for _, p in ipairs(self:named_parameters()) do p[2]:set_grad(nil) end
+  return self
+end
 
---- The complexity term log q(w) - log p(w) of the last forward, or nil.
-function Module:kl() return nil end
+--- {name = tensor} for every parameter (the tensors themselves, not copies).
+function Module:state_dict()
+  local sd = {}
+  for _, p in ipairs(self:named_parameters()) do sd[p[1]] = p[2] end
+  return sd
+end
+
+local function size_str(t) return table.concat(t:size(), "x") end
+
+--- Copies the tensors of sd into the parameters of the same names. Every
+-- name and shape is checked before anything is written, so a mismatch
+-- leaves the module unchanged.
+function Module:load_state_dict(sd)
+  if type(sd) ~= "table" then
+    error(("load_state_dict: expects a table of tensors, got %s"):format(type(sd)), 2)
+  end
+  local params, seen = self:named_parameters(), {}
+  for _, p in ipairs(params) do
+    local name, t = p[1], p[2]
+    local src = sd[name]
+    if src == nil then error(("load_state_dict: %s is missing"):format(name), 2) end
+    if not core.is_tensor(src) then
+      error(("load_state_dict: %s is a %s, not a tensor"):format(name, type(src)), 2)
+    end
+    if size_str(src) ~= size_str(t) then
+      error(("load_state_dict: %s has size %s, the module's is %s")
+        :format(name, size_str(src), size_str(t)), 2)
+    end
+    seen[name] = true
+  end
+  for name in pairs(sd) do
+    if not seen[name] then
+      error(("load_state_dict: %s is not a parameter of this module"):format(tostring(name)), 2)
+    end
+  end
+  for _, p in ipairs(params) do p[2]:copy(sd[p[1]]) end
+  return self
+end
+
+--- A table that rebuilds this module with bbb.nn.build (layers override).
+function Module:config()
+  error(self.__name .. ": config is not implemented, so it cannot be saved or cloned", 2)
+end
+
+--- A deep copy: same configuration and parameter values, separate tensors.
+function Module:clone()
+  local copy = require("bbb.nn").build(self:config())
+  local sd = {}
+  for name, t in pairs(self:state_dict()) do sd[name] = t:detach():clone() end
+  copy:load_state_dict(sd)
+  if not self.training then copy:evaluate() end
+  return copy
+end
+
+function Module:train()
+  return self:apply(function(m) m.training = true end)
+end
+
+function Module:evaluate()
+  return self:apply(function(m) m.training = false end)
+end
+
+--- The complexity term log q(w) - log p(w) of the last forward: the sum of
+-- the children's (nil when no Bayesian layer ran).
+function Module:kl()
+  local total
+  for _, c in ipairs(self:children()) do
+    local k = c:kl()
+    if k then total = total and total + k or k end
+  end
+  return total
+end
 
 function Module:__tostring() return self.__name end
 
 -- Sets every Bayesian layer's prediction mode; returns the old modes.
-local function set_modes(m, mode, saved)
-  if m.layers then
-    for _, l in ipairs(m.layers) do set_modes(l, mode, saved) end
-  elseif m.mode ~= nil then
-    saved[#saved + 1] = { m, m.mode }
-    m.mode = mode
-  end
+local function set_modes(m, mode)
+  local saved = {}
+  m:apply(function(l)
+    if l.mode ~= nil then
+      saved[#saved + 1] = { l, l.mode }
+      l.mode = mode
+    end
+  end)
   return saved
 end
 
@@ -79,7 +177,7 @@ function Module:predict(x, opts)
   local gaussian = opts.likelihood == "gaussian"
   local was_training = self.training
   self:evaluate()
-  local saved = set_modes(self, mode, {})
+  local saved = set_modes(self, mode)
   local ok, a, b, c = pcall(bbb.no_grad, function()
     local sum, sq, outs = nil, nil, opts.keep_samples and {} or nil
     for s = 1, S do

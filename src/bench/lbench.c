@@ -1,5 +1,6 @@
 /*
-** lbench.c: timing floors for scripts/bench*.lua. A benchmark reports our
+** lbench.c: the module bbb.bench, timing floors for scripts/bench*.lua
+** (not part of bbb.core: users never load it). A benchmark reports our
 ** ops as ratios against what the machine does without us (a bare sgemm, a
 ** scalar libm loop) measured in the same run, so the numbers mean the same
 ** on any machine.
@@ -13,7 +14,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "lbbb.h"
+#include <lua.h>
+#include <lauxlib.h>
 
 #define MAX_REPS 1000
 
@@ -50,7 +52,7 @@ static float *filled(int64_t n, unsigned seed) {
   return p;
 }
 
-/* bench_sgemm(m, n, k, ta, tb, reps) -> median seconds of one bare
+/* sgemm(m, n, k, ta, tb, reps) -> median seconds of one bare
 ** cblas_sgemm computing C (m, n) = op(A) op(B) on preallocated buffers. */
 static int l_bench_sgemm(lua_State *L) {
   lua_Integer m = luaL_checkinteger(L, 1), n = luaL_checkinteger(L, 2), k = luaL_checkinteger(L, 3);
@@ -62,7 +64,7 @@ static int l_bench_sgemm(lua_State *L) {
   float *a = filled(m * k, 1), *b = filled(k * n, 2), *c = filled(m * n, 3);
   if (!a || !b || !c) {
     free(a); free(b); free(c);
-    return luaL_error(L, "bench_sgemm: out of memory");
+    return luaL_error(L, "sgemm: out of memory");
   }
   for (int r = -1; r < reps; r++) {   /* r = -1 warms caches and BLAS threads */
     double t0 = now_seconds();
@@ -84,7 +86,7 @@ static float softplus_libm(const float *x, float *y, int64_t n) {
   return y[0] + y[n - 1];
 }
 
-/* bench_softplus_libm(n, reps) -> median seconds for n elements. */
+/* softplus_libm(n, reps) -> median seconds for n elements. */
 static int l_bench_softplus_libm(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 1);
   int reps = check_reps(L, 2);
@@ -93,7 +95,7 @@ static int l_bench_softplus_libm(lua_State *L) {
   float *x = filled(n, 4), *y = filled(n, 5);
   if (!x || !y) {
     free(x); free(y);
-    return luaL_error(L, "bench_softplus_libm: out of memory");
+    return luaL_error(L, "softplus_libm: out of memory");
   }
   volatile float sink = 0;   /* keeps the loop from being optimised away */
   for (int r = -1; r < reps; r++) {
@@ -107,16 +109,18 @@ static int l_bench_softplus_libm(lua_State *L) {
   return 1;
 }
 
-/* clock() -> monotonic seconds: wall time, unlike os.clock's CPU time,
-** which adds up every thread's work. */
+/* clock() -> monotonic seconds, the clock the floors are timed with. */
 static int l_clock(lua_State *L) {
   lua_pushnumber(L, now_seconds());
   return 1;
 }
 
 static const luaL_Reg bench_funcs[] = {
-  {"bench_sgemm", l_bench_sgemm}, {"bench_softplus_libm", l_bench_softplus_libm},
+  {"sgemm", l_bench_sgemm}, {"softplus_libm", l_bench_softplus_libm},
   {"clock", l_clock}, {NULL, NULL}
 };
 
-void lbbb_open_bench(lua_State *L) { luaL_setfuncs(L, bench_funcs, 0); }
+LUAMOD_API int luaopen_bbb_bench(lua_State *L) {
+  luaL_newlib(L, bench_funcs);
+  return 1;
+}

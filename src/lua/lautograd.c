@@ -1,0 +1,69 @@
+/*
+** lautograd.c: gradients from Lua (src/core/autograd.c): marking
+** parameters, backward, reading and resetting .grad, grad mode.
+*/
+#include "lbbb.h"
+#include "autograd.h"
+
+static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i); }
+
+static int t_requires_grad(lua_State *L) {
+  bbb_tensor *t = check(L, 1);
+  if (lua_isnone(L, 2)) { lua_pushboolean(L, t->requires_grad); return 1; }
+  lbbb_check(L, bbb_requires_grad(t, lua_toboolean(L, 2)));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int t_backward(lua_State *L) {
+  lua_settop(L, 3);
+  bbb_tensor *t = check(L, 1), *seed = lbbb_opt_tensor(L, 2);
+  lbbb_check(L, bbb_backward(t, seed, lua_toboolean(L, 3)));
+  return 0;
+}
+
+static int t_zero_grad(lua_State *L) {
+  bbb_grad_zero(check(L, 1));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int t_set_grad(lua_State *L) {   /* t:set_grad(nil | tensor) */
+  lua_settop(L, 2);
+  lbbb_check(L, bbb_grad_set(check(L, 1), lbbb_opt_tensor(L, 2)));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int t_is_leaf(lua_State *L) { lua_pushboolean(L, check(L, 1)->node == NULL); return 1; }
+
+static int t_grad_fn(lua_State *L) {
+  bbb_tensor *t = check(L, 1);
+  if (t->node) lua_pushstring(L, t->node->op); else lua_pushnil(L);
+  return 1;
+}
+
+static int l_set_grad_enabled(lua_State *L) {
+  lua_pushboolean(L, bbb_set_grad_enabled(lua_toboolean(L, 1)));
+  return 1;
+}
+
+static int l_is_grad_enabled(lua_State *L) {
+  lua_pushboolean(L, bbb_grad_enabled());
+  return 1;
+}
+
+static const luaL_Reg methods[] = {
+  {"requires_grad", t_requires_grad}, {"backward", t_backward},
+  {"zero_grad", t_zero_grad}, {"set_grad", t_set_grad}, {"is_leaf", t_is_leaf},
+  {"grad_fn", t_grad_fn}, {NULL, NULL}
+};
+
+static const luaL_Reg funcs[] = {
+  {"set_grad_enabled", l_set_grad_enabled}, {"is_grad_enabled", l_is_grad_enabled},
+  {NULL, NULL}
+};
+
+void lbbb_open_autograd(lua_State *L, const lbbb_tables *tb) {
+  lbbb_register(L, tb, methods, funcs, NULL);
+}

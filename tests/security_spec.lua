@@ -1,0 +1,124 @@
+-- Hostile inputs that must never run anything: plot file names and texts that
+-- gnuplot would read as commands, and modules planted in the working folder.
+local root = os.getenv("BBB_ROOT") or "."
+local build = os.getenv("BBB_BUILD") or "build"
+if root:sub(1, 1) ~= "/" then root = os.getenv("PWD") .. "/" .. root end
+if build:sub(1, 1) ~= "/" then build = os.getenv("PWD") .. "/" .. build end
+local bbblua = build .. "/bbblua"
+
+local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+local function fresh_dir()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. sh_quote(dir)))
+  return dir
+end
+
+-- Runs bbblua with `args` inside `dir`; returns the exit status and output.
+local function run_in(dir, args)
+  local cmd = ("cd %s && %s %s 2>&1; echo \"exit=$?\""):format(sh_quote(dir), sh_quote(bbblua), args)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  return tonumber(out:match("exit=(%d+)%s*$")), out
+end
+
+-- Every entry of `dir` (names only), so a spec can assert nothing appeared.
+local function entries(dir)
+  local p = assert(io.popen("ls -A " .. sh_quote(dir)))
+  local list = {}
+  for name in p:lines() do list[#list + 1] = name end
+  p:close()
+  table.sort(list)
+  return table.concat(list, " | ")
+end
+
+local PIPE = "|touch pwned;cat>/dev/null;.png"
+
+describe("plot file names and texts", function()
+  local dirs = {}
+  teardown(function()
+    for _, d in ipairs(dirs) do os.execute("rm -rf " .. sh_quote(d)) end
+  end)
+  local function sandbox()
+    local d = fresh_dir()
+    dirs[#dirs + 1] = d
+    return d
+  end
+
+  it("regression.lua --out '|cmd' runs nothing and creates no folder", function()
+    local dir = sandbox()
+    local status, out = run_in(dir, ("%s --task toy --steps 5 --pred-samples 3 --out %s")
+      :format(sh_quote(root .. "/scripts/regression.lua"), sh_quote(PIPE)))
+    assert.are_not.equal(0, status, out)
+    assert.truthy(out:find("which gnuplot runs as a command", 1, true), out)
+    assert.are.equal("", entries(dir), "the working folder must stay empty")
+  end)
+
+  it("bbb.plot.lines and histogram refuse a pipe name before creating anything", function()
+    local dir = sandbox()
+    for _, fn in ipairs { "lines", "histogram" } do
+      local code = ("bbb.plot.%s{file = %q, series = {{y = {1, 2, 3}, values = {1, 2, 3}}}}"):format(fn, PIPE)
+      local status, out = run_in(dir, "-e " .. sh_quote(code))
+      assert.are_not.equal(0, status, out)
+      assert.truthy(out:find("plot." .. fn .. ": file '" .. PIPE .. "' starts with '|'", 1, true), out)
+    end
+    assert.are.equal("", entries(dir))
+  end)
+
+  it("a relative name is a plain file, even one gnuplot could misread", function()
+    local dir = sandbox()
+    local status, out = run_in(dir, "-e " .. sh_quote([[bbb.plot.lines{file = "a |b.png", series = {{y = {1, 2}}}}]]))
+    assert.are.equal(0, status, out)
+    assert.are.equal("a |b.png", entries(dir))
+  end)
+
+  it("texts with a newline cannot start a gnuplot command", function()
+    local dir = sandbox()
+    local payloads = { 'x\nsystem("touch pwned")\n', "x\nsystem('touch pwned')", "x\r\nsystem(\"touch pwned\") #" }
+    for _, p in ipairs(payloads) do
+      local code = ([[
+        local p = %q
+        bbb.plot.lines{file = "ok.svg", title = p, xlabel = p, ylabel = p,
+          series = {{y = {1, 2, 3}, title = p}}, bands = {{x = {1, 2}, lo = {0, 0}, hi = {1, 1}, title = p}}}
+        bbb.plot.histogram{file = "h.svg", title = p, series = {{values = {1, 2, 2}, title = p}}}
+        io.write(bbb.plot.terminal{title = p, series = {{y = {1, 2, 3}, title = p}}})
+        local ok, err = pcall(bbb.plot.lines, {file = "c.svg", series = {{y = {1, 2}, color = p}}})
+        print(ok, err)]]):format(p)
+      local status, out = run_in(dir, "-e " .. sh_quote(code))
+      assert.is_nil(io.open(dir .. "/pwned"), "a command ran through a plot text")
+      assert.are.equal(0, status, out)
+      local f = assert(io.open(dir .. "/ok.svg"))
+      local svg = f:read("a")
+      f:close()
+      assert.truthy(svg:find("system(", 1, true), "the text itself is drawn")
+    end
+    assert.is_nil(entries(dir):find("pwned", 1, true), entries(dir))
+  end)
+end)
+
+describe("lazy submodules", function()
+  it("load only from bbb's own tree, never from ./bbb/ of the working folder", function()
+    local dir = fresh_dir()
+    assert(os.execute("mkdir -p " .. sh_quote(dir .. "/bbb")))
+    for _, name in ipairs { "bandit", "checkpoint", "nn", "plot" } do
+      local f = assert(io.open(dir .. "/bbb/" .. name .. ".lua", "w"))
+      f:write(("io.open(%q, 'w'):close() return {planted = true}\n"):format(dir .. "/ran_" .. name))
+      f:close()
+    end
+    local status, out = run_in(dir, "-e " .. sh_quote([[
+      for _, k in ipairs{"bandit", "checkpoint", "nn", "plot"} do
+        local ok, m = pcall(function() return bbb[k] end)
+        print(k, ok, ok and tostring(m.planted) or m)
+      end
+      print("nn", require("bbb.nn").planted)]]))
+    os.execute("rm -rf " .. sh_quote(dir .. "/bbb"))
+    local ran = entries(dir)
+    os.execute("rm -rf " .. sh_quote(dir))
+    assert.are.equal(0, status, out)
+    assert.are.equal("", ran, "a planted module ran:\n" .. out)
+    assert.truthy(out:find("bandit\tfalse\t(command line):2: bbb.bandit: not part of this build of bbb", 1, true), out)
+    assert.truthy(out:find("nn\ttrue\tnil", 1, true), out)
+  end)
+end)
