@@ -5,17 +5,20 @@ local bbb = require "bbb"
 local argparse = require "argparse"
 local core = bbb.core
 local bench = require "bbb.bench"
+local cli = require "bbb.cli"
 
 local parser = argparse("bench_bbb.lua", "Time full training steps (forward, ELBO, backward, "
   .. "Adam) of Bayesian MLPs with the scale-mixture prior against the bare sgemm calls the "
   .. "step contains, and MC inference over 10,000 images.")
-parser:option("--threads", "Threads.", "2"):convert(tonumber)
-parser:option("--batch", "Minibatch size.", "128"):convert(tonumber)
-parser:option("--steps", "Timed training steps per network.", "30"):convert(tonumber)
-parser:option("--infer-samples", "MC samples for the inference timing.", "100"):convert(tonumber)
-parser:option("--infer-images", "Images for the inference timing.", "10000"):convert(tonumber)
+parser:option("--threads", "Threads.", "2"):convert(cli.threads())
+parser:option("--batch", "Minibatch size.", "128"):convert(cli.positive_integer())
+parser:option("--steps", "Timed training steps per network.", "30"):convert(cli.positive_integer())
+parser:option("--infer-samples", "MC samples for the inference timing.", "100"):convert(cli.positive_integer())
+parser:option("--infer-images", "Images for the inference timing.", "10000")
+  :convert(cli.positive_integer())
 parser:option("--estimator", "weight, local or flipout.", "weight")
-local args = parser:parse()
+  :convert(cli.choice { "weight", "local", "flipout" })
+local args = cli.parse(parser)
 local threads, B = math.tointeger(args.threads), math.tointeger(args.batch)
 bbb.set_num_threads(threads)
 local clock = core.clock

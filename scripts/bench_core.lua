@@ -8,15 +8,13 @@ local argparse = require "argparse"
 local bbb = require "bbb"
 local core = require "bbb.core"
 local bench = require "bbb.bench"
+local cli = require "bbb.cli"
 
 local parser = argparse("bench_core", "Times core ops against floors measured in the same run.")
-parser:option("--threads", "Threads for OpenMP and OpenBLAS.", "2")
-  :convert(math.tointeger)
-parser:option("--reps", "Timed repetitions per measurement; the median is reported.", "20")
-  :convert(math.tointeger)
-local args = parser:parse()
-if not args.threads or args.threads < 1 then parser:error("--threads must be a positive integer") end
-if not args.reps or args.reps < 1 or args.reps > 1000 then parser:error("--reps must be in 1..1000") end
+parser:option("--threads", "Threads for OpenMP and OpenBLAS.", "2"):convert(cli.threads())
+parser:option("--reps", "Timed repetitions per measurement; the median is reported (1..1000).", "20")
+  :convert(cli.integer { min = 1, max = 1000 })
+local args = cli.parse(parser)
 
 local clock = core.clock
 

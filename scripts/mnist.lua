@@ -1,80 +1,185 @@
---- MNIST (or Fashion-MNIST) classification with Bayes by Backprop.
+--- MNIST (or Fashion-MNIST) classification with Bayes by Backprop, or with
+-- the plain and dropout MLP baselines, through the shared training loop.
 -- bbblua scripts/mnist.lua --help
 local bbb = require "bbb"
 local argparse = require "argparse"
+local cli = require "bbb.cli"
+
+-- Presets: the setups of the seed documents and the paper. Each sets flags
+-- that were not given explicitly.
+local E = math.exp
+local PRESETS = {
+  s1 = { about = "seed 001: 784-512-512-10 sigmoid, Gaussian prior sigma 1, mu ~ U(-0.6, 0.6), "
+         .. "rho -6, pixels in [0, 1], Adam lr 1e-3 divided by 1.1 per epoch, batch 128, 20 epochs",
+         flags = { hidden = 512, layers = 2, activation = "sigmoid", prior = "gaussian", sigma1 = 1,
+                   mu_init = 0.6, rho_init = -6, pixel_scale = 255, optim = "adam", lr = 1e-3,
+                   lr_decay = 1 / 1.1, batch = 128, epochs = 20 } },
+  s0 = { about = "seed 000: Fashion-MNIST, 784-400-400-10 ReLU, mixture pi 0.5, sigma1 1, "
+         .. "sigma2 e^-6, batch 100, Adam (reports 87.7% with posterior means, 88.3% with 100 samples)",
+         flags = { dataset = "fashion", hidden = 400, layers = 2, activation = "relu", prior = "mixture",
+                   pi = 0.5, sigma1 = 1, sigma2 = E(-6), batch = 100, optim = "adam", lr = 1e-3,
+                   test_samples = 100 } },
+  s3 = { about = "seed 003: 784-400-400-10 ReLU, Gaussian prior sigma 1, rho -3, mu spread 0.1, "
+         .. "plain SGD lr 1e-3 on the summed (not averaged) loss, batch 128, pixels / 126, 10 epochs",
+         flags = { hidden = 400, layers = 2, activation = "relu", prior = "gaussian", sigma1 = 1,
+                   rho_init = -3, mu_init = 0.1, optim = "sgd", momentum = 0, lr = 1e-3,
+                   lr_decay = 1, reduction = "sum", batch = 128, pixel_scale = 126, epochs = 10 } },
+}
+for _, units in ipairs { 400, 800, 1200 } do
+  PRESETS["paper-" .. units] = {
+    about = ("the paper's MNIST setup (Blundell et al. 2015, Table 1): 784-%d-%d-10 ReLU, "
+      .. "scale-mixture prior, pixels / 126, batch 128; the rest is seed 002's best grid point "
+      .. "(Adam lr 1e-3, pi 1/2, sigma1 1, sigma2 e^-6, 3 samples)"):format(units, units),
+    flags = { hidden = units, layers = 2, activation = "relu", prior = "mixture", pi = 0.5,
+              sigma1 = 1, sigma2 = E(-6), samples = 3, optim = "adam", lr = 1e-3, batch = 128,
+              pixel_scale = 126 },
+  }
+end
+local PRESET_NAMES = {}
+for k in pairs(PRESETS) do PRESET_NAMES[#PRESET_NAMES + 1] = k end
+table.sort(PRESET_NAMES)
+
+local preset_help = { "Presets (explicit flags override them):" }
+for _, k in ipairs(PRESET_NAMES) do preset_help[#preset_help + 1] = ("  %s: %s."):format(k, PRESETS[k].about) end
 
 local parser = argparse("mnist.lua", "Train a Bayesian MLP on MNIST with Bayes by Backprop "
-  .. "(Blundell et al. 2015) and report test accuracy with posterior means and an MC ensemble.")
-parser:option("--dataset", "mnist or fashion.", "mnist"):choices{ "mnist", "fashion" }
-parser:option("--hidden", "Units per hidden layer.", "400"):convert(tonumber)
-parser:option("--layers", "Hidden layers.", "2"):convert(tonumber)
-parser:option("--prior", "Prior: mixture, gaussian or laplace.", "mixture"):choices{ "mixture", "gaussian", "laplace" }
-parser:option("--pi", "Mixture weight of the wide component.", "0.25"):convert(tonumber)
-parser:option("--sigma1", "Wide component's sigma (gaussian: its sigma; laplace: b).", "1"):convert(tonumber)
-parser:option("--sigma2", "Narrow component's sigma (default e^-7).", tostring(math.exp(-7))):convert(tonumber)
-parser:option("--samples", "MC samples per minibatch in training.", "1"):convert(tonumber)
-parser:option("--estimator", "weight, local or flipout.", "weight"):choices{ "weight", "local", "flipout" }
-parser:option("--kl-weight", "uniform, blundell or a number.", "uniform")
-parser:option("--optim", "adam, sgd or rmsprop.", "adam"):choices{ "adam", "sgd", "rmsprop" }
-parser:option("--lr", "Learning rate.", "0.001"):convert(tonumber)
-parser:option("--lr-decay", "Learning rate multiplied by this after each epoch.", "0.95"):convert(tonumber)
-parser:option("--momentum", "SGD momentum.", "0.9"):convert(tonumber)
-parser:option("--rho-init", "Initial rho (sigma = softplus(rho)).", "-5"):convert(tonumber)
-parser:option("--batch", "Minibatch size.", "128"):convert(tonumber)
-parser:option("--epochs", "Training epochs.", "30"):convert(tonumber)
-parser:option("--seed", "Random seed.", "1"):convert(tonumber)
-parser:option("--threads", "Threads for GEMM and elementwise passes.", "2"):convert(tonumber)
-parser:option("--test-samples", "MC samples for the final ensemble.", "10"):convert(tonumber)
-parser:option("--pixel-scale", "Divide pixels by this (the paper: 126).", "126"):convert(tonumber)
+  .. "(Blundell et al. 2015), or a plain or dropout MLP baseline, and report test accuracy "
+  .. "with posterior means and an MC ensemble.")
+  :epilog(table.concat(preset_help, "\n"))
+parser:option("--preset", "A named setup (see below).")
+  :convert(cli.choice(PRESET_NAMES))
+parser:option("--dataset", "mnist or fashion.", "mnist"):convert(cli.choice { "mnist", "fashion" })
+parser:option("--model", "bbb (Bayes by Backprop), mlp or dropout.", "bbb")
+  :convert(cli.choice { "bbb", "mlp", "dropout" })
+parser:option("--hidden", "Units per hidden layer.", "400"):convert(cli.positive_integer { max = 1 << 16 })
+parser:option("--layers", "Hidden layers.", "2"):convert(cli.positive_integer { max = 64 })
+parser:option("--activation", "relu, sigmoid or tanh.", "relu")
+  :convert(cli.choice { "relu", "sigmoid", "tanh" })
+parser:option("--dropout", "Dropout probability of the dropout model.", "0.5")
+  :convert(cli.number { min = 0, below = 1 })
+parser:option("--prior", "Prior: mixture, gaussian or laplace.", "mixture")
+  :convert(cli.choice { "mixture", "gaussian", "laplace" })
+parser:option("--pi", "Mixture weight of the wide component.", "0.25"):convert(cli.number { min = 0, max = 1 })
+parser:option("--sigma1", "Wide component's sigma (gaussian: its sigma; laplace: b).", "1")
+  :convert(cli.positive_number())
+parser:option("--sigma2", "Narrow component's sigma (default e^-7).", tostring(E(-7)))
+  :convert(cli.positive_number())
+parser:option("--samples", "MC samples per minibatch in training.", "1"):convert(cli.positive_integer { max = 1000 })
+parser:option("--estimator", "weight, local or flipout.", "weight")
+  :convert(cli.choice { "weight", "local", "flipout" })
+parser:option("--kl-weight", "uniform, blundell or a number >= 0.", "uniform")
+  :convert(cli.choice_or_number({ "uniform", "blundell" }, { min = 0 }))
+parser:option("--reduction", "mean (loss per example) or sum (summed over the minibatch).", "mean")
+  :convert(cli.choice { "mean", "sum" })
+parser:option("--optim", "adam, sgd or rmsprop.", "adam"):convert(cli.choice { "adam", "sgd", "rmsprop" })
+parser:option("--lr", "Learning rate.", "0.001"):convert(cli.nonnegative_number())
+parser:option("--lr-decay", "Learning rate multiplied by this after each epoch.", "0.95")
+  :convert(cli.positive_number())
+parser:option("--momentum", "SGD momentum.", "0.9"):convert(cli.number { min = 0, below = 1 })
+parser:option("--rho-init", "Initial rho (sigma = softplus(rho)).", "-5"):convert(cli.number())
+parser:option("--mu-init", "Initial means uniform in [-s, s] (default 1/sqrt(fan-in)).")
+  :convert(cli.nonnegative_number())
+parser:option("--batch", "Minibatch size.", "128"):convert(cli.positive_integer())
+parser:option("--epochs", "Training epochs.", "30"):convert(cli.nonnegative_integer { max = 100000 })
+parser:option("--seed", "Random seed.", "1"):convert(cli.integer())
+parser:option("--threads", "Threads for GEMM and elementwise passes.", "2"):convert(cli.threads())
+parser:option("--test-samples", "MC samples for the final ensemble.", "10"):convert(cli.positive_integer { max = 100000 })
+parser:option("--pixel-scale", "Divide pixels by this (the paper: 126).", "126"):convert(cli.positive_number())
+parser:option("--val", "Hold out the last N training images for validation.")
+  :convert(cli.positive_integer())
 parser:option("--limit", "Use only the first N training images (smoke runs).")
-  :convert(tonumber)
-parser:option("--test-limit", "Use only the first N test images.")
-  :convert(tonumber)
-parser:option("--save", "Write the per-epoch log as JSON to this file.")
-local args = parser:parse()
+  :convert(cli.positive_integer())
+parser:option("--test-limit", "Use only the first N test images."):convert(cli.positive_integer())
+parser:option("--log", "Append one JSON line per epoch to this file (flushed each epoch).")
+  :convert(cli.output_path { ext = { "jsonl", "json", "log" } })
+parser:option("--checkpoint", "Write the training state here (every --checkpoint-every epochs, "
+  .. "at the end and on Ctrl-C).")
+  :convert(cli.output_path())
+parser:option("--checkpoint-every", "Epochs between checkpoints.", "1"):convert(cli.positive_integer())
+parser:option("--resume", "Continue the run saved in this checkpoint (same flags, or none).")
+parser:option("--save", "Write the trained model as a checkpoint (safetensors) here.")
+  :convert(cli.output_path())
+parser:option("--summary", "Write the final figures and the per-epoch history as JSON here.")
+  :convert(cli.output_path { ext = { "json" } })
+local args = cli.parse(parser)
+local given = cli.given(parser)
 
-local function check_positive_int(v, name)
-  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) or v < 1 then
-    parser:error(("--%s must be a positive integer, got %s"):format(name, tostring(v)))
+-- Flags that define the run: a resumed run must keep them.
+local RUN_FLAGS = { "dataset", "model", "hidden", "layers", "activation", "dropout", "prior", "pi",
+                    "sigma1", "sigma2", "estimator", "optim", "batch", "pixel_scale", "val", "limit",
+                    "samples", "reduction", "kl_weight" }
+
+local resume_info
+if args.resume then
+  local ok, _, info = pcall(bbb.load, args.resume)
+  if not ok then parser:error(info == nil and tostring(_) or tostring(info)) end
+  resume_info = info
+  local saved = info.meta.args
+  if type(saved) ~= "table" then parser:error(("--resume: %s holds no run arguments"):format(args.resume)) end
+  for _, k in ipairs(RUN_FLAGS) do
+    local a, b = args[k], saved[k]
+    if type(b) == "number" and math.tointeger(b) and math.type(a) == "integer" then b = math.tointeger(b) end
+    if given[k] and a ~= b then
+      parser:error(("--%s is %s but %s was trained with %s: a resumed run keeps its flags")
+        :format(k:gsub("_", "-"), tostring(a), args.resume, tostring(b)))
+    end
   end
-  return math.tointeger(v)
-end
-for _, k in ipairs{ "hidden", "layers", "samples", "batch", "epochs", "threads", "test_samples" } do
-  args[k] = check_positive_int(args[k], k:gsub("_", "-"))
-end
-local kl_weight = args.kl_weight
-if kl_weight ~= "uniform" and kl_weight ~= "blundell" then
-  kl_weight = tonumber(kl_weight) or parser:error("--kl-weight must be uniform, blundell or a number")
+  -- every flag not given now comes from the saved run
+  for k, v in pairs(saved) do
+    if not given[k] and k ~= "resume" then
+      args[k] = (type(v) == "number" and math.tointeger(v)) or v
+    end
+  end
+elseif args.preset then
+  for k, v in pairs(PRESETS[args.preset].flags) do
+    if not given[k] then args[k] = v end
+  end
 end
 
 bbb.set_num_threads(args.threads)
 bbb.manual_seed(args.seed)
 local gen = bbb.Generator(args.seed)
-local clock = bbb.core.clock or os.clock
 
 local load = args.dataset == "mnist" and bbb.data.load_mnist or bbb.data.load_fashion_mnist
 local scale = 1 / args.pixel_scale
-local train = load{ split = "train", scale = scale, limit = args.limit and math.tointeger(args.limit) }
-local test = load{ split = "test", scale = scale, limit = args.test_limit and math.tointeger(args.test_limit) }
-
-local prior
-if args.prior == "mixture" then
-  prior = bbb.prior.ScaleMixture{ pi = args.pi, sigma1 = args.sigma1, sigma2 = args.sigma2 }
-elseif args.prior == "gaussian" then
-  prior = bbb.prior.Gaussian{ sigma = args.sigma1 }
-else
-  prior = bbb.prior.Laplace{ b = args.sigma1 }
+local train_set = load{ split = "train", scale = scale, limit = args.limit }
+local test_set = load{ split = "test", scale = scale, limit = args.test_limit }
+local val_set
+if args.val then
+  if args.val >= train_set.n then
+    parser:error(("--val must be smaller than the %d training images, got %d"):format(train_set.n, args.val))
+  end
+  train_set, val_set = bbb.train.split_validation(train_set, args.val)
 end
 
-local sizes = { 784 }
+local sizes = { train_set.x:size(2) }
 for _ = 1, args.layers do sizes[#sizes + 1] = args.hidden end
-sizes[#sizes + 1] = 10
-local net = bbb.nn.bayes_mlp(sizes, { prior = prior, estimator = args.estimator,
-  rho_init = args.rho_init, generator = gen })
+sizes[#sizes + 1] = #train_set.classes
+local activation = ({ relu = bbb.nn.ReLU, sigmoid = bbb.nn.Sigmoid, tanh = bbb.nn.Tanh })[args.activation]
 
-local n_batches = bbb.data.num_batches(train.n, args.batch)
-local elbo = bbb.elbo.ELBO{ n_data = train.n, n_batches = n_batches, samples = args.samples,
-  kl_weight = kl_weight }
+local net, prior
+if args.model == "bbb" then
+  if args.prior == "mixture" then
+    prior = bbb.prior.ScaleMixture{ pi = args.pi, sigma1 = args.sigma1, sigma2 = args.sigma2 }
+  elseif args.prior == "gaussian" then
+    prior = bbb.prior.Gaussian{ sigma = args.sigma1 }
+  else
+    prior = bbb.prior.Laplace{ b = args.sigma1 }
+  end
+  net = bbb.nn.bayes_mlp(sizes, { prior = prior, estimator = args.estimator, activation = activation,
+    rho_init = args.rho_init, mu_scale = args.mu_init, generator = gen })
+else
+  net = bbb.nn.mlp(sizes, { activation = activation, generator = gen,
+    dropout = args.model == "dropout" and args.dropout or nil })
+end
+if resume_info then
+  local ok, err = pcall(net.load_state_dict, net, resume_info.tensors.model)
+  if not ok then parser:error(("--resume: %s"):format(err)) end
+end
+
+local n_batches = bbb.data.num_batches(train_set.n, args.batch)
+local elbo = bbb.elbo.ELBO{ n_data = train_set.n, n_batches = n_batches, samples = args.samples,
+  kl_weight = args.kl_weight, reduction = args.reduction }
 local opt
 if args.optim == "adam" then
   opt = bbb.optim.Adam(net, { lr = args.lr })
@@ -85,64 +190,54 @@ else
 end
 local schedule = bbb.optim.schedule.exponential(opt, args.lr_decay)
 
-print(("%s: %d training, %d test images, pixels / %g"):format(args.dataset, train.n, test.n, args.pixel_scale))
+print(("%s: %d training, %s%d test images, pixels / %g%s"):format(args.dataset, train_set.n,
+  val_set and ("%d validation, "):format(val_set.n) or "", test_set.n, args.pixel_scale,
+  args.preset and (", preset " .. args.preset) or ""))
 print(tostring(net))
-print(("optimizer %s lr %g (x%g per epoch), batch %d, %d MC sample(s), kl weight %s, %d thread(s)")
-  :format(args.optim, args.lr, args.lr_decay, args.batch, args.samples, tostring(kl_weight), args.threads))
+print(("optimizer %s lr %g (x%g per epoch), batch %d, %d MC sample(s), kl weight %s, %s loss, %d thread(s)")
+  :format(args.optim, args.lr, args.lr_decay, args.batch, args.samples, tostring(args.kl_weight),
+    args.reduction, args.threads))
+if resume_info then
+  local st = resume_info.meta.state
+  print(("resuming %s after epoch %d%s"):format(args.resume, math.tointeger(st.epoch),
+    math.tointeger(st.batch) > 0 and (", batch %d"):format(math.tointeger(st.batch)) or ""))
+end
+io.stdout:flush()
 
--- Accuracy of MC-averaged (or posterior-mean) predictions, in batches.
-local function evaluate(ds, samples, mode)
-  local correct = 0
-  for _, xb, yb in bbb.data.batches(ds, 1000) do
-    local p = net:predict(xb, { samples = samples, mode = mode })
-    correct = correct + bbb.metrics.accuracy(p, yb) * xb:size(1)
-  end
-  return correct / ds.n
+local saved_args = {}
+for k, v in pairs(args) do
+  if k ~= "resume" and k ~= "threads" then saved_args[k] = v end
 end
 
-local log = {}
+local clock = bbb.clock or os.clock
 local t_start = clock()
-for epoch = 1, args.epochs do
-  local t0 = clock()
-  local bar = bbb.progress.new{ total = n_batches, label = ("epoch %d/%d"):format(epoch, args.epochs) }
-  local sum = { loss = 0, nll = 0, complexity = 0, correct = 0, n = 0 }
-  for i, xb, yb in bbb.data.batches(train, args.batch, { shuffle = true, generator = gen }) do
-    opt:zero_grad()
-    local loss, terms = elbo:loss(net, xb, yb, { batch = i, step = opt.t + 1 })
-    loss:backward()
-    opt:step()
-    local B = xb:size(1)
-    sum.loss = sum.loss + terms.nll_sum + terms.kl_weight * terms.complexity
-    sum.nll = sum.nll + terms.nll_sum
-    sum.complexity = sum.complexity + terms.kl_weight * terms.complexity
-    sum.n = sum.n + B
-    bar:update(i, ("nll %.4f"):format(terms.nll))
-  end
-  bar:finish()
-  schedule:step()
-  local train_seconds = clock() - t0
-  local test_acc = evaluate(test, 1, "mean")
-  local rec = {
-    epoch = epoch, elbo_per_example = sum.loss / sum.n, nll_per_example = sum.nll / sum.n,
-    complexity_total = sum.complexity, complexity_per_example = sum.complexity / sum.n,
-    test_acc_mean = test_acc, seconds = clock() - t0, train_seconds = train_seconds,
-  }
-  log[#log + 1] = rec
-  print(("epoch %2d  -elbo/ex %.4f  complexity %.1f (%.4f/ex)  nll/ex %.4f  test acc (mean w) %.2f%%  %.1f s")
-    :format(epoch, rec.elbo_per_example, rec.complexity_total, rec.complexity_per_example,
-      rec.nll_per_example, 100 * test_acc, rec.seconds))
-  io.stdout:flush()
+local result = bbb.train.fit{
+  model = net, elbo = elbo, optimizer = opt, schedule = schedule, data = train_set,
+  val = val_set, test = test_set, batch_size = args.batch, epochs = args.epochs,
+  generator = gen, generators = { default = bbb.core.default_generator },
+  log = args.log, checkpoint = args.checkpoint or args.resume,
+  checkpoint_every = args.checkpoint_every,
+  interrupt_checkpoint = "mnist-interrupted.ckpt", resume = resume_info, args = saved_args,
+}
+
+if result.status == "interrupted" then
+  local ck = result.checkpoint
+  io.stderr:write(("\ninterrupted in epoch %d after batch %d; the state is saved in %s.\n"
+    .. "Resume with: bbblua scripts/mnist.lua --resume %s\n"):format(result.epoch + 1, result.batch, ck, ck))
+  os.exit(130)
 end
 
-local acc_mean = evaluate(test, 1, "mean")
-local acc_mc = evaluate(test, args.test_samples, "sample")
+local acc_mean = bbb.train.accuracy(net, test_set)
+local acc_mc = bbb.train.accuracy(net, test_set, { samples = args.test_samples })
 local total = clock() - t_start
 print(("test accuracy: posterior means %.2f%%, MC ensemble of %d samples %.2f%% (test error %.2f%%)")
   :format(100 * acc_mean, args.test_samples, 100 * acc_mc, 100 * (1 - acc_mc)))
 print(("total %.1f s"):format(total))
 if args.save then
-  local cjson = require "cjson"
-  local f = assert(io.open(args.save, "w"))
-  f:write(cjson.encode{ args = args, epochs = log, test_acc_mean = acc_mean, test_acc_mc = acc_mc, seconds = total })
-  f:close()
+  bbb.save(args.save, { model = net, args = saved_args })
+  print(("model saved to %s"):format(args.save))
+end
+if args.summary then
+  cli.write_file(args.summary, require("bbb.json").encode{ args = saved_args, epochs = result.history,
+    test_acc_mean = acc_mean, test_acc_mc = acc_mc, seconds = total })
 end

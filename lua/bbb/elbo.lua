@@ -25,7 +25,8 @@ end
 
 --- ELBO{n_data =, n_batches = | batch_size =, likelihood = "categorical" | "gaussian",
 --   sigma = (gaussian noise), learn_sigma = false, kl_weight = "uniform", samples = 1,
---   kl = "mc" | "analytic" | nil (nil: each layer's own setting)}
+--   kl = "mc" | "analytic" | nil (nil: each layer's own setting),
+--   reduction = "mean" (the loss per example) | "sum" (summed over the batch)}
 function elbo.ELBO(opts)
   opts = opts or {}
   local self = setmetatable({}, ELBO)
@@ -49,6 +50,10 @@ function elbo.ELBO(opts)
     error(('ELBO: kl must be "mc" or "analytic", got %s'):format(tostring(opts.kl)), 2)
   end
   self.kl = opts.kl
+  self.reduction = opts.reduction or "mean"
+  if self.reduction ~= "mean" and self.reduction ~= "sum" then
+    error(('ELBO: reduction must be "mean" or "sum", got %s'):format(tostring(opts.reduction)), 2)
+  end
   if self.likelihood == "gaussian" then
     local s = opts.sigma or 1
     if type(s) ~= "number" or not (s > 0) then
@@ -159,7 +164,7 @@ function ELBO:loss(net, x, y, opts)
     kl_total = kl_total + (kl and kl:item() or 0)
   end
   local S = self.samples
-  local loss = total * (1 / (S * B))
+  local loss = total * (self.reduction == "sum" and 1 / S or 1 / (S * B))
   local nll_mean, kl_mean = nll_total / (S * B), kl_total / S
   if not finite(nll_mean) then
     error(("ELBO: step %d: the likelihood term (nll) is not finite (%s)"):format(step, show(nll_mean)), 2)

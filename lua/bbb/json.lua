@@ -1,5 +1,5 @@
 --- bbb.json: a deterministic JSON encoder (object keys sorted, floats in
--- %.17g so every double reads back exactly) and a guarded decoder.
+-- the fewest digits that read back as the same double) and a guarded decoder.
 -- Checkpoint headers and run logs use it, so the same state always gives
 -- the same bytes.
 local cjson = require "cjson"
@@ -21,6 +21,11 @@ local function encode_number(v, path)
     error(("json: %s is %s, which JSON cannot hold"):format(path, tostring(v)), 0)
   end
   if v == math.floor(v) and math.abs(v) < 2 ^ 53 then return ("%.1f"):format(v) end
+  -- the shortest of 15, 16 or 17 digits that reads back as the same double
+  for _, f in ipairs { "%.15g", "%.16g" } do
+    local s = f:format(v)
+    if tonumber(s) == v then return s end
+  end
   return ("%.17g"):format(v)
 end
 
