@@ -28,7 +28,7 @@ os.execute("mkdir -p " .. tmp)
 
 describe("scripts", function()
   it("every script answers --help", function()
-    for _, s in ipairs{ "mnist", "regression", "bench_core", "bench_bbb" } do
+    for _, s in ipairs{ "mnist", "regression", "plot_run", "bench_core", "bench_bbb" } do
       ok("scripts/" .. s .. ".lua --help", "Usage:")
     end
   end)
@@ -41,6 +41,24 @@ describe("scripts", function()
     local log = require("cjson").decode(f:read("a"))
     f:close()
     assert.are.equal(2, #log.epochs)
+  end)
+  it("plot_run.lua draws the curves of a run and the posterior of its checkpoint", function()
+    ok("scripts/mnist.lua --epochs 2 --limit 600 --test-limit 200 --hidden 16 --val 100 --test-samples 2 --log "
+      .. tmp .. "/pr.jsonl --save " .. tmp .. "/pr.st", "epoch  2")
+    local log = io.open(tmp .. "/pr.jsonl", "a")
+    log:write('{"epoch": 3, "broken\n')   -- a run killed while writing
+    log:close()
+    local out = ok("scripts/plot_run.lua " .. tmp .. "/pr.jsonl " .. tmp .. "/pr.st --out " .. tmp .. "/pr/run",
+      "skipping line 3", "wrote " .. tmp .. "/pr/run-loss.png", "run-accuracy.png", "run-mu.png", "run-sigma.png",
+      "run-snr.png")
+    for _, k in ipairs { "loss", "accuracy", "mu", "sigma", "snr" } do
+      local f = assert(io.open(tmp .. "/pr/run-" .. k .. ".png", "rb"), out)
+      assert.are.equal("\137PNG", f:read(4))
+      f:close()
+    end
+    local status, err = run("scripts/plot_run.lua " .. tmp .. "/missing.jsonl")
+    assert.are_not.equal(0, status)
+    assert.truthy(err:find("cannot open", 1, true), err)
   end)
   it("mnist.lua runs the other estimators, priors and Fashion-MNIST", function()
     local small = " --epochs 1 --limit 256 --test-limit 100 --hidden 16 --test-samples 2"

@@ -105,8 +105,12 @@ static double prior_offset(const bbb_prior *p) {
 
 /* Fixed chunks, so partial sums (and so the results) do not depend on the
 ** thread count. */
-#define CHUNK 16384
+#define CHUNK BBB_BAYES_CHUNK
 #define MAXCHUNKS 4096
+
+/* What a bayes_sample or prior_log_prob node saves: the prior, and (sample
+** only) the weight of the complexity term that kl_backward hands over. */
+typedef struct { bbb_prior prior; double kl_grad; } prior_saved;
 
 typedef struct {
   prior_k k;
@@ -189,7 +193,8 @@ static void sample_backward_range(void *c, int64_t lo, int64_t hi) {
 static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK, fmu, frho;
   bbb_tensor *mu = nd->in[0].t, *rho = nd->in[1].t, *eps = nd->in[2].t;
-  bbb_prior p = { (int)nd->i[0], nd->f[0], nd->f[1], nd->f[2] };
+  prior_saved *sv = bbb_node_ctx(nd);
+  bbb_prior p = sv->prior;
   int64_t n = mu->numel;
   bbb_float *gmu = bbb_grad_begin(mu, &fmu, &st), *grho = bbb_grad_begin(rho, &frho, &st);
   bbb_float *scratch = NULL;
@@ -202,8 +207,8 @@ static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   /* one loop writes both: if only one is new, zero it and accumulate */
   if (fmu != frho) memset(fmu ? gmu : grho, 0, (size_t)n * sizeof *gmu);
   fused_ctx u = { prior_consts(&p), bbb_data(mu), bbb_data(rho), bbb_data(eps), g,
-                  NULL, gmu, grho, (float)nd->f[3], n, NULL, NULL, fmu && frho };
-  nd->f[3] = 0;   /* consumed: a retained graph starts clean */
+                  NULL, gmu, grho, (float)sv->kl_grad, n, NULL, NULL, fmu && frho };
+  sv->kl_grad = 0;   /* consumed: a retained graph starts clean */
   bbb_parallel_for(n, CHUNK, sample_backward_range, &u);
   free(scratch);
   return BBB_OK;
@@ -214,8 +219,9 @@ static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
 static int kl_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK;
   bbb_tensor *w = nd->in[0].t;
-  if (!w->node) return BBB_OK;
-  w->node->f[3] += g[0];
+  bbb_node *wn = bbb_node_of(w);
+  if (!wn) return BBB_OK;
+  ((prior_saved *)bbb_node_ctx(wn))->kl_grad += g[0];
   bbb_grad_of(w, &st);   /* makes sure the sample node runs */
   return st;
 }
@@ -252,12 +258,10 @@ int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_
 
   bbb_tensor *in[3] = { mu, rho, e };
   bbb_node *nd;
-  st = bbb_record(w, "bayes_sample", sample_backward, 3, in, 7u, &nd);
+  prior_saved sv = { *p, 0 };
+  st = bbb_record(w, BBB_OP_BAYES_SAMPLE, sample_backward, 3, in, 7u, &sv, sizeof sv, &nd);
   bbb_tensor_release(e);   /* the node holds it if it needs it */
-  if (!st && nd) {
-    nd->i[0] = p->kind; nd->f[0] = p->pi; nd->f[1] = p->sigma1; nd->f[2] = p->sigma2;
-    st = bbb_record(kl, "bayes_kl", kl_backward, 1, &w, 0u, NULL);
-  }
+  if (!st && nd) st = bbb_record(kl, BBB_OP_BAYES_KL, kl_backward, 1, &w, 0u, NULL, 0, NULL);
   if (st) { bbb_tensor_release(w); bbb_tensor_release(kl); return st; }
   *wout = w; *klout = kl;
   return BBB_OK;
@@ -308,7 +312,8 @@ static void logp_backward_range(void *c, int64_t lo, int64_t hi) {
 static int logp_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK;
   bbb_tensor *w = nd->in[0].t;
-  bbb_prior p = { (int)nd->i[0], nd->f[0], nd->f[1], nd->f[2] };
+  const prior_saved *sv = bbb_node_ctx(nd);
+  bbb_prior p = sv->prior;
   lp_ctx u = { prior_consts(&p), bbb_data(w), g, bbb_grad_of(w, &st), w->numel, NULL };
   if (u.gw) bbb_parallel_for(w->numel, CHUNK, logp_backward_range, &u);
   return st;
@@ -329,10 +334,9 @@ int bbb_prior_log_prob(bbb_tensor **out, const bbb_prior *p, bbb_tensor *w) {
   for (int64_t c = 0; c < nch; c++) s += part[c];
   free(part);
   bbb_data(y)[0] = (bbb_float)s;
-  bbb_node *nd;
-  st = bbb_record(y, "prior_log_prob", logp_backward, 1, &w, 1u, &nd);
+  prior_saved sv = { *p, 0 };
+  st = bbb_record(y, BBB_OP_PRIOR_LOG_PROB, logp_backward, 1, &w, 1u, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
-  if (nd) { nd->i[0] = p->kind; nd->f[0] = p->pi; nd->f[1] = p->sigma1; nd->f[2] = p->sigma2; }
   *out = y;
   return BBB_OK;
 }

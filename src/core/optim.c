@@ -7,8 +7,6 @@
 #include "optim.h"
 #include "parallel.h"
 
-#define GRAIN 16384
-
 typedef struct {
   bbb_float *p, *a, *b;
   const bbb_float *g;
@@ -50,7 +48,7 @@ static void run_update(bbb_tensor *p, upd_ctx *u, bbb_range_fn range, bbb_chunk_
     if (nonfinite) *nonfinite = (int64_t)c;
     return;
   }
-  bbb_parallel_for(p->numel, GRAIN, range, u);
+  bbb_parallel_for(p->numel, BBB_GRAIN_ELEM, range, u);
   bbb_tensor_touch(p);
   if (nonfinite) *nonfinite = 0;
 }
