@@ -203,4 +203,6 @@ function data.split(ds, n_first)
   return subset(ds, 1, n_first), subset(ds, n_first + 1, n - n_first)
 end
 
+data.load_mushroom = require("bbb.mushroom").load   -- the UCI Mushroom table (R data)
+
 return data

@@ -83,11 +83,16 @@ static inline __attribute__((always_inline)) float prior_dlogp(const prior_k *k,
   case BBB_PRIOR_GAUSSIAN: return -w * k->p1;
   case BBB_PRIOR_MIXTURE: {
     float w2 = w * w, a1 = k->c1 - w2 * k->h1, a2 = k->c2 - w2 * k->h2;
-    /* responsibility of the wide component; clamped as above */
-    float x = a1 - a2;
-    x = bbb_self(x < -80.0f, -80.0f, x);
-    float r1 = bbb_sigmoidf(bbb_self(x > 80.0f, 80.0f, x));
-    return -w * (r1 * k->p1 + (1 - r1) * k->p2);
+    /* Responsibilities r1 = sigmoid(x) (wide) and r2 = sigmoid(-x) (narrow),
+    ** x = a1 - a2, both from one t = e^-|x|: the small one is t / (1 + t)
+    ** directly, never 1 - (the large one), which cancels in float where the
+    ** narrow one falls through 1e-5..1e-9 and is then multiplied by the huge
+    ** 1/sigma2^2. |x| is clamped at 80 as above: e^-80 is still normal. */
+    float x = a1 - a2, ax = bbb_absf(x);
+    float t = bbb_expf_neg(-bbb_self(ax > 80.0f, 80.0f, ax));
+    float big = 1.0f / (1.0f + t), small = t * big;
+    float r1 = bbb_self(x >= 0.0f, big, small), r2 = bbb_self(x >= 0.0f, small, big);
+    return -w * (r1 * k->p1 + r2 * k->p2);
   }
   case BBB_PRIOR_LAPLACE: return bbb_self(w > 0, -k->h1, 0) + bbb_self(w < 0, k->h1, 0);
   }

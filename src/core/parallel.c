@@ -4,8 +4,10 @@
 #include <omp.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "parallel.h"
+#include "tensor.h"
 
 void openblas_set_num_threads(int num_threads);
 
@@ -26,11 +28,29 @@ static void run_sliced(bbb_range_fn fn, void *ctx, int64_t lo, int64_t hi, int64
     fn(ctx, a, hi - a > slice ? a + slice : hi);
 }
 
-void bbb_set_num_threads(int n) {
-  if (n < 1) n = 1;
-  nthreads = n;
-  omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+static int64_t online_cores(void) {
+  long c = sysconf(_SC_NPROCESSORS_ONLN);
+  return c > 0 ? (int64_t)c : 1;
+}
+
+/* More threads than this only oversubscribe the cores, and OpenBLAS sizes a
+** buffer per thread: under a memory limit 64 threads on 2 cores spin forever
+** in its allocator. */
+int bbb_max_threads(void) {
+  int64_t cap = BBB_THREADS_PER_CORE * online_cores();
+  if (cap < BBB_THREADS_PER_CORE) cap = BBB_THREADS_PER_CORE;
+  return cap > 1024 ? 1024 : (int)cap;
+}
+
+int bbb_set_num_threads(int64_t n) {
+  int cap = bbb_max_threads();
+  if (n < 1 || n > cap)
+    return bbb_error(BBB_EARG, "set_num_threads: need 1..%d threads (%d per core, %lld cores), got %lld",
+                     cap, BBB_THREADS_PER_CORE, (long long)online_cores(), (long long)n);
+  nthreads = (int)n;
+  omp_set_num_threads((int)n);
+  openblas_set_num_threads((int)n);
+  return BBB_OK;
 }
 
 int bbb_get_num_threads(void) {

@@ -43,7 +43,13 @@ void bbb_parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx);
 typedef double (*bbb_chunk_sum_fn)(const void *ctx, int64_t lo, int64_t hi);
 double bbb_parallel_sum(int64_t n, bbb_chunk_sum_fn fn, const void *ctx);
 
-void bbb_set_num_threads(int n);
+/* Threads allowed per online core: bbb_set_num_threads refuses more than
+** bbb_max_threads() = this many per core (at most 1024). */
+#define BBB_THREADS_PER_CORE 8
+int bbb_max_threads(void);
+
+/* Sets the OpenMP and OpenBLAS thread count; BBB_EARG outside 1..bbb_max_threads(). */
+int bbb_set_num_threads(int64_t n);
 int bbb_get_num_threads(void);
 
 #endif

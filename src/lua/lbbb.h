@@ -74,6 +74,7 @@ void lbbb_open_io(lua_State *L, const lbbb_tables *tb);        /* lio.c */
 void lbbb_open_help(lua_State *L, const lbbb_tables *tb);      /* lhelp.c */
 void lbbb_open_checkpoint(lua_State *L, const lbbb_tables *tb); /* lcheckpoint.c */
 void lbbb_open_signal(lua_State *L, const lbbb_tables *tb);    /* lsignal.c */
+void lbbb_open_rdata(lua_State *L, const lbbb_tables *tb);     /* lrdata.c */
 
 /* Monotonic wall-clock seconds (lruntime.c). */
 double lbbb_now(void);

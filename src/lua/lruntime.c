@@ -14,10 +14,15 @@
 /** set_num_threads(n)
 ** Threads for bbb's parallel passes and OpenBLAS alike. */
 static int l_set_num_threads(lua_State *L) {
-  lua_Integer n = luaL_checkinteger(L, 1);
-  if (n < 1 || n > 1024) return luaL_error(L, "set_num_threads: need 1..1024 threads, got %d", (int)n);
-  bbb_set_num_threads((int)n);
+  lbbb_check(L, bbb_set_num_threads((int64_t)luaL_checkinteger(L, 1)));
   return 0;
+}
+
+/** max_threads() -> integer
+** The most threads set_num_threads accepts here (a multiple of the cores). */
+static int l_max_threads(lua_State *L) {
+  lua_pushinteger(L, bbb_max_threads());
+  return 1;
 }
 
 /** get_num_threads() -> integer
@@ -51,6 +56,7 @@ static int l_clock(lua_State *L) {
 
 static const luaL_Reg funcs[] = {
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
+  {"max_threads", l_max_threads},
   {"bytes_allocated", l_bytes_allocated}, {"clock", l_clock},
   {"last_error", lbbb_last_error}, {NULL, NULL}
 };

@@ -1,0 +1,88 @@
+/*
+** lrdata.c: binding of the R data reader (src/core/rdata.c).
+**
+**   rdata_frame(path)        -> {name =, n_rows =, columns = {{name =, levels = {...}}, ...},
+**                                codes = (n_rows, n_cols) tensor: level 1..L, 0 for NA}
+**   rdata_frame_bytes(bytes) -> the same from a string holding the file's bytes
+*/
+#include <string.h>
+
+#include "lbbb.h"
+#include "rdata.h"
+
+#define RDATA_MT "bbb.RDataFrame"
+
+/* The parsed frame lives in a userdata with a finaliser, so an error while
+** its Lua table is built leaves nothing for C to free. */
+static bbb_rdata_frame *new_frame(lua_State *L) {
+  bbb_rdata_frame *f = lua_newuserdatauv(L, sizeof *f, 0);
+  memset(f, 0, sizeof *f);
+  luaL_setmetatable(L, RDATA_MT);
+  return f;
+}
+
+static int frame_gc(lua_State *L) {
+  bbb_rdata_frame_free(luaL_checkudata(L, 1, RDATA_MT));
+  return 0;
+}
+
+/* Leaves the result table on top, above the frame's userdata. */
+static int push_frame(lua_State *L, const bbb_rdata_frame *f) {
+  lua_createtable(L, 0, 4);
+  lua_pushstring(L, f->object_name ? f->object_name : "");
+  lua_setfield(L, -2, "name");
+  lua_pushinteger(L, f->n_rows);
+  lua_setfield(L, -2, "n_rows");
+  lua_createtable(L, f->n_cols, 0);
+  for (int j = 0; j < f->n_cols; j++) {
+    const bbb_rdata_factor *c = &f->cols[j];
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, c->name);
+    lua_setfield(L, -2, "name");
+    lua_createtable(L, c->n_levels, 0);
+    for (int k = 0; k < c->n_levels; k++) {
+      lua_pushstring(L, c->levels[k]);
+      lua_rawseti(L, -2, k + 1);
+    }
+    lua_setfield(L, -2, "levels");
+    lua_rawseti(L, -2, j + 1);
+  }
+  lua_setfield(L, -2, "columns");
+  lbbb_tensor_ud *u = lbbb_new_tensor(L);
+  int64_t shape[2] = { f->n_rows, f->n_cols };
+  u->t = bbb_tensor_new(2, shape);
+  lbbb_check(L, u->t ? BBB_OK : bbb_error(BBB_EMEM, "rdata: out of memory for the codes"));
+  bbb_float *d = bbb_data(u->t);
+  for (int j = 0; j < f->n_cols; j++)
+    for (int64_t i = 0; i < f->n_rows; i++) d[i * f->n_cols + j] = (bbb_float)f->cols[j].codes[i];
+  lua_setfield(L, -2, "codes");
+  return 1;
+}
+
+static int l_rdata_frame(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  bbb_rdata_frame *f = new_frame(L);
+  lbbb_check(L, bbb_rdata_load_frame(path, f));
+  return push_frame(L, f);
+}
+
+static int l_rdata_frame_bytes(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  bbb_rdata_frame *f = new_frame(L);
+  lbbb_check(L, bbb_rdata_parse_frame((const unsigned char *)s, n, f));
+  return push_frame(L, f);
+}
+
+static const luaL_Reg funcs[] = {
+  {"rdata_frame", l_rdata_frame}, {"rdata_frame_bytes", l_rdata_frame_bytes}, {NULL, NULL}
+};
+
+void lbbb_open_rdata(lua_State *L, const lbbb_tables *tb) {
+  if (luaL_newmetatable(L, RDATA_MT)) {
+    lua_pushcfunction(L, frame_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_pop(L, 1);
+  lbbb_register(L, tb, NULL, funcs, NULL);
+}
