@@ -108,7 +108,9 @@ function bbb.save(path, obj) return bbb.checkpoint.save(path, obj) end
 -- from the checkpoint, ready for predict.
 function bbb.load(path, opts) return bbb.checkpoint.load(path, opts) end
 
+--- A tensor of zeros with t's sizes.
 function bbb.zeros_like(t) return core.zeros(t:size()) end
+--- A tensor of ones with t's sizes.
 function bbb.ones_like(t) return core.ones(t:size()) end
 
 --- help([x]): a one-screen summary, or the signatures and doc of x (a
