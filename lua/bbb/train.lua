@@ -325,7 +325,11 @@ function train.run(o)
         sums.nll = sums.nll + terms.nll_sum
         sums.complexity = sums.complexity + terms.kl_weight * terms.complexity
         sums.correct = sums.correct + (terms.correct or 0)
-        sums.n = sums.n + (terms.examples or xb:size(1))
+        local B = terms.examples or xb:size(1)
+        sums.n = sums.n + B
+        if opt.observe_loss and B > 0 then   -- warns once when the loss per example explodes
+          opt:observe_loss((terms.nll_sum + terms.kl_weight * terms.complexity) / B)
+        end
         pos.batch = i
         steps_done = steps_done + 1
         if o.on_step then o.on_step(i, terms, { epoch = epoch, model = model }) end
