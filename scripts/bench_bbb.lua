@@ -4,8 +4,8 @@
 local bbb = require "bbb"
 local argparse = require "argparse"
 local core = bbb.core
-local bench = require "bbb.bench"
 local cli = require "bbb.cli"
+local bench = require "bbb.bench"
 
 local parser = argparse("bench_bbb.lua", "Time full training steps (forward, ELBO, backward, "
   .. "Adam) of Bayesian MLPs with the scale-mixture prior against the bare sgemm calls the "

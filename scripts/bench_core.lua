@@ -7,8 +7,8 @@
 local argparse = require "argparse"
 local bbb = require "bbb"
 local core = require "bbb.core"
-local bench = require "bbb.bench"
 local cli = require "bbb.cli"
+local bench = require "bbb.bench"
 
 local parser = argparse("bench_core", "Times core ops against floors measured in the same run.")
 parser:option("--threads", "Threads for OpenMP and OpenBLAS.", "2"):convert(cli.threads())

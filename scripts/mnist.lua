@@ -59,7 +59,7 @@ parser:option("--dropout", "Dropout probability of the dropout model.", "0.5")
   :convert(cli.number { min = 0, below = 1 })
 parser:option("--prior", "Prior: mixture, gaussian or laplace.", "mixture")
   :convert(cli.choice { "mixture", "gaussian", "laplace" })
-parser:option("--pi", "Mixture weight of the wide component.", "0.25"):convert(cli.number { min = 0, max = 1 })
+parser:option("--pi", "Mixture weight of the wide component.", "0.25"):convert(cli.probability())
 parser:option("--sigma1", "Wide component's sigma (gaussian: its sigma; laplace: b).", "1")
   :convert(cli.positive_number())
 parser:option("--sigma2", "Narrow component's sigma (default e^-7).", tostring(E(-7)))
@@ -111,8 +111,8 @@ local RUN_FLAGS = { "dataset", "model", "hidden", "layers", "activation", "dropo
 
 local resume_info
 if args.resume then
-  local ok, _, info = pcall(bbb.load, args.resume)
-  if not ok then parser:error(info == nil and tostring(_) or tostring(info)) end
+  local ok, model_or_err, info = pcall(bbb.load, args.resume)
+  if not ok then parser:error("--resume: " .. tostring(model_or_err):gsub("^[^\n]-:%d+: ", "")) end
   resume_info = info
   local saved = info.meta.args
   if type(saved) ~= "table" then parser:error(("--resume: %s holds no run arguments"):format(args.resume)) end

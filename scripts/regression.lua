@@ -4,29 +4,32 @@
 -- bbblua scripts/regression.lua --help
 local bbb = require "bbb"
 local argparse = require "argparse"
+local cli = require "bbb.cli"
 
 local parser = argparse("regression.lua", "Fit a Bayesian MLP (Bayes by Backprop) and a "
   .. "deterministic MLP to 1-d data; plot the posterior predictive mean and 95% band, and "
   .. "report band coverage and band width inside vs outside the training range.")
-parser:option("--task", "toy, paper or sine.", "paper"):choices{ "toy", "paper", "sine" }
-parser:option("--n", "Training points (paper, sine).", "200"):convert(tonumber)
-parser:option("--steps", "Training steps (full batch).")
-  :convert(tonumber)
-parser:option("--lr", "Adam learning rate.", "0.01"):convert(tonumber)
-parser:option("--hidden", "Units per hidden layer.")
-  :convert(tonumber)
-parser:option("--samples", "MC samples per step.", "4"):convert(tonumber)
-parser:option("--pred-samples", "MC samples for the predictive band.", "300"):convert(tonumber)
+parser:option("--task", "toy, paper or sine.", "paper"):convert(cli.choice { "toy", "paper", "sine" })
+parser:option("--n", "Training points (paper, sine).", "200"):convert(cli.positive_integer { max = 1000000 })
+parser:option("--steps", "Training steps (full batch; default: the task's).")
+  :convert(cli.positive_integer { max = 10000000 })
+parser:option("--lr", "Adam learning rate.", "0.01"):convert(cli.positive_number())
+parser:option("--hidden", "Units per hidden layer (default: the task's).")
+  :convert(cli.positive_integer { max = 1 << 16 })
+parser:option("--samples", "MC samples per step.", "4"):convert(cli.positive_integer { max = 1000 })
+parser:option("--pred-samples", "MC samples for the predictive band.", "300"):convert(cli.positive_integer { max = 100000 })
 parser:option("--prior-sigma", "Gaussian prior sigma (default: the task's).")
-  :convert(tonumber)
-parser:option("--seed", "Random seed.", "1"):convert(tonumber)
-parser:option("--threads", "Threads.", "1"):convert(tonumber)
-parser:option("--out", "PNG file to write.", "out/regression.png")
+  :convert(cli.positive_number())
+parser:option("--seed", "Random seed.", "1"):convert(cli.integer())
+parser:option("--threads", "Threads.", "1"):convert(cli.threads())
+parser:option("--out", "PNG file to write.", "out/regression.png"):convert(cli.output_path { ext = { "png", "svg" } })
+parser:option("--log", "Append one JSON line per training step to this file.")
+  :convert(cli.output_path { ext = { "jsonl", "json", "log" } })
 parser:flag("--no-plot", "Skip the plot.")
-local args = parser:parse()
+local args = cli.parse(parser)
 
-bbb.set_num_threads(math.tointeger(args.threads) or 1)
-local gen = bbb.Generator(math.tointeger(args.seed) or 1)
+bbb.set_num_threads(args.threads)
+local gen = bbb.Generator(args.seed)
 
 -- Each task: how to draw (x, y), the training range, the plot range, and
 -- the network and noise settings that suit it.
@@ -50,10 +53,8 @@ local tasks = {
   },
 }
 local task = tasks[args.task]
-local hidden = math.tointeger(args.hidden or task.hidden)
-local steps = math.tointeger(args.steps or task.steps)
-if not hidden or hidden < 1 then parser:error("--hidden must be a positive integer") end
-if not steps or steps < 1 then parser:error("--steps must be a positive integer") end
+local hidden = args.hidden or task.hidden
+local steps = args.steps or task.steps
 
 -- n points (x, y) from the task's process, x uniform in its range.
 local function draw(n)
@@ -71,7 +72,7 @@ end
 
 local function column(list) return bbb.tensor(list):reshape(-1, 1) end
 
-local xs, ys = draw(math.tointeger(args.n))
+local xs, ys = draw(args.n)
 local x, y = column(xs), column(ys)
 local n = #xs
 
@@ -81,41 +82,34 @@ local bnn = bbb.nn.bayes_mlp({ 1, hidden, hidden, 1 }, {
 local mlp = bbb.nn.mlp({ 1, hidden, hidden, 1 }, { activation = task.activation, generator = gen })
 
 local elbo = bbb.elbo.ELBO{ n_data = n, n_batches = 1, likelihood = "gaussian", sigma = task.sigma,
-  learn_sigma = task.learn_sigma, samples = math.tointeger(args.samples) }
+  learn_sigma = task.learn_sigma, samples = args.samples }
 local params = bnn:named_parameters()
 for _, p in ipairs(elbo:named_parameters()) do params[#params + 1] = p end
 local opt = bbb.optim.Adam(params, { lr = args.lr })
-local mlp_opt = bbb.optim.Adam(mlp, { lr = args.lr })
 -- Cosine decay over the run lets the fit settle instead of jittering at lr.
 local schedule = bbb.optim.schedule.cosine(opt, steps, args.lr / 20)
+local train_set = { x = x, y = y, n = n }
 
+-- Full-batch training through the shared loop: one epoch is one step.
 local clock = bbb.core.clock or os.clock
 local t0 = clock()
-local bar = bbb.progress.new{ total = steps, label = "training" }
-local terms
-for step = 1, steps do
-  opt:zero_grad()
-  local loss
-  loss, terms = elbo:loss(bnn, x, y, { batch = 1, step = step })
-  loss:backward()
-  opt:step()
-  schedule:step()
-  mlp_opt:zero_grad()
-  local mse = (mlp:forward(x) - y):square():mean()
-  mse:backward()
-  mlp_opt:step()
-  if step % 50 == 0 then bar:update(step, ("-elbo/ex %.3f"):format(terms.loss)) end
-end
-bar:finish()
+local fit = bbb.train.fit{ model = bnn, elbo = elbo, optimizer = opt, schedule = schedule,
+  data = train_set, batch_size = n, epochs = steps, generator = gen, log = args.log, quiet = true }
+-- The MLP baseline: the same loop with a Gaussian likelihood of variance
+-- 1/2 and no complexity term, i.e. the mean squared error plus a constant.
+bbb.train.fit{ model = mlp, optimizer = bbb.optim.Adam(mlp, { lr = args.lr }), data = train_set,
+  elbo = bbb.elbo.ELBO{ n_data = n, n_batches = 1, likelihood = "gaussian", sigma = math.sqrt(0.5) },
+  batch_size = n, epochs = steps, generator = gen, quiet = true }
+local last = fit.history[#fit.history]
 print(("%s: %d points, BBB 1-%d-%d-1 and MLP, %d steps in %.1f s; -elbo/ex %.4f, nll/ex %.4f, "
   .. "complexity %.2f nats, noise sigma %.4f")
-  :format(args.task, n, hidden, hidden, steps, clock() - t0, terms.loss, terms.nll,
-    terms.complexity, elbo:sigma()))
+  :format(args.task, n, hidden, hidden, steps, clock() - t0, last.elbo_per_example, last.nll_per_example,
+    last.complexity_total, elbo:sigma()))
 
 -- Predictive mean and standard deviation (epistemic from the weight
 -- samples plus the likelihood's noise) at the points xq (a column).
 local function predict(xq)
-  local mean, sd = bnn:predict(xq, { samples = math.tointeger(args.pred_samples),
+  local mean, sd = bnn:predict(xq, { samples = args.pred_samples,
     likelihood = "gaussian", noise_sigma = elbo:sigma() })
   return mean:reshape(-1):totable(), sd:reshape(-1):totable()
 end

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/select.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <lua.h>
@@ -30,7 +31,11 @@
 #include <readline/history.h>
 #endif
 
+#include "bbblua_complete.h"
+
 int luaopen_bbb_core(lua_State *L);
+void bbb_interrupt(void);
+void bbb_interrupt_clear(void);
 int luaopen_bbb_bench(lua_State *L);
 
 #ifndef BBB_VERSION
@@ -75,14 +80,15 @@ static void lstop(lua_State *L, lua_Debug *ar) {
 }
 
 /*
- * Only a hook is safe to set from a signal handler; it raises the error at
- * the next Lua instruction. A second Ctrl-C before that (stuck in C code)
- * gets the default action and ends the process, as with lua.
+ * Only a hook and a flag are safe to set from a signal handler. The hook
+ * raises the error at the next Lua instruction; the flag stops bbb's long C
+ * loops, which check it between slices. The handler stays installed, so a
+ * second Ctrl-C only repeats the request and never ends the session.
  */
 static void laction(int sig) {
   int flag = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
   (void)sig;
-  set_sigint(SIG_DFL, NULL);
+  bbb_interrupt();
   lua_sethook(globalL, lstop, flag, 1);
 }
 
@@ -133,6 +139,7 @@ static int docall(lua_State *L, int narg, int nres) {
   sigaction(SIGINT, &old, NULL);
   /* A Ctrl-C that landed after the chunk ended must not hit the next one. */
   if (lua_gethook(L) == lstop) lua_sethook(L, NULL, 0, 0);
+  bbb_interrupt_clear();
   lua_remove(L, base);
   return status;
 }
@@ -387,6 +394,10 @@ static void input_open(void) {
   /* SIGINT stays ours: read_line_rl turns it into a fresh prompt. */
   rl_catch_signals = 0;
   using_history();
+  /* A multi-line statement is one history entry; timestamps in the file
+     mark where each entry starts, so it comes back whole next time. */
+  history_write_timestamps = 1;
+  history_multiline_entries = 1;
   history_path = make_history_path();
   if (history_path == NULL) return;
   /* append_history needs an existing file. */
@@ -417,6 +428,12 @@ static void saveline(const char *line) {
   last = history_get(history_base + history_length - 1);
   if (last != NULL && strcmp(last->line, line) == 0) return;
   add_history(line);
+  {
+    /* the timestamp line ("#<seconds>") marks where the entry starts */
+    char stamp[32];
+    snprintf(stamp, sizeof stamp, "#%lld", (long long)time(NULL));
+    add_history_time(stamp);
+  }
   if (history_path != NULL) append_history(1, history_path);
 }
 
@@ -537,6 +554,26 @@ static int pushline(lua_State *L, int firstline) {
   if (status != INPUT_OK) return status;
   len = strlen(line);
   if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+  /* "?name" is help on name: ?bbb.randn, ?randn, ? alone for the summary. */
+  if (firstline && line[0] == '?') {
+    const char *what = line + 1;
+    while (*what == ' ') what++;
+    if (*what == '\0') {
+      lua_pushliteral(L, "bbb.help()");
+    } else {
+      /* the name, quoted, both as code to evaluate and as a fallback string */
+      lua_getglobal(L, "string");
+      lua_getfield(L, -1, "format");
+      lua_pushliteral(L, "do local f = load(\"return \" .. %q); local ok, v = pcall(f or error); "
+                         "if not ok or v == nil then v = %q end; bbb.help(v) end");
+      lua_pushstring(L, what);
+      lua_pushstring(L, what);
+      lua_call(L, 3, 1);
+      lua_remove(L, -2);
+    }
+    free(line);
+    return INPUT_OK;
+  }
   /* "=expr" still works, for compatibility with Lua 5.2 habits. */
   if (firstline && line[0] == '=') {
     lua_pushliteral(L, "return ");
@@ -613,12 +650,26 @@ static int loadline(lua_State *L) {
   return status;
 }
 
+/* bbb.repl.print (one result per line, tables and priors shown readably)
+ * when bbb is there, else print. */
+static int push_printer(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "bbb.repl");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "print");
+  return 1;
+}
+
 /* Through docall, so a huge __tostring can be interrupted too. */
 static void l_print(lua_State *L) {
   int n = lua_gettop(L);
   if (n == 0) return;
   luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-  lua_getglobal(L, "print");
+  lua_pushcfunction(L, push_printer);
+  if (lua_pcall(L, 0, 1, 0) != LUA_OK || !lua_isfunction(L, -1)) {
+    lua_pop(L, 1);
+    lua_getglobal(L, "print");
+  }
   lua_insert(L, 1);
   report(L, docall(L, n, 0));
 }
@@ -652,6 +703,7 @@ static void doREPL(lua_State *L) {
   progname = NULL;
   print_banner(L);
   input_open();
+  bbblua_complete_init(L);
   set_sigint(on_prompt_sigint, &old);
   while ((status = loadline(L)) != INPUT_EOF) {
     if (status == INPUT_INTERRUPTED) continue;

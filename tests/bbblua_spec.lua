@@ -1,7 +1,7 @@
 -- The bbblua interpreter behaves like lua5.4 with bbb preloaded, and the
 -- stock lua5.4 can load the same module by paths alone.
-local build = assert(os.getenv("BBB_BUILD"), "run through tests/run_busted (BBB_BUILD unset)")
-local root = assert(os.getenv("BBB_ROOT"), "run through tests/run_busted (BBB_ROOT unset)")
+local build = os.getenv("BBB_BUILD") or "build"
+local root = os.getenv("BBB_ROOT") or "."
 local bbblua = build .. "/bbblua"
 
 local function q(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end

@@ -28,12 +28,12 @@ os.execute("mkdir -p " .. tmp)
 
 describe("scripts", function()
   it("every script answers --help", function()
-    for _, s in ipairs{ "mnist", "regression", "bench_core", "bench_bbb" } do
+    for _, s in ipairs{ "mnist", "regression", "plot_run", "bench_core", "bench_bbb" } do
       ok("scripts/" .. s .. ".lua --help", "Usage:")
     end
   end)
   it("mnist.lua trains and reports both test accuracies", function()
-    local out = ok("scripts/mnist.lua --epochs 2 --limit 3000 --test-limit 300 --hidden 32 --lr 0.005 --test-samples 3 --save "
+    local out = ok("scripts/mnist.lua --epochs 2 --limit 3000 --test-limit 300 --hidden 32 --lr 0.005 --test-samples 3 --summary "
       .. tmp .. "/log.json", "epoch  1", "epoch  2", "test accuracy: posterior means", "MC ensemble of 3 samples")
     local acc = tonumber(out:match("MC ensemble of 3 samples ([%d.]+)%%"))
     assert(acc and acc > 50, out)   -- chance is 10%
@@ -41,6 +41,24 @@ describe("scripts", function()
     local log = require("cjson").decode(f:read("a"))
     f:close()
     assert.are.equal(2, #log.epochs)
+  end)
+  it("plot_run.lua draws the curves of a run and the posterior of its checkpoint", function()
+    ok("scripts/mnist.lua --epochs 2 --limit 600 --test-limit 200 --hidden 16 --val 100 --test-samples 2 --log "
+      .. tmp .. "/pr.jsonl --save " .. tmp .. "/pr.st", "epoch  2")
+    local log = io.open(tmp .. "/pr.jsonl", "a")
+    log:write('{"epoch": 3, "broken\n')   -- a run killed while writing
+    log:close()
+    local out = ok("scripts/plot_run.lua " .. tmp .. "/pr.jsonl " .. tmp .. "/pr.st --out " .. tmp .. "/pr/run",
+      "skipping line 3", "wrote " .. tmp .. "/pr/run-loss.png", "run-accuracy.png", "run-mu.png", "run-sigma.png",
+      "run-snr.png")
+    for _, k in ipairs { "loss", "accuracy", "mu", "sigma", "snr" } do
+      local f = assert(io.open(tmp .. "/pr/run-" .. k .. ".png", "rb"), out)
+      assert.are.equal("\137PNG", f:read(4))
+      f:close()
+    end
+    local status, err = run("scripts/plot_run.lua " .. tmp .. "/missing.jsonl")
+    assert.are_not.equal(0, status)
+    assert.truthy(err:find("cannot open", 1, true), err)
   end)
   it("mnist.lua runs the other estimators, priors and Fashion-MNIST", function()
     local small = " --epochs 1 --limit 256 --test-limit 100 --hidden 16 --test-samples 2"
@@ -51,10 +69,10 @@ describe("scripts", function()
   it("mnist.lua refuses bad options with a message", function()
     local status, out = run("scripts/mnist.lua --hidden 0")
     assert.are_not.equal(0, status)
-    assert.truthy(out:find("--hidden must be a positive integer", 1, true), out)
+    assert.truthy(out:find("--hidden: integer '0' is out of range: must be in [1, 65536]", 1, true), out)
     status, out = run("scripts/mnist.lua --epochs 1 --limit 64 --pi 1.5")
     assert.are_not.equal(0, status)
-    assert.truthy(out:find("pi must be in (0, 1), got 1.5", 1, true), out)
+    assert.truthy(out:find("--pi: number '1.5' is out of range: must be in (0, 1)", 1, true), out)
   end)
   it("regression.lua writes a plot and reports coverage and band widths", function()
     for _, task in ipairs{ "toy", "paper", "sine" } do

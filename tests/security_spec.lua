@@ -100,25 +100,46 @@ end)
 
 describe("lazy submodules", function()
   it("load only from bbb's own tree, never from ./bbb/ of the working folder", function()
+    local names = { "nn", "plot", "checkpoint", "train", "cli", "optim" }
     local dir = fresh_dir()
-    assert(os.execute("mkdir -p " .. sh_quote(dir .. "/bbb")))
-    for _, name in ipairs { "checkpoint", "nn", "plot", "train" } do
-      local f = assert(io.open(dir .. "/bbb/" .. name .. ".lua", "w"))
-      f:write(("io.open(%q, 'w'):close() return {planted = true}\n"):format(dir .. "/ran_" .. name))
-      f:close()
+    assert(os.execute("mkdir -p " .. sh_quote(dir .. "/bbb/nn")))
+    for _, name in ipairs(names) do
+      for _, file in ipairs { name .. ".lua", name .. "/init.lua" } do
+        local f = io.open(dir .. "/bbb/" .. file, "w")
+        if f then
+          f:write(("io.open(%q, 'w'):close() return {planted = true}\n"):format(dir .. "/ran_" .. name))
+          f:close()
+        end
+      end
     end
-    local status, out = run_in(dir, "-e " .. sh_quote([[
-      for _, k in ipairs{"checkpoint", "nn", "plot", "train"} do
+    local code = [[
+      local bbb = require "bbb"
+      for _, k in ipairs{"nn", "plot", "checkpoint", "train", "cli", "optim"} do
         local ok, m = pcall(function() return bbb[k] end)
         print(k, ok, ok and tostring(m.planted) or m)
       end
-      print("nn", require("bbb.nn").planted)]]))
+      print("require", require("bbb.nn").planted, bbb.nn.BayesLinear ~= nil)]]
+    -- bbblua, and the stock interpreter with "./" first in package.path
+    local stock = ("lua5.4 -e %s -e %s"):format(
+      sh_quote(("package.path = './?.lua;./?/init.lua;%s/lua/?.lua;%s/lua/?/init.lua;' .. package.path")
+        :format(root, root)),
+      sh_quote(("package.cpath = '%s/?.so;' .. package.cpath"):format(build)))
+    local outs = {}
+    for _, cmd in ipairs { sh_quote(bbblua) .. " -e " .. sh_quote(code), stock .. " -e " .. sh_quote(code) } do
+      local p = assert(io.popen(("cd %s && %s 2>&1; echo \"exit=$?\""):format(sh_quote(dir), cmd)))
+      outs[#outs + 1] = p:read("a")
+      p:close()
+    end
     os.execute("rm -rf " .. sh_quote(dir .. "/bbb"))
     local ran = entries(dir)
     os.execute("rm -rf " .. sh_quote(dir))
-    assert.are.equal(0, status, out)
-    assert.are.equal("", ran, "a planted module ran:\n" .. out)
-    assert.truthy(out:find("checkpoint\ttrue\tnil", 1, true), out)
-    assert.truthy(out:find("nn\ttrue\tnil", 1, true), out)
+    assert.are.equal("", ran, "a planted module ran:\n" .. table.concat(outs, "\n"))
+    for _, out in ipairs(outs) do
+      assert.truthy(out:find("exit=0", 1, true), out)
+      for _, k in ipairs(names) do
+        assert.truthy(out:find(k .. "\ttrue\tnil", 1, true), out)
+      end
+      assert.truthy(out:find("require\tnil\ttrue", 1, true), out)
+    end
   end)
 end)

@@ -22,7 +22,16 @@ local MAX_TENSORS = 100000
 
 local function fail(msg, ...) error(msg:format(...), 0) end
 
--- Wraps fn so its errors point at the caller of the public function.
+-- Calls a core function; its error loses the position inside this file,
+-- which the public wrapper replaces with the user's.
+local function ccall(fn, ...)
+  local res = table.pack(pcall(fn, ...))
+  if not res[1] then error((tostring(res[2]):gsub("^[^\n]-:%d+: ", "")), 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+-- Wraps fn so its errors point at the caller of the public function (the
+-- raw functions raise without a position and call each other directly).
 local function public(fn)
   return function(...)
     local res = table.pack(pcall(fn, ...))
@@ -49,7 +58,7 @@ end
 
 --- write(path, {name = tensor}, meta): meta is any JSON-able table, stored
 -- as the string __metadata__.bbb; integers and floats read back exactly.
-checkpoint.write = public(function(path, tensors, meta)
+local function write_raw(path, tensors, meta)
   if type(path) ~= "string" then fail("checkpoint.write: path must be a string, got %s", type(path)) end
   if type(tensors) ~= "table" then
     fail("checkpoint.write: tensors must be a table of name = tensor, got %s", type(tensors))
@@ -68,8 +77,8 @@ checkpoint.write = public(function(path, tensors, meta)
   local text = json.encode(header)
   -- padded with spaces so the data starts 8-byte aligned, as safetensors does
   text = text .. (" "):rep((8 - #text % 8) % 8)
-  core.st_save(path, text, list)
-end)
+  ccall(core.st_save, path, text, list)
+end
 
 local function check_int(v, what)
   local i = math.tointeger(v)
@@ -113,9 +122,9 @@ end
 --- read(path) -> {name = tensor}, meta (the table given to write; {} for a
 -- file written by another tool). Every offset, size and type is checked
 -- before anything is allocated.
-checkpoint.read = public(function(path)
+local function read_raw(path)
   if type(path) ~= "string" then fail("checkpoint.read: path must be a string, got %s", type(path)) end
-  local text, data_start, data_len = core.st_header(path)
+  local text, data_start, data_len = ccall(core.st_header, path)
   local ok, header = pcall(json.decode, text, ("load: '%s': header"):format(path))
   if not ok then fail("%s", header) end
   if type(header) ~= "table" then fail("load: '%s': the header is not a JSON object", path) end
@@ -150,10 +159,10 @@ checkpoint.read = public(function(path)
   end
   local tensors = {}
   for _, e in ipairs(entries) do
-    tensors[e.name] = core.st_tensor(path, data_start, e.b, e.e, e.shape)
+    tensors[e.name] = ccall(core.st_tensor, path, data_start, e.b, e.e, e.shape)
   end
   return tensors, meta
-end)
+end
 
 -- Parameters, optimizer state and generators as flat name -> tensor maps.
 local function prefixed(dst, prefix, src)
@@ -169,7 +178,7 @@ end
 -- opt, schedule = s, elbo = e, generators = {name = g}, state = {...},
 -- args = {...}}. state and args are any JSON-able tables (the training
 -- loop keeps its position there).
-checkpoint.save = public(function(path, obj)
+local function save_raw(path, obj)
   if type(obj) ~= "table" then fail("save: expects a module or a table, got %s", type(obj)) end
   if obj.forward then obj = { model = obj } end
   local tensors, meta = {}, { format_version = checkpoint.VERSION }
@@ -195,8 +204,8 @@ checkpoint.save = public(function(path, obj)
   end
   meta.state, meta.args = obj.state, obj.args
   for name, t in pairs(obj.tensors or {}) do tensors["extra." .. name] = t end
-  checkpoint.write(path, tensors, meta)
-end)
+  write_raw(path, tensors, meta)
+end
 
 local function split_prefix(tensors, prefix)
   local out, n = {}, #prefix
@@ -211,8 +220,8 @@ end
 -- evaluation mode; info = {meta, tensors = {group = {name = tensor}}} for
 -- restore(). generator: what the model samples with (default: the
 -- module's); prior: for a model saved with a prior written in Lua.
-checkpoint.load = public(function(path, opts)
-  local tensors, meta = checkpoint.read(path)
+local function load_raw(path, opts)
+  local tensors, meta = read_raw(path)
   if meta.format_version ~= nil and math.tointeger(meta.format_version) ~= checkpoint.VERSION then
     fail("load: '%s' is a checkpoint of format %s; this bbb reads format %d", path,
       tostring(meta.format_version), checkpoint.VERSION)
@@ -230,12 +239,12 @@ checkpoint.load = public(function(path, opts)
     model = m:evaluate()
   end
   return model, info
-end)
+end
 
 --- restore(info, {optimizer =, schedule =, elbo =, generators = {name = g}})
 -- puts the saved training state back into live objects; every piece named
 -- must be in the checkpoint.
-checkpoint.restore = public(function(info, into)
+local function restore_raw(info, into)
   local meta = info.meta
   if into.optimizer then
     if not meta.optimizer then fail("restore: the checkpoint holds no optimizer state") end
@@ -258,6 +267,12 @@ checkpoint.restore = public(function(info, into)
     if not (seed and counter) then fail("restore: the checkpoint holds no state for generator %s", name) end
     g:set_state(seed, counter)
   end
-end)
+end
+
+checkpoint.write = public(write_raw)
+checkpoint.read = public(read_raw)
+checkpoint.save = public(save_raw)
+checkpoint.load = public(load_raw)
+checkpoint.restore = public(restore_raw)
 
 return checkpoint

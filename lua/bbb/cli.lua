@@ -66,55 +66,13 @@ end
 --- cli.positive_integer{max =} -> converter: an integer >= 1.
 function cli.positive_integer(opts)
   opts = opts or {}
-  --- cli.given(parser [, argv]) -> {key = true} for every option written on
--- the command line ("--rho-init" or "--rho-init=-3" gives rho_init), so a
--- preset or a resumed run can tell an explicit flag from a default.
-function cli.given(parser, argv)
-  argv = argv or arg or {}
-  local key_of = {}
-  for _, o in ipairs(parser._options or {}) do
-    local long
-    for _, a in ipairs(o._aliases) do if a:sub(1, 2) == "--" then long = a break end end
-    local key = o._target or (long or o._aliases[1]):gsub("^%-+", ""):gsub("%-", "_")
-    for _, a in ipairs(o._aliases) do key_of[a] = key end
-  end
-  local out = {}
-  for _, a in ipairs(argv) do
-    if a == "--" then break end
-    local name = a:match("^(%-%-?[^=]+)")
-    if name and key_of[name] then out[key_of[name]] = true end
-  end
-  return out
-end
-
-return cli.integer { min = 1, max = opts.max }
+  return cli.integer { min = 1, max = opts.max }
 end
 
 --- cli.nonnegative_integer{max =} -> converter: an integer >= 0.
 function cli.nonnegative_integer(opts)
   opts = opts or {}
-  --- cli.given(parser [, argv]) -> {key = true} for every option written on
--- the command line ("--rho-init" or "--rho-init=-3" gives rho_init), so a
--- preset or a resumed run can tell an explicit flag from a default.
-function cli.given(parser, argv)
-  argv = argv or arg or {}
-  local key_of = {}
-  for _, o in ipairs(parser._options or {}) do
-    local long
-    for _, a in ipairs(o._aliases) do if a:sub(1, 2) == "--" then long = a break end end
-    local key = o._target or (long or o._aliases[1]):gsub("^%-+", ""):gsub("%-", "_")
-    for _, a in ipairs(o._aliases) do key_of[a] = key end
-  end
-  local out = {}
-  for _, a in ipairs(argv) do
-    if a == "--" then break end
-    local name = a:match("^(%-%-?[^=]+)")
-    if name and key_of[name] then out[key_of[name]] = true end
-  end
-  return out
-end
-
-return cli.integer { min = 0, max = opts.max }
+  return cli.integer { min = 0, max = opts.max }
 end
 
 --- cli.threads() -> converter: a thread count from 1 to bbb's cap
@@ -122,28 +80,7 @@ end
 function cli.threads()
   local ok, core = pcall(require, "bbb.core")
   local cap = ok and core.max_threads and core.max_threads() or 1024
-  --- cli.given(parser [, argv]) -> {key = true} for every option written on
--- the command line ("--rho-init" or "--rho-init=-3" gives rho_init), so a
--- preset or a resumed run can tell an explicit flag from a default.
-function cli.given(parser, argv)
-  argv = argv or arg or {}
-  local key_of = {}
-  for _, o in ipairs(parser._options or {}) do
-    local long
-    for _, a in ipairs(o._aliases) do if a:sub(1, 2) == "--" then long = a break end end
-    local key = o._target or (long or o._aliases[1]):gsub("^%-+", ""):gsub("%-", "_")
-    for _, a in ipairs(o._aliases) do key_of[a] = key end
-  end
-  local out = {}
-  for _, a in ipairs(argv) do
-    if a == "--" then break end
-    local name = a:match("^(%-%-?[^=]+)")
-    if name and key_of[name] then out[key_of[name]] = true end
-  end
-  return out
-end
-
-return cli.integer { min = 1, max = cap }
+  return cli.integer { min = 1, max = cap }
 end
 
 --- cli.number{min =, max =, above =, below =} -> converter.
@@ -167,81 +104,18 @@ end
 --- cli.positive_number{max =} -> converter: a finite number > 0.
 function cli.positive_number(opts)
   opts = opts or {}
-  --- cli.given(parser [, argv]) -> {key = true} for every option written on
--- the command line ("--rho-init" or "--rho-init=-3" gives rho_init), so a
--- preset or a resumed run can tell an explicit flag from a default.
-function cli.given(parser, argv)
-  argv = argv or arg or {}
-  local key_of = {}
-  for _, o in ipairs(parser._options or {}) do
-    local long
-    for _, a in ipairs(o._aliases) do if a:sub(1, 2) == "--" then long = a break end end
-    local key = o._target or (long or o._aliases[1]):gsub("^%-+", ""):gsub("%-", "_")
-    for _, a in ipairs(o._aliases) do key_of[a] = key end
-  end
-  local out = {}
-  for _, a in ipairs(argv) do
-    if a == "--" then break end
-    local name = a:match("^(%-%-?[^=]+)")
-    if name and key_of[name] then out[key_of[name]] = true end
-  end
-  return out
-end
-
-return cli.number { above = 0, max = opts.max }
+  return cli.number { above = 0, max = opts.max }
 end
 
 --- cli.nonnegative_number{max =} -> converter: a finite number >= 0.
 function cli.nonnegative_number(opts)
   opts = opts or {}
-  --- cli.given(parser [, argv]) -> {key = true} for every option written on
--- the command line ("--rho-init" or "--rho-init=-3" gives rho_init), so a
--- preset or a resumed run can tell an explicit flag from a default.
-function cli.given(parser, argv)
-  argv = argv or arg or {}
-  local key_of = {}
-  for _, o in ipairs(parser._options or {}) do
-    local long
-    for _, a in ipairs(o._aliases) do if a:sub(1, 2) == "--" then long = a break end end
-    local key = o._target or (long or o._aliases[1]):gsub("^%-+", ""):gsub("%-", "_")
-    for _, a in ipairs(o._aliases) do key_of[a] = key end
-  end
-  local out = {}
-  for _, a in ipairs(argv) do
-    if a == "--" then break end
-    local name = a:match("^(%-%-?[^=]+)")
-    if name and key_of[name] then out[key_of[name]] = true end
-  end
-  return out
-end
-
-return cli.number { min = 0, max = opts.max }
+  return cli.number { min = 0, max = opts.max }
 end
 
 --- cli.probability() -> converter: a number in the open interval (0, 1).
 function cli.probability()
-  --- cli.given(parser [, argv]) -> {key = true} for every option written on
--- the command line ("--rho-init" or "--rho-init=-3" gives rho_init), so a
--- preset or a resumed run can tell an explicit flag from a default.
-function cli.given(parser, argv)
-  argv = argv or arg or {}
-  local key_of = {}
-  for _, o in ipairs(parser._options or {}) do
-    local long
-    for _, a in ipairs(o._aliases) do if a:sub(1, 2) == "--" then long = a break end end
-    local key = o._target or (long or o._aliases[1]):gsub("^%-+", ""):gsub("%-", "_")
-    for _, a in ipairs(o._aliases) do key_of[a] = key end
-  end
-  local out = {}
-  for _, a in ipairs(argv) do
-    if a == "--" then break end
-    local name = a:match("^(%-%-?[^=]+)")
-    if name and key_of[name] then out[key_of[name]] = true end
-  end
-  return out
-end
-
-return cli.number { above = 0, below = 1 }
+  return cli.number { above = 0, below = 1 }
 end
 
 --- cli.choice{"a", "b", ...} -> converter: one of the listed words.

@@ -70,6 +70,17 @@ function elbo.ELBO(opts)
   return self
 end
 
+function ELBO:__tostring()
+  local parts = { ("n_data=%d"):format(self.n_data), ("n_batches=%d"):format(self.n_batches),
+                  "likelihood=" .. self.likelihood, "kl_weight=" .. tostring(self.kl_weight),
+                  ("samples=%d"):format(self.samples), "reduction=" .. self.reduction }
+  if self.kl then parts[#parts + 1] = "kl=" .. self.kl end
+  if self.likelihood == "gaussian" then
+    parts[#parts + 1] = self.noise_rho and "sigma=learned" or ("sigma=%g"):format(self.sigma_value)
+  end
+  return "ELBO{" .. table.concat(parts, ", ") .. "}"
+end
+
 --- The weight of the complexity term for minibatch i (1-based) of M.
 function ELBO:weight(i)
   local kw, M = self.kl_weight, self.n_batches

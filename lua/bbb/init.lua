@@ -39,8 +39,27 @@ if not installed then
   table.insert(searchers, 2, own_searcher)
 end
 
+-- The public API: these names of bbb.core, and the Lua functions below.
+-- Everything else in bbb.core (optimizer kernels, fused Bayesian passes,
+-- file readers, checkpoint and signal plumbing) is internal and stays there.
+local PUBLIC = {
+  -- tensors
+  "tensor", "zeros", "ones", "full", "empty", "arange", "linspace", "randn", "rand",
+  "from_bytes", "is_tensor",
+  -- ops as functions (also tensor methods)
+  "exp", "log", "log1p", "softplus", "sigmoid", "tanh", "relu", "sqrt", "square", "abs",
+  "pow", "clamp", "maximum", "minimum", "logaddexp", "sum", "mean", "max", "argmax",
+  "logsumexp", "matmul", "linear", "log_softmax", "softmax", "nll", "reshape", "narrow",
+  "index_select", "cat", "t", "transpose", "clone", "detach",
+  -- autograd, randomness, runtime
+  "set_grad_enabled", "is_grad_enabled", "Generator", "manual_seed",
+  "set_num_threads", "get_num_threads", "max_threads", "bytes_allocated",
+}
+
 local bbb = {}
-for k, v in pairs(core) do bbb[k] = v end
+for _, k in ipairs(PUBLIC) do
+  bbb[k] = assert(core[k], k)
+end
 bbb.version = "0.1.0"
 bbb.core = core
 
@@ -83,35 +102,18 @@ end
 
 --- save(path, obj): a model, or {model =, optimizer =, ...}, as a
 -- safetensors checkpoint (see bbb.checkpoint); written atomically.
-function bbb.save(path, obj)
-  local ok, err = pcall(bbb.checkpoint.save, path, obj)
-  if not ok then error(err, 2) end
-end
+function bbb.save(path, obj) return bbb.checkpoint.save(path, obj) end
 
 --- load(path [, {generator =, prior =}]) -> model, info: the model rebuilt
 -- from the checkpoint, ready for predict.
-function bbb.load(path, opts)
-  local ok, model, info = pcall(bbb.checkpoint.load, path, opts)
-  if not ok then error(model, 2) end
-  return model, info
-end
+function bbb.load(path, opts) return bbb.checkpoint.load(path, opts) end
 
 function bbb.zeros_like(t) return core.zeros(t:size()) end
 function bbb.ones_like(t) return core.ones(t:size()) end
 
---- Short help on the REPL.
-function bbb.help()
-  print([[
-bbb: Bayes by Backprop.  Tensors: bbb.tensor{{1,2},{3,4}}, bbb.zeros(2,3), bbb.randn{2,3}
-  ops:    + - * /, t:exp(), t:softplus(), t:sum(dim), t:matmul(u), bbb.linear(x, W, b)
-  grad:   w:requires_grad(true); loss:backward(); w.grad; bbb.no_grad(fn)
-  layers: bbb.nn.Sequential{bbb.nn.BayesLinear(784, 400), bbb.nn.ReLU(), ...}
-  priors: bbb.prior.Gaussian{sigma=1}, bbb.prior.ScaleMixture{pi=0.5, sigma1=1, sigma2=math.exp(-6)}
-  loss:   bbb.elbo.ELBO{net=net, n_data=60000, n_batches=469}
-  optim:  bbb.optim.Adam(net:parameters(), {lr=1e-3})
-  seeds:  bbb.manual_seed(1); g = bbb.Generator(7); bbb.randn({3}, 0, 1, g)
-  threads: bbb.set_num_threads(2)]])
-end
+--- help([x]): a one-screen summary, or the signatures and doc of x (a
+-- function or a name): bbb.help(bbb.randn), bbb.help "randn", ?bbb.randn.
+function bbb.help(x) return require("bbb.help").show(x) end
 
 -- Submodules load lazily so `require "bbb"` stays cheap.
 local submodules = {

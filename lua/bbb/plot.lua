@@ -142,7 +142,7 @@ end
 -- The settings every kind of plot shares.
 local function header(what, opts, terminal, output)
   local s = { "set terminal " .. terminal, "set output " .. gp_quote(output),
-              "set key top right", "set grid" }
+              "set key outside right top", "set grid" }
   if opts.title then s[#s + 1] = "set title " .. gp_quote(opts.title) end
   if opts.xlabel then s[#s + 1] = "set xlabel " .. gp_quote(opts.xlabel) end
   if opts.ylabel then s[#s + 1] = "set ylabel " .. gp_quote(opts.ylabel) end

@@ -59,6 +59,20 @@ function prior.is_fused(p)
   return getmetatable(p) == CPrior
 end
 
+--- describe(p) -> a short name for any prior: a C prior's parameters, a
+-- Lua prior's `name` field, or where its log_prob was written.
+function prior.describe(p)
+  if prior.is_fused(p) then return tostring(p) end
+  local mt = getmetatable(p)
+  if mt and mt.__tostring then return tostring(p) end
+  if type(p) == "table" and type(p.name) == "string" then return p.name end
+  if type(p) == "table" and type(p.log_prob) == "function" then
+    local info = debug.getinfo(p.log_prob, "S")
+    return ("LuaPrior(%s:%d)"):format(info.short_src, info.linedefined)
+  end
+  return tostring(p)
+end
+
 --- A table describing p (saved in checkpoints): the C priors' parameters,
 -- or {kind = "lua", name = tostring(p)} for a prior written in Lua, which
 -- must be passed again when the model is loaded.
@@ -68,7 +82,7 @@ function prior.config(p)
     for _, k in ipairs { "sigma", "pi", "sigma1", "sigma2", "b" } do c[k] = p[k] end
     return c
   end
-  return { kind = "lua", name = tostring(p) }
+  return { kind = "lua", name = prior.describe(p) }
 end
 
 local BUILDERS = { gaussian = "Gaussian", mixture = "ScaleMixture", laplace = "Laplace" }
@@ -96,6 +110,15 @@ function prior.check(p, where)
   where = where or "prior"
   if type(p) ~= "table" or type(p.log_prob) ~= "function" then
     error(("%s: a prior is a table with a log_prob(w) function, got %s"):format(where, type(p)), 3)
+  end
+  -- called as p:log_prob(w): a function(w) would get the prior as w
+  if not prior.is_fused(p) then
+    local info = debug.getinfo(p.log_prob, "u")
+    if info.nparams == 1 and not info.isvararg then
+      error(("%s: the prior's log_prob takes one parameter, but it is called as "
+        .. "p:log_prob(w) with the prior first: write log_prob = function(self, w) "
+        .. "(or function(_, w))"):format(where), 3)
+    end
   end
   return p
 end

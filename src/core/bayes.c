@@ -83,11 +83,16 @@ static inline __attribute__((always_inline)) float prior_dlogp(const prior_k *k,
   case BBB_PRIOR_GAUSSIAN: return -w * k->p1;
   case BBB_PRIOR_MIXTURE: {
     float w2 = w * w, a1 = k->c1 - w2 * k->h1, a2 = k->c2 - w2 * k->h2;
-    /* responsibility of the wide component; clamped as above */
-    float x = a1 - a2;
-    x = bbb_self(x < -80.0f, -80.0f, x);
-    float r1 = bbb_sigmoidf(bbb_self(x > 80.0f, 80.0f, x));
-    return -w * (r1 * k->p1 + (1 - r1) * k->p2);
+    /* Responsibilities r1 = sigmoid(x) (wide) and r2 = sigmoid(-x) (narrow),
+    ** x = a1 - a2, both from one t = e^-|x|: the small one is t / (1 + t)
+    ** directly, never 1 - (the large one), which cancels in float where the
+    ** narrow one falls through 1e-5..1e-9 and is then multiplied by the huge
+    ** 1/sigma2^2. |x| is clamped at 80 as above: e^-80 is still normal. */
+    float x = a1 - a2, ax = bbb_absf(x);
+    float t = bbb_expf_neg(-bbb_self(ax > 80.0f, 80.0f, ax));
+    float big = 1.0f / (1.0f + t), small = t * big;
+    float r1 = bbb_self(x >= 0.0f, big, small), r2 = bbb_self(x >= 0.0f, small, big);
+    return -w * (r1 * k->p1 + r2 * k->p2);
   }
   case BBB_PRIOR_LAPLACE: return bbb_self(w > 0, -k->h1, 0) + bbb_self(w < 0, k->h1, 0);
   }
@@ -100,8 +105,12 @@ static double prior_offset(const bbb_prior *p) {
 
 /* Fixed chunks, so partial sums (and so the results) do not depend on the
 ** thread count. */
-#define CHUNK 16384
+#define CHUNK BBB_BAYES_CHUNK
 #define MAXCHUNKS 4096
+
+/* What a bayes_sample or prior_log_prob node saves: the prior, and (sample
+** only) the weight of the complexity term that kl_backward hands over. */
+typedef struct { bbb_prior prior; double kl_grad; } prior_saved;
 
 typedef struct {
   prior_k k;
@@ -184,7 +193,8 @@ static void sample_backward_range(void *c, int64_t lo, int64_t hi) {
 static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK, fmu, frho;
   bbb_tensor *mu = nd->in[0].t, *rho = nd->in[1].t, *eps = nd->in[2].t;
-  bbb_prior p = { (int)nd->i[0], nd->f[0], nd->f[1], nd->f[2] };
+  prior_saved *sv = bbb_node_ctx(nd);
+  bbb_prior p = sv->prior;
   int64_t n = mu->numel;
   bbb_float *gmu = bbb_grad_begin(mu, &fmu, &st), *grho = bbb_grad_begin(rho, &frho, &st);
   bbb_float *scratch = NULL;
@@ -197,8 +207,8 @@ static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   /* one loop writes both: if only one is new, zero it and accumulate */
   if (fmu != frho) memset(fmu ? gmu : grho, 0, (size_t)n * sizeof *gmu);
   fused_ctx u = { prior_consts(&p), bbb_data(mu), bbb_data(rho), bbb_data(eps), g,
-                  NULL, gmu, grho, (float)nd->f[3], n, NULL, NULL, fmu && frho };
-  nd->f[3] = 0;   /* consumed: a retained graph starts clean */
+                  NULL, gmu, grho, (float)sv->kl_grad, n, NULL, NULL, fmu && frho };
+  sv->kl_grad = 0;   /* consumed: a retained graph starts clean */
   bbb_parallel_for(n, CHUNK, sample_backward_range, &u);
   free(scratch);
   return BBB_OK;
@@ -209,8 +219,9 @@ static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
 static int kl_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK;
   bbb_tensor *w = nd->in[0].t;
-  if (!w->node) return BBB_OK;
-  w->node->f[3] += g[0];
+  bbb_node *wn = bbb_node_of(w);
+  if (!wn) return BBB_OK;
+  ((prior_saved *)bbb_node_ctx(wn))->kl_grad += g[0];
   bbb_grad_of(w, &st);   /* makes sure the sample node runs */
   return st;
 }
@@ -247,12 +258,10 @@ int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_
 
   bbb_tensor *in[3] = { mu, rho, e };
   bbb_node *nd;
-  st = bbb_record(w, "bayes_sample", sample_backward, 3, in, 7u, &nd);
+  prior_saved sv = { *p, 0 };
+  st = bbb_record(w, BBB_OP_BAYES_SAMPLE, sample_backward, 3, in, 7u, &sv, sizeof sv, &nd);
   bbb_tensor_release(e);   /* the node holds it if it needs it */
-  if (!st && nd) {
-    nd->i[0] = p->kind; nd->f[0] = p->pi; nd->f[1] = p->sigma1; nd->f[2] = p->sigma2;
-    st = bbb_record(kl, "bayes_kl", kl_backward, 1, &w, 0u, NULL);
-  }
+  if (!st && nd) st = bbb_record(kl, BBB_OP_BAYES_KL, kl_backward, 1, &w, 0u, NULL, 0, NULL);
   if (st) { bbb_tensor_release(w); bbb_tensor_release(kl); return st; }
   *wout = w; *klout = kl;
   return BBB_OK;
@@ -303,7 +312,8 @@ static void logp_backward_range(void *c, int64_t lo, int64_t hi) {
 static int logp_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK;
   bbb_tensor *w = nd->in[0].t;
-  bbb_prior p = { (int)nd->i[0], nd->f[0], nd->f[1], nd->f[2] };
+  const prior_saved *sv = bbb_node_ctx(nd);
+  bbb_prior p = sv->prior;
   lp_ctx u = { prior_consts(&p), bbb_data(w), g, bbb_grad_of(w, &st), w->numel, NULL };
   if (u.gw) bbb_parallel_for(w->numel, CHUNK, logp_backward_range, &u);
   return st;
@@ -324,10 +334,9 @@ int bbb_prior_log_prob(bbb_tensor **out, const bbb_prior *p, bbb_tensor *w) {
   for (int64_t c = 0; c < nch; c++) s += part[c];
   free(part);
   bbb_data(y)[0] = (bbb_float)s;
-  bbb_node *nd;
-  st = bbb_record(y, "prior_log_prob", logp_backward, 1, &w, 1u, &nd);
+  prior_saved sv = { *p, 0 };
+  st = bbb_record(y, BBB_OP_PRIOR_LOG_PROB, logp_backward, 1, &w, 1u, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
-  if (nd) { nd->i[0] = p->kind; nd->f[0] = p->pi; nd->f[1] = p->sigma1; nd->f[2] = p->sigma2; }
   *out = y;
   return BBB_OK;
 }

@@ -101,14 +101,19 @@ static void unary_backward_range(void *c, int64_t lo, int64_t hi) {
   }
 }
 
-#define ELEM_GRAIN 16384
+/* What a unary node saves: the op and its scalar parameters. */
+typedef struct { int op; double p0, p1; } unary_saved;
+
+/* What a binary node saves: the op. */
+typedef struct { int op; } binary_saved;
 
 static int unary_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK;
   bbb_tensor *x = nd->in[0].t;
-  unary_ctx u = { (int)nd->i[0], (bbb_float)nd->f[0], (bbb_float)nd->f[1],
+  const unary_saved *sv = bbb_node_ctx(nd);
+  unary_ctx u = { sv->op, (bbb_float)sv->p0, (bbb_float)sv->p1,
                   bbb_data(out), bbb_data(x), g, bbb_grad_of(x, &st) };
-  if (u.gx) bbb_parallel_for(x->numel, ELEM_GRAIN, unary_backward_range, &u);
+  if (u.gx) bbb_parallel_for(x->numel, BBB_GRAIN_ELEM, unary_backward_range, &u);
   return st;
 }
 
@@ -118,14 +123,18 @@ int bbb_unary(bbb_tensor **out, int op, bbb_tensor *x, double p0, double p1) {
   if (op == BBB_CLAMP && !(p0 <= p1))
     return bbb_error(BBB_EARG, "clamp: min %g is greater than max %g", p0, p1);
   bbb_tensor *y = bbb_tensor_new(x->ndim, x->shape);
-  if (!y) return BBB_EMEM;
+  if (!y) return bbb_errstatus();
   unary_ctx u = { op, (bbb_float)p0, (bbb_float)p1, bbb_data(y), bbb_data(x), NULL, NULL };
-  bbb_parallel_for(x->numel, ELEM_GRAIN, unary_forward_range, &u);
-  bbb_node *nd;
+  bbb_parallel_for(x->numel, BBB_GRAIN_ELEM, unary_forward_range, &u);
+  if (bbb_interrupted()) {
+    bbb_tensor_release(y);
+    return bbb_error(BBB_EINTR, "%s: interrupted", bbb_unary_names[op]);
+  }
   /* Every backward reads x or y; saving both keeps the check simple. */
-  int st = bbb_record(y, bbb_unary_names[op], unary_backward, 1, &x, 1u | BBB_SAVES_OUT, &nd);
+  unary_saved sv = { op, p0, p1 };
+  int st = bbb_record(y, BBB_OP_UNARY, unary_backward, 1, &x, 1u | BBB_SAVES_OUT,
+                      &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
-  if (nd) { nd->i[0] = op; nd->f[0] = p0; nd->f[1] = p1; }
   *out = y;
   return BBB_OK;
 }
@@ -240,11 +249,12 @@ static void binary_grad_row(int op, int side, bbb_float *t, const bbb_float *g,
 static int binary_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   bbb_tensor *a = nd->in[0].t, *b = nd->in[1].t;
   bcast bc;
-  int st = bcast_init(&bc, a, b, nd->op);
+  const binary_saved *sv = bbb_node_ctx(nd);
+  int st = bcast_init(&bc, a, b, bbb_binary_names[sv->op]);
   if (st) return st;
   int64_t sa = bc.nd ? bc.sa[bc.nd - 1] : 1, sb = bc.nd ? bc.sb[bc.nd - 1] : 1;
   bbb_float *tmp = malloc((size_t)(bc.inner > 0 ? bc.inner : 1) * sizeof *tmp);
-  if (!tmp) return bbb_error(BBB_EMEM, "%s backward: out of memory", nd->op);
+  if (!tmp) return bbb_error(BBB_EMEM, "%s backward: out of memory", bbb_binary_names[sv->op]);
   for (int side = 0; side < 2 && !st; side++) {
     bbb_tensor *t = side ? b : a;
     bbb_float *gt = bbb_grad_of(t, &st);
@@ -253,7 +263,7 @@ static int binary_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
     for (int64_t r = 0; r < bc.rows; r++) {
       int64_t oa, ob, off = r * bc.inner;
       bcast_row(&bc, r, &oa, &ob);
-      binary_grad_row((int)nd->i[0], side, tmp, g + off, bbb_data(out) + off,
+      binary_grad_row(sv->op, side, tmp, g + off, bbb_data(out) + off,
                       bbb_data(a) + oa, sa, bbb_data(b) + ob, sb, bc.inner);
       bbb_float *dst = gt + (side ? ob : oa);
       if (s) for (int64_t i = 0; i < bc.inner; i++) dst[i] += tmp[i];
@@ -275,19 +285,22 @@ int bbb_binary(bbb_tensor **out, int op, bbb_tensor *a, bbb_tensor *b) {
   int st = bcast_init(&bc, a, b, bbb_binary_names[op]);
   if (st) return st;
   bbb_tensor *y = bbb_tensor_new(bc.nd, bc.shape);
-  if (!y) return BBB_EMEM;
+  if (!y) return bbb_errstatus();
   binary_ctx u = { op, &bc, bbb_data(y), bbb_data(a), bbb_data(b) };
   if (bbb_same_shape(a, b))
-    bbb_parallel_for(bc.numel, ELEM_GRAIN, binary_forward_flat, &u);
+    bbb_parallel_for(bc.numel, BBB_GRAIN_ELEM, binary_forward_flat, &u);
   else
-    bbb_parallel_for(bc.rows, 1 + ELEM_GRAIN / (bc.inner ? bc.inner : 1), binary_forward_rows, &u);
+    bbb_parallel_for(bc.rows, 1 + BBB_GRAIN_ELEM / (bc.inner ? bc.inner : 1), binary_forward_rows, &u);
+  if (bbb_interrupted()) {
+    bbb_tensor_release(y);
+    return bbb_error(BBB_EINTR, "%s: interrupted", bbb_binary_names[op]);
+  }
   bbb_tensor *in[2] = { a, b };
-  bbb_node *nd;
+  binary_saved sv = { op };
   unsigned saves = (op == BBB_ADD || op == BBB_SUB) ? 0u : 3u;
   if (op == BBB_LOGADDEXP) saves |= BBB_SAVES_OUT;
-  st = bbb_record(y, bbb_binary_names[op], binary_backward, 2, in, saves, &nd);
+  st = bbb_record(y, BBB_OP_BINARY, binary_backward, 2, in, saves, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
-  if (nd) nd->i[0] = op;
   *out = y;
   return BBB_OK;
 }

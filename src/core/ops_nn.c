@@ -26,10 +26,14 @@ static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const bbb_floa
               beta, c, (int)n);
 }
 
+/* What a matmul node saves: the transpose flags. */
+typedef struct { int ta, tb; } matmul_saved;
+
 static int matmul_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK;
   bbb_tensor *a = nd->in[0].t, *b = nd->in[1].t;
-  int ta = (int)nd->i[0], tb = (int)nd->i[1];
+  const matmul_saved *sv = bbb_node_ctx(nd);
+  int ta = sv->ta, tb = sv->tb;
   int64_t m = out->shape[0], n = out->shape[1], k = ta ? a->shape[0] : a->shape[1];
   bbb_float *ga = bbb_grad_of(a, &st), *gb = bbb_grad_of(b, &st);
   if (ga) {
@@ -57,14 +61,13 @@ int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb) {
                      bbb_shape_str(b, s2, sizeof s2), tb ? "^T" : "");
   int64_t shape[2] = { m, n };
   bbb_tensor *y = bbb_tensor_new(2, shape);
-  if (!y) return BBB_EMEM;
+  if (!y) return bbb_errstatus();
   if (k == 0) memset(bbb_data(y), 0, (size_t)(m * n) * sizeof(bbb_float));
   else if (m * n > 0) gemm(ta, tb, m, n, k, bbb_data(a), bbb_data(b), 0, bbb_data(y));
   bbb_tensor *in[2] = { a, b };
-  bbb_node *nd;
-  st = bbb_record(y, "matmul", matmul_backward, 2, in, 3u, &nd);
+  matmul_saved sv = { ta, tb };
+  st = bbb_record(y, BBB_OP_MATMUL, matmul_backward, 2, in, 3u, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
-  if (nd) { nd->i[0] = ta; nd->i[1] = tb; }
   *out = y;
   return BBB_OK;
 }
@@ -101,7 +104,7 @@ int bbb_linear(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b) {
                      bbb_shape_str(b, s1, sizeof s1), bbb_shape_str(w, s2, sizeof s2));
   int64_t B = x->shape[0], o = w->shape[0], shape[2] = { B, o };
   bbb_tensor *y = bbb_tensor_new(2, shape);
-  if (!y) return BBB_EMEM;
+  if (!y) return bbb_errstatus();
   bbb_float *yd = bbb_data(y);
   for (int64_t r = 0; r < B; r++) {
     if (b) memcpy(yd + r * o, bbb_data(b), (size_t)o * sizeof *yd);
@@ -110,7 +113,7 @@ int bbb_linear(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b) {
   if (B * o > 0 && x->shape[1] > 0)
     gemm(0, 1, B, o, x->shape[1], bbb_data(x), bbb_data(w), 1, yd);
   bbb_tensor *in[3] = { x, w, b };
-  st = bbb_record(y, "linear", linear_backward, 3, in, 3u, NULL);
+  st = bbb_record(y, BBB_OP_LINEAR, linear_backward, 3, in, 3u, NULL, 0, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;
@@ -151,7 +154,7 @@ static int softmax_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
     const bbb_float *yr = y + r * c, *gr = g + r * c;
     bbb_float *gxr = gx + r * c;
     float s = 0;
-    if (nd->i[0]) {   /* log_softmax: gx = g - softmax * sum(g) */
+    if (nd->op == BBB_OP_LOG_SOFTMAX) {   /* log_softmax: gx = g - softmax * sum(g) */
       for (int64_t j = 0; j < c; j++) s += gr[j];
       for (int64_t j = 0; j < c; j++) gxr[j] += gr[j] - bbb_expf(yr[j]) * s;
     } else {          /* softmax: gx = y * (g - <g, y>) */
@@ -170,14 +173,17 @@ static int softmax_common(bbb_tensor **out, bbb_tensor *x, int log) {
     return bbb_error(BBB_ESHAPE, "%s: needs at least 1 dimension, got %s", op,
                      bbb_shape_str(x, s, sizeof s));
   bbb_tensor *y = bbb_tensor_new(x->ndim, x->shape);
-  if (!y) return BBB_EMEM;
+  if (!y) return bbb_errstatus();
   int64_t c = x->shape[x->ndim - 1];
   softmax_ctx u = { log, c, bbb_data(x), bbb_data(y) };
-  if (c > 0) bbb_parallel_for(x->numel / c, 1 + 8192 / c, softmax_rows, &u);
-  bbb_node *nd;
-  int st = bbb_record(y, op, softmax_backward, 1, &x, BBB_SAVES_OUT, &nd);
+  if (c > 0) bbb_parallel_for(x->numel / c, 1 + BBB_GRAIN_ROWS / c, softmax_rows, &u);
+  if (bbb_interrupted()) {
+    bbb_tensor_release(y);
+    return bbb_error(BBB_EINTR, "%s: interrupted", op);
+  }
+  int st = bbb_record(y, log ? BBB_OP_LOG_SOFTMAX : BBB_OP_SOFTMAX, softmax_backward, 1, &x,
+                      BBB_SAVES_OUT, NULL, 0, NULL);
   if (st) { bbb_tensor_release(y); return st; }
-  if (nd) nd->i[0] = log;
   *out = y;
   return BBB_OK;
 }
@@ -185,13 +191,17 @@ static int softmax_common(bbb_tensor **out, bbb_tensor *x, int log) {
 int bbb_log_softmax(bbb_tensor **out, bbb_tensor *x) { return softmax_common(out, x, 1); }
 int bbb_softmax(bbb_tensor **out, bbb_tensor *x) { return softmax_common(out, x, 0); }
 
+/* What an nll node saves: the first class number and the reduction. */
+typedef struct { int64_t base; int mean; } nll_saved;
+
 static int nll_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK;
   bbb_tensor *lp = nd->in[0].t, *lab = nd->in[1].t;
   bbb_float *gl = bbb_grad_of(lp, &st);
   if (!gl) return st;
-  int64_t B = lp->shape[0], C = lp->shape[1], base = nd->i[0];
-  bbb_float scale = nd->i[1] ? g[0] / (bbb_float)B : g[0];
+  const nll_saved *sv = bbb_node_ctx(nd);
+  int64_t B = lp->shape[0], C = lp->shape[1], base = sv->base;
+  bbb_float scale = sv->mean ? g[0] / (bbb_float)B : g[0];
   for (int64_t r = 0; r < B; r++)
     gl[r * C + (int64_t)bbb_data(lab)[r] - base] -= scale;
   return BBB_OK;
@@ -217,13 +227,12 @@ int bbb_nll(bbb_tensor **out, bbb_tensor *logp, bbb_tensor *labels, int base, in
     total -= p[r * C + (int64_t)v - base];
   }
   bbb_tensor *y = bbb_tensor_new(0, NULL);
-  if (!y) return BBB_EMEM;
+  if (!y) return bbb_errstatus();
   bbb_data(y)[0] = (bbb_float)(mean && B ? total / B : total);
   bbb_tensor *in[2] = { logp, labels };
-  bbb_node *nd;
-  st = bbb_record(y, "nll", nll_backward, 2, in, 2u, &nd);
+  nll_saved sv = { base, mean };
+  st = bbb_record(y, BBB_OP_NLL, nll_backward, 2, in, 2u, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
-  if (nd) { nd->i[0] = base; nd->i[1] = mean; }
   *out = y;
   return BBB_OK;
 }

@@ -106,13 +106,17 @@ static int64_t argmax_at(const bbb_float *x, const rshape *rs, int64_t o, int64_
   return best;
 }
 
+/* What a reduction node saves: the op and x seen as (outer, d, inner). */
+typedef struct { int op; rshape rs; } reduce_saved;
+
 static int reduce_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK;
   bbb_tensor *x = nd->in[0].t;
   bbb_float *gx = bbb_grad_of(x, &st);
   if (!gx) return st;
-  rshape rs = { nd->i[1], nd->i[2], nd->i[3] };
-  int op = (int)nd->i[0];
+  const reduce_saved *sv = bbb_node_ctx(nd);
+  rshape rs = sv->rs;
+  int op = sv->op;
   const bbb_float *xd = bbb_data(x), *y = bbb_data(out);
   for (int64_t o = 0; o < rs.outer; o++)
     for (int64_t j = 0; j < rs.inner; j++) {
@@ -139,19 +143,22 @@ int bbb_reduce(bbb_tensor **out, int op, bbb_tensor *x, int dim, int keepdim) {
   int st = reduce_shape(x, dim, keepdim, bbb_reduce_names[op], &rs, &nd, shape);
   if (st) return st;
   bbb_tensor *y = bbb_tensor_new(nd, shape);
-  if (!y) return BBB_EMEM;
+  if (!y) return bbb_errstatus();
   reduce_ctx u = { op, rs, bbb_data(x), bbb_data(y) };
   if (rs.outer == 1 && rs.inner == 1 && (op == BBB_SUM || op == BBB_MEAN) && rs.d >= 65536) {
     double total = bbb_parallel_sum(rs.d, sum_chunk, bbb_data(x));
     bbb_data(y)[0] = (bbb_float)(op == BBB_MEAN ? total / rs.d : total);
   } else {
-    bbb_parallel_for(rs.outer, 1 + 16384 / (rs.d * rs.inner + 1), reduce_range, &u);
+    bbb_parallel_for(rs.outer, 1 + BBB_GRAIN_REDUCE / (rs.d * rs.inner + 1), reduce_range, &u);
   }
-  bbb_node *n;
+  if (bbb_interrupted()) {
+    bbb_tensor_release(y);
+    return bbb_error(BBB_EINTR, "%s: interrupted", bbb_reduce_names[op]);
+  }
   unsigned saves = (op == BBB_MAX || op == BBB_LOGSUMEXP) ? 1u | BBB_SAVES_OUT : 0u;
-  st = bbb_record(y, bbb_reduce_names[op], reduce_backward, 1, &x, saves, &n);
+  reduce_saved sv = { op, rs };
+  st = bbb_record(y, BBB_OP_REDUCE, reduce_backward, 1, &x, saves, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
-  if (n) { n->i[0] = op; n->i[1] = rs.outer; n->i[2] = rs.d; n->i[3] = rs.inner; }
   *out = y;
   return BBB_OK;
 }
@@ -162,7 +169,7 @@ int bbb_argmax(bbb_tensor **out, bbb_tensor *x, int dim, int keepdim, int base) 
   int st = reduce_shape(x, dim, keepdim, "argmax", &rs, &nd, shape);
   if (st) return st;
   bbb_tensor *y = bbb_tensor_new(nd, shape);
-  if (!y) return BBB_EMEM;
+  if (!y) return bbb_errstatus();
   for (int64_t o = 0; o < rs.outer; o++)
     for (int64_t j = 0; j < rs.inner; j++)
       bbb_data(y)[o * rs.inner + j] = (bbb_float)(argmax_at(bbb_data(x), &rs, o, j) + base);

@@ -9,9 +9,9 @@
 #include "autograd.h"
 #include "ops.h"
 
-static int finish(bbb_tensor **out, bbb_tensor *y, const char *op, bbb_backward_fn fn,
-                  int nin, bbb_tensor **in, bbb_node **nd) {
-  int st = bbb_record(y, op, fn, nin, in, 0u, nd);
+static int finish(bbb_tensor **out, bbb_tensor *y, bbb_op op, bbb_backward_fn fn,
+                  int nin, bbb_tensor **in, const void *saved, size_t saved_size) {
+  int st = bbb_record(y, op, fn, nin, in, 0u, saved, saved_size, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;
@@ -34,20 +34,20 @@ int bbb_reshape(bbb_tensor **out, bbb_tensor *x, int ndim, const int64_t *shape)
     return bbb_error(BBB_ESHAPE, "reshape: cannot view %s (%lld elements) as %lld elements",
                      bbb_shape_str(x, s, sizeof s), (long long)x->numel, (long long)n);
   bbb_tensor *y = bbb_tensor_view(x, ndim, shape, 0);
-  if (!y) return BBB_EMEM;
-  return finish(out, y, "reshape", flat_backward, 1, &x, NULL);
+  if (!y) return bbb_errstatus();
+  return finish(out, y, BBB_OP_RESHAPE, flat_backward, 1, &x, NULL, 0);
 }
 
 int bbb_copy(bbb_tensor **out, bbb_tensor *x) {
   *out = NULL;
   bbb_tensor *y = bbb_tensor_clone(x);
-  if (!y) return BBB_EMEM;
-  return finish(out, y, "copy", flat_backward, 1, &x, NULL);
+  if (!y) return bbb_errstatus();
+  return finish(out, y, BBB_OP_COPY, flat_backward, 1, &x, NULL, 0);
 }
 
 int bbb_detach(bbb_tensor **out, bbb_tensor *x) {
   *out = bbb_tensor_view(x, x->ndim, x->shape, 0);
-  return *out ? BBB_OK : BBB_EMEM;
+  return *out ? BBB_OK : bbb_errstatus();
 }
 
 /* x as (outer, d, inner) around dim. */
@@ -57,13 +57,17 @@ static void split_dims(const bbb_tensor *x, int dim, int64_t *outer, int64_t *in
   for (int i = dim + 1; i < x->ndim; i++) *inner *= x->shape[i];
 }
 
+/* What a narrow node saves: the dimension and the rows kept. */
+typedef struct { int dim; int64_t start, len; } narrow_saved;
+
 static int narrow_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK;
   bbb_tensor *x = nd->in[0].t;
   bbb_float *gx = bbb_grad_of(x, &st);
   if (!gx) return st;
-  int dim = (int)nd->i[0];
-  int64_t start = nd->i[1], len = nd->i[2], outer, inner;
+  const narrow_saved *sv = bbb_node_ctx(nd);
+  int dim = sv->dim;
+  int64_t start = sv->start, len = sv->len, outer, inner;
   split_dims(x, dim, &outer, &inner);
   for (int64_t o = 0; o < outer; o++) {
     bbb_float *dst = gx + (o * x->shape[dim] + start) * inner;
@@ -97,12 +101,13 @@ int bbb_narrow(bbb_tensor **out, bbb_tensor *x, int dim, int64_t start, int64_t 
         memcpy(bbb_data(y) + o * len * inner, bbb_data(x) + (o * x->shape[dim] + start) * inner,
                (size_t)(len * inner) * sizeof(bbb_float));
   }
-  if (!y) return BBB_EMEM;
-  bbb_node *nd;
-  int st = finish(out, y, "narrow", narrow_backward, 1, &x, &nd);
-  if (!st && nd) { nd->i[0] = dim; nd->i[1] = start; nd->i[2] = len; }
-  return st;
+  if (!y) return bbb_errstatus();
+  narrow_saved sv = { dim, start, len };
+  return finish(out, y, BBB_OP_NARROW, narrow_backward, 1, &x, &sv, sizeof sv);
 }
+
+/* What an index_select node saves: the number of the first row. */
+typedef struct { int64_t base; } index_select_saved;
 
 static int index_select_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK;
@@ -110,8 +115,9 @@ static int index_select_backward(bbb_node *nd, bbb_tensor *out, const bbb_float 
   bbb_float *gx = bbb_grad_of(x, &st);
   if (!gx) return st;
   int64_t row = x->shape[0] ? x->numel / x->shape[0] : 0;
+  const index_select_saved *sv = bbb_node_ctx(nd);
   for (int64_t r = 0; r < idx->numel; r++) {
-    bbb_float *dst = gx + ((int64_t)bbb_data(idx)[r] - nd->i[0]) * row;
+    bbb_float *dst = gx + ((int64_t)bbb_data(idx)[r] - sv->base) * row;
     for (int64_t j = 0; j < row; j++) dst[j] += g[r * row + j];
   }
   return BBB_OK;
@@ -141,21 +147,25 @@ int bbb_index_select(bbb_tensor **out, bbb_tensor *x, bbb_tensor *idx, int base)
   memcpy(shape, x->shape, sizeof shape);
   shape[0] = idx->numel;
   bbb_tensor *y = bbb_tensor_new(x->ndim, shape);
-  if (!y) return BBB_EMEM;
+  if (!y) return bbb_errstatus();
   for (int64_t r = 0; r < idx->numel; r++)
     memcpy(bbb_data(y) + r * row, bbb_data(x) + ((int64_t)bbb_data(idx)[r] - base) * row,
            (size_t)row * sizeof(bbb_float));
   bbb_tensor *in[2] = { x, idx };
-  bbb_node *nd;
-  int st = bbb_record(y, "index_select", index_select_backward, 2, in, 2u, &nd);
+  index_select_saved sv = { base };
+  int st = bbb_record(y, BBB_OP_INDEX_SELECT, index_select_backward, 2, in, 2u, &sv, sizeof sv,
+                      NULL);
   if (st) { bbb_tensor_release(y); return st; }
-  if (nd) nd->i[0] = base;
   *out = y;
   return BBB_OK;
 }
 
+/* What a concat node saves: the dimension joined along. */
+typedef struct { int dim; } concat_saved;
+
 static int concat_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
-  int st = BBB_OK, dim = (int)nd->i[0];
+  const concat_saved *sv = bbb_node_ctx(nd);
+  int st = BBB_OK, dim = sv->dim;
   int64_t outer, inner, at = 0;
   split_dims(out, dim, &outer, &inner);
   for (int k = 0; k < nd->nin; k++) {
@@ -192,7 +202,7 @@ int bbb_concat(bbb_tensor **out, bbb_tensor **xs, int n, int dim) {
     shape[dim] += xs[k]->shape[dim];
   }
   bbb_tensor *y = bbb_tensor_new(x0->ndim, shape);
-  if (!y) return BBB_EMEM;
+  if (!y) return bbb_errstatus();
   split_dims(y, dim, &outer, &inner);
   int64_t at = 0;
   for (int k = 0; k < n; k++) {
@@ -202,10 +212,8 @@ int bbb_concat(bbb_tensor **out, bbb_tensor **xs, int n, int dim) {
              (size_t)w * sizeof(bbb_float));
     at += w;
   }
-  bbb_node *nd;
-  int st = finish(out, y, "concat", concat_backward, n, xs, &nd);
-  if (!st && nd) nd->i[0] = dim;
-  return st;
+  concat_saved sv = { dim };
+  return finish(out, y, BBB_OP_CONCAT, concat_backward, n, xs, &sv, sizeof sv);
 }
 
 static void transpose2d(bbb_float *dst, const bbb_float *src, int64_t r, int64_t c, int acc) {
@@ -231,7 +239,7 @@ int bbb_transpose(bbb_tensor **out, bbb_tensor *x) {
                      bbb_shape_str(x, s, sizeof s));
   int64_t shape[2] = { x->shape[1], x->shape[0] };
   bbb_tensor *y = bbb_tensor_new(2, shape);
-  if (!y) return BBB_EMEM;
+  if (!y) return bbb_errstatus();
   transpose2d(bbb_data(y), bbb_data(x), x->shape[0], x->shape[1], 0);
-  return finish(out, y, "transpose", transpose_backward, 1, &x, NULL);
+  return finish(out, y, BBB_OP_TRANSPOSE, transpose_backward, 1, &x, NULL, 0);
 }

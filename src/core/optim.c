@@ -7,7 +7,6 @@
 #include "optim.h"
 #include "parallel.h"
 
-#define GRAIN 16384
 
 typedef struct {
   bbb_float *p, *a, *b;
@@ -57,7 +56,7 @@ int bbb_sgd_update(bbb_tensor *p, const bbb_tensor *g, bbb_tensor *buf, double g
   if (st) return st;
   upd_ctx u = { bbb_data(p), buf && momentum != 0 ? bbb_data(buf) : NULL, NULL, bbb_data(g),
                 (float)gscale, (float)lr, (float)momentum, 0, 0, (float)weight_decay, 0, 0, nesterov };
-  bbb_parallel_for(p->numel, GRAIN, sgd_range, &u);
+  bbb_parallel_for(p->numel, BBB_GRAIN_ELEM, sgd_range, &u);
   bbb_tensor_touch(p);
   return BBB_OK;
 }
@@ -85,7 +84,7 @@ int bbb_adam_update(bbb_tensor *p, const bbb_tensor *g, bbb_tensor *m, bbb_tenso
   upd_ctx u = { bbb_data(p), bbb_data(m), bbb_data(v), bbb_data(g), (float)gscale, (float)lr,
                 (float)beta1, (float)beta2, (float)eps, (float)weight_decay,
                 (float)(1 / (1 - pow(beta1, (double)step))), (float)(1 / (1 - pow(beta2, (double)step))), 0 };
-  bbb_parallel_for(p->numel, GRAIN, adam_range, &u);
+  bbb_parallel_for(p->numel, BBB_GRAIN_ELEM, adam_range, &u);
   bbb_tensor_touch(p);
   return BBB_OK;
 }
@@ -108,7 +107,7 @@ int bbb_rmsprop_update(bbb_tensor *p, const bbb_tensor *g, bbb_tensor *sq, doubl
   if (st) return st;
   upd_ctx u = { bbb_data(p), bbb_data(sq), NULL, bbb_data(g), (float)gscale, (float)lr,
                 (float)alpha, 0, (float)eps, (float)weight_decay, 0, 0, 0 };
-  bbb_parallel_for(p->numel, GRAIN, rmsprop_range, &u);
+  bbb_parallel_for(p->numel, BBB_GRAIN_ELEM, rmsprop_range, &u);
   bbb_tensor_touch(p);
   return BBB_OK;
 }

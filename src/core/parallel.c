@@ -2,19 +2,55 @@
 ** parallel.c: thread count and the range splitter.
 */
 #include <omp.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "parallel.h"
+#include "tensor.h"
 
 void openblas_set_num_threads(int num_threads);
 
 static int nthreads;
+static volatile sig_atomic_t interrupt_flag;
 
-void bbb_set_num_threads(int n) {
-  if (n < 1) n = 1;
-  nthreads = n;
-  omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+void bbb_interrupt(void) { interrupt_flag = 1; }
+int bbb_interrupted(void) { return interrupt_flag != 0; }
+void bbb_interrupt_clear(void) { interrupt_flag = 0; }
+
+/* A share is walked in slices of this many grains, checking the interrupt
+** flag between them. fn's result on an index never depends on how the
+** range was cut, so slicing changes no number. */
+#define SLICE_GRAINS 64
+
+static void run_sliced(bbb_range_fn fn, void *ctx, int64_t lo, int64_t hi, int64_t slice) {
+  for (int64_t a = lo; a < hi && !interrupt_flag; a += slice)
+    fn(ctx, a, hi - a > slice ? a + slice : hi);
+}
+
+static int64_t online_cores(void) {
+  long c = sysconf(_SC_NPROCESSORS_ONLN);
+  return c > 0 ? (int64_t)c : 1;
+}
+
+/* More threads than this only oversubscribe the cores, and OpenBLAS sizes a
+** buffer per thread: under a memory limit 64 threads on 2 cores spin forever
+** in its allocator. */
+int bbb_max_threads(void) {
+  int64_t cap = BBB_THREADS_PER_CORE * online_cores();
+  if (cap < BBB_THREADS_PER_CORE) cap = BBB_THREADS_PER_CORE;
+  return cap > 1024 ? 1024 : (int)cap;
+}
+
+int bbb_set_num_threads(int64_t n) {
+  int cap = bbb_max_threads();
+  if (n < 1 || n > cap)
+    return bbb_error(BBB_EARG, "set_num_threads: need 1..%d threads (%d per core, %lld cores), got %lld",
+                     cap, BBB_THREADS_PER_CORE, (long long)online_cores(), (long long)n);
+  nthreads = (int)n;
+  omp_set_num_threads((int)n);
+  openblas_set_num_threads((int)n);
+  return BBB_OK;
 }
 
 int bbb_get_num_threads(void) {
@@ -25,37 +61,37 @@ void bbb_parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx) {
   int64_t nt = bbb_get_num_threads();
   if (grain < 1) grain = 1;
   if (n / grain < nt) nt = n / grain;
+  int64_t slice = grain * SLICE_GRAINS;
   if (nt <= 1) {
-    if (n > 0) fn(ctx, 0, n);
+    if (n > 0) run_sliced(fn, ctx, 0, n, slice);
     return;
   }
   #pragma omp parallel num_threads((int)nt)
   {
     int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
     int64_t lo = n * t / k, hi = n * (t + 1) / k;
-    if (hi > lo) fn(ctx, lo, hi);
+    if (hi > lo) run_sliced(fn, ctx, lo, hi, slice);
   }
 }
 
-#define SUM_CHUNK 16384
 
 typedef struct { bbb_chunk_sum_fn fn; const void *ctx; int64_t n; double *part; } sum_ctx;
 
 static void sum_chunks(void *c, int64_t lo, int64_t hi) {
   sum_ctx *u = c;
   for (int64_t k = lo; k < hi; k++) {
-    int64_t a = k * SUM_CHUNK, b = a + SUM_CHUNK < u->n ? a + SUM_CHUNK : u->n;
+    int64_t a = k * BBB_SUM_CHUNK, b = a + BBB_SUM_CHUNK < u->n ? a + BBB_SUM_CHUNK : u->n;
     u->part[k] = u->fn(u->ctx, a, b);
   }
 }
 
 double bbb_parallel_sum(int64_t n, bbb_chunk_sum_fn fn, const void *ctx) {
-  int64_t nch = (n + SUM_CHUNK - 1) / SUM_CHUNK;
+  int64_t nch = (n + BBB_SUM_CHUNK - 1) / BBB_SUM_CHUNK;
   if (nch <= 1) return n > 0 ? fn(ctx, 0, n) : 0;
   double stack[256], *part = nch <= 256 ? stack : malloc((size_t)nch * sizeof *part);
   if (!part) return fn(ctx, 0, n);   /* no memory for partials: one serial pass */
   sum_ctx u = { fn, ctx, n, part };
-  bbb_parallel_for(nch, 4, sum_chunks, &u);
+  bbb_parallel_for(nch, BBB_GRAIN_CHUNKS, sum_chunks, &u);
   double s = 0;
   for (int64_t k = 0; k < nch; k++) s += part[k];
   if (part != stack) free(part);

@@ -7,10 +7,34 @@
 
 #include <stdint.h>
 
+/* Grain sizes: the least work (in elements unless said otherwise) worth
+** handing to a thread. Every parallel loop takes its grain from here. */
+#define BBB_GRAIN_ELEM 16384      /* elementwise passes, optimizer updates */
+#define BBB_GRAIN_FILL 32768      /* constant fills */
+#define BBB_GRAIN_RNG 65536       /* random fills (Philox blocks are cheap) */
+#define BBB_GRAIN_ROWS 8192       /* row-wise passes (softmax): elements per share */
+#define BBB_GRAIN_REDUCE 16384    /* reductions along a dimension */
+#define BBB_GRAIN_CHUNKS 4        /* loops over fixed chunks: chunks per share */
+
+/* Fixed chunk lengths of deterministic sums: partial sums are formed per
+** chunk and added in order, so results do not depend on the thread count.
+** Changing these changes computed numbers in the last bits. */
+#define BBB_SUM_CHUNK 16384       /* bbb_parallel_sum */
+#define BBB_BAYES_CHUNK 16384     /* the fused Bayesian passes */
+
+/* Interrupts: a signal handler (the REPL's Ctrl-C) calls bbb_interrupt();
+** parallel loops stop between slices once it is set, and the op that ran
+** them reports BBB_EINTR. Async-signal-safe. */
+void bbb_interrupt(void);
+int bbb_interrupted(void);
+void bbb_interrupt_clear(void);
+
 typedef void (*bbb_range_fn)(void *ctx, int64_t lo, int64_t hi);
 
 /* Calls fn on disjoint ranges covering [0, n), each at least grain long
-** (but the last), on up to bbb_get_num_threads() threads. Serial when small. */
+** (but the last), on up to bbb_get_num_threads() threads. Serial when small.
+** Each thread walks its share in slices and stops early on an interrupt
+** (the caller then checks bbb_interrupted()). */
 void bbb_parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx);
 
 /* Sum of fn over the whole of [0, n), in double: fn sums one chunk of a
@@ -19,7 +43,13 @@ void bbb_parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx);
 typedef double (*bbb_chunk_sum_fn)(const void *ctx, int64_t lo, int64_t hi);
 double bbb_parallel_sum(int64_t n, bbb_chunk_sum_fn fn, const void *ctx);
 
-void bbb_set_num_threads(int n);
+/* Threads allowed per online core: bbb_set_num_threads refuses more than
+** bbb_max_threads() = this many per core (at most 1024). */
+#define BBB_THREADS_PER_CORE 8
+int bbb_max_threads(void);
+
+/* Sets the OpenMP and OpenBLAS thread count; BBB_EARG outside 1..bbb_max_threads(). */
+int bbb_set_num_threads(int64_t n);
 int bbb_get_num_threads(void);
 
 #endif

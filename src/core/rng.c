@@ -16,6 +16,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "parallel.h"
 #include "rng.h"
 #include "vmath.h"
 
@@ -25,7 +26,6 @@
 #define PHILOX_W1 0xBB67AE85u
 
 #define CHUNK 64              /* blocks per batch: 4 KB of words, stays in L1 */
-#define PAR_MIN 65536         /* elements; below this threads cost more than they save */
 
 void bbb_rng_init(bbb_rng *g, uint64_t seed) {
   g->seed = seed;
@@ -146,7 +146,7 @@ static void fill(bbb_rng *g, bbb_float *out, int64_t n, int kind, float a, float
   uint64_t counter = g->counter, seed = g->seed;
   /* lo >= hi (an empty range) gives lo everywhere; hi - lo must be finite */
   float top = kind == KIND_NORMAL || !(a < b) ? a : fmaxf(nextafterf(b, -INFINITY), a);
-  #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+  #pragma omp parallel for schedule(static) if (n >= BBB_GRAIN_RNG)
   for (int64_t c = 0; c < nchunks; c++) {
     uint32_t w[4][CHUNK];
     float buf[4 * CHUNK];

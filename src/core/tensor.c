@@ -9,9 +9,10 @@
 #include <sys/mman.h>
 
 #include "tensor.h"
-#include "autograd.h"
+#include "parallel.h"
 
 static _Thread_local char errbuf[512];
+static _Thread_local int errstatus;
 static int64_t bytes_allocated;   /* only grows/shrinks under the Lua state's lock */
 
 int bbb_error(int status, const char *fmt, ...) {
@@ -19,10 +20,19 @@ int bbb_error(int status, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(errbuf, sizeof errbuf, fmt, ap);
   va_end(ap);
+  errstatus = status;
   return status;
 }
 
 const char *bbb_errmsg(void) { return errbuf; }
+int bbb_errstatus(void) { return errstatus ? errstatus : BBB_EMEM; }
+
+const char *bbb_status_name(int status) {
+  static const char *const names[] = {
+    "ok", "shape", "argument", "index", "memory", "graph", "io", "value", "interrupted"
+  };
+  return status >= 0 && status <= BBB_EINTR ? names[status] : "unknown";
+}
 
 int64_t bbb_bytes_allocated(void) { return bytes_allocated; }
 
@@ -144,13 +154,20 @@ bbb_tensor *bbb_tensor_new(int ndim, const int64_t *shape) {
   return t;
 }
 
+typedef struct { bbb_float *d; bbb_float v; } fill_ctx;
+
+static void fill_range(void *c, int64_t lo, int64_t hi) {
+  fill_ctx *u = c;
+  bbb_float *d = u->d, v = u->v;
+  #pragma omp simd
+  for (int64_t i = lo; i < hi; i++) d[i] = v;
+}
+
 bbb_tensor *bbb_tensor_full(int ndim, const int64_t *shape, bbb_float v) {
   bbb_tensor *t = bbb_tensor_new(ndim, shape);
   if (t) {
-    bbb_float *d = bbb_data(t);
-    int64_t n = t->numel;
-    #pragma omp parallel for simd if (n >= BBB_PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) d[i] = v;
+    fill_ctx u = { bbb_data(t), v };
+    bbb_parallel_for(t->numel, BBB_GRAIN_FILL, fill_range, &u);
   }
   return t;
 }
@@ -189,8 +206,7 @@ void bbb_tensor_retain(bbb_tensor *t) { if (t) t->refcount++; }
 
 void bbb_tensor_release(bbb_tensor *t) {
   if (!t || --t->refcount > 0) return;
-  bbb_node_free(t->node);
-  bbb_tensor_release(t->grad);
+  bbb_autograd_release(t);
   storage_release(t->storage);
   free(t);
 }

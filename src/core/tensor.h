@@ -32,6 +32,10 @@ int bbb_error(int status, const char *fmt, ...)
 #endif
   ;
 const char *bbb_errmsg(void);
+/* The status of the last bbb_error() call: the kind behind a NULL from a
+** function that returns a pointer. */
+int bbb_errstatus(void);
+const char *bbb_status_name(int status);   /* "shape", "memory", ... */
 
 typedef struct bbb_storage {
   bbb_float *data;
@@ -40,7 +44,7 @@ typedef struct bbb_storage {
   unsigned version;    /* bumped by every in-place write */
 } bbb_storage;
 
-struct bbb_node;
+struct bbb_autograd;   /* autograd.c's per-tensor state */
 
 typedef struct bbb_tensor {
   int refcount;
@@ -49,11 +53,7 @@ typedef struct bbb_tensor {
   int64_t numel;
   int64_t offset;                /* into storage, in elements */
   bbb_storage *storage;
-  int requires_grad;
-  int graph_freed;               /* its graph was released by backward() */
-  struct bbb_tensor *grad;       /* accumulated gradient (leaves) */
-  struct bbb_node *node;         /* the op that made it; NULL for leaves */
-  unsigned visit;                /* scratch mark for graph walks */
+  struct bbb_autograd *ag;       /* gradient, graph node, flags: owned by autograd.c */
 } bbb_tensor;
 
 static inline bbb_float *bbb_data(const bbb_tensor *t) {
@@ -71,6 +71,10 @@ bbb_tensor *bbb_tensor_view(bbb_tensor *t, int ndim, const int64_t *shape,
 
 void bbb_tensor_retain(bbb_tensor *t);
 void bbb_tensor_release(bbb_tensor *t);   /* NULL is fine */
+
+/* Frees t's autograd state (implemented in autograd.c): the one call
+** through which a tensor's release reaches autograd. */
+void bbb_autograd_release(bbb_tensor *t);
 
 /* Shape helpers */
 int bbb_shape_check(int ndim, const int64_t *shape, int64_t *numel);

@@ -7,14 +7,21 @@
 
 static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i); }
 
+/** requires_grad(x [, on]) -> x | boolean
+** Marks a leaf tensor as a parameter whose gradient backward() accumulates in
+** x.grad; without on, tells whether x requires a gradient. */
 static int t_requires_grad(lua_State *L) {
   bbb_tensor *t = check(L, 1);
-  if (lua_isnone(L, 2)) { lua_pushboolean(L, t->requires_grad); return 1; }
+  if (lua_isnone(L, 2)) { lua_pushboolean(L, bbb_tensor_requires_grad(t)); return 1; }
   lbbb_check(L, bbb_requires_grad(t, lua_toboolean(L, 2)));
   lua_settop(L, 1);
   return 1;
 }
 
+/** backward(loss [, seed [, retain_graph]])
+** Accumulates (+=) d loss / d p into p.grad for every parameter p that loss
+** depends on, then frees the graph unless retain_graph. loss must have one
+** element unless a seed gradient of its shape is given. */
 static int t_backward(lua_State *L) {
   lua_settop(L, 3);
   bbb_tensor *t = check(L, 1), *seed = lbbb_opt_tensor(L, 2);
@@ -22,12 +29,16 @@ static int t_backward(lua_State *L) {
   return 0;
 }
 
+/** zero_grad(x) -> x
+** Sets x.grad to zero in place, if x has a gradient. */
 static int t_zero_grad(lua_State *L) {
   bbb_grad_zero(check(L, 1));
   lua_settop(L, 1);
   return 1;
 }
 
+/** set_grad(x, g | nil) -> x
+** Replaces x.grad by a copy of g (same shape), or clears it. */
 static int t_set_grad(lua_State *L) {   /* t:set_grad(nil | tensor) */
   lua_settop(L, 2);
   lbbb_check(L, bbb_grad_set(check(L, 1), lbbb_opt_tensor(L, 2)));
@@ -35,19 +46,27 @@ static int t_set_grad(lua_State *L) {   /* t:set_grad(nil | tensor) */
   return 1;
 }
 
-static int t_is_leaf(lua_State *L) { lua_pushboolean(L, check(L, 1)->node == NULL); return 1; }
+/** is_leaf(x) -> boolean
+** True unless x was computed by a recorded op. */
+static int t_is_leaf(lua_State *L) { lua_pushboolean(L, bbb_node_of(check(L, 1)) == NULL); return 1; }
 
+/** grad_fn(x) -> string | nil
+** The name of the op that computed x, nil for a leaf. */
 static int t_grad_fn(lua_State *L) {
-  bbb_tensor *t = check(L, 1);
-  if (t->node) lua_pushstring(L, t->node->op); else lua_pushnil(L);
+  const char *name = bbb_grad_fn_name(check(L, 1));
+  if (name) lua_pushstring(L, name); else lua_pushnil(L);
   return 1;
 }
 
+/** set_grad_enabled(on) -> previous
+** Turns gradient recording on or off (see bbb.no_grad). */
 static int l_set_grad_enabled(lua_State *L) {
   lua_pushboolean(L, bbb_set_grad_enabled(lua_toboolean(L, 1)));
   return 1;
 }
 
+/** is_grad_enabled() -> boolean
+** Whether ops record the graph for backward(). */
 static int l_is_grad_enabled(lua_State *L) {
   lua_pushboolean(L, bbb_grad_enabled());
   return 1;

@@ -13,6 +13,7 @@
 
 #define BBB_TENSOR_MT "bbb.Tensor"
 #define BBB_GENERATOR_MT "bbb.Generator"
+#define BBB_SIZE_MT "bbb.Size"
 
 typedef struct { bbb_tensor *t; } lbbb_tensor_ud;
 
@@ -32,10 +33,15 @@ bbb_rng *lbbb_generator_arg(lua_State *L, int i);
 ** Also tells the GC about tensor bytes allocated since the last call. */
 void lbbb_check(lua_State *L, int status);
 void lbbb_account(lua_State *L);
+int lbbb_last_error(lua_State *L);   /* bbb.core.last_error() */
 
 /* Reads a shape from a table at i, or from integers at i, i+1, ...;
 ** returns the number of dimensions. what names the caller in messages. */
 int lbbb_get_shape(lua_State *L, int i, int64_t *shape, const char *what);
+/* The same, admitting one -1 per size ("infer this one"). */
+int lbbb_get_shape_infer(lua_State *L, int i, int64_t *shape, const char *what);
+/* The product of the sizes (a -1 counts as 1), raising on overflow. */
+int64_t lbbb_shape_numel(lua_State *L, int nd, const int64_t *shape, const char *what);
 
 /* A 1-based dimension argument at i (negative counts from the end) as a
 ** 0-based dimension of t; op names the caller in messages. */
@@ -65,6 +71,7 @@ void lbbb_open_rng(lua_State *L, const lbbb_tables *tb);       /* lrng.c */
 void lbbb_open_bayes(lua_State *L, const lbbb_tables *tb);     /* lbayes.c */
 void lbbb_open_optim(lua_State *L, const lbbb_tables *tb);     /* loptim.c */
 void lbbb_open_io(lua_State *L, const lbbb_tables *tb);        /* lio.c */
+void lbbb_open_help(lua_State *L, const lbbb_tables *tb);      /* lhelp.c */
 void lbbb_open_checkpoint(lua_State *L, const lbbb_tables *tb); /* lcheckpoint.c */
 void lbbb_open_signal(lua_State *L, const lbbb_tables *tb);    /* lsignal.c */
 void lbbb_open_rdata(lua_State *L, const lbbb_tables *tb);     /* lrdata.c */

@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "lbbb.h"
+#include "parallel.h"
+
+static const char *LAST_ERROR_KEY = "bbb.last_error";
 
 /* ---- userdata, errors, GC pressure ---- */
 
@@ -53,40 +56,88 @@ void lbbb_account(lua_State *L) {
   }
 }
 
+/* A loop cut short by Ctrl-C returns normally with partial results: the
+** interrupt flag turns that into an error too. The kind of the last error
+** is kept for last_error(). */
 void lbbb_check(lua_State *L, int status) {
-  if (status != BBB_OK) luaL_error(L, "%s", bbb_errmsg());
+  if (status == BBB_OK && bbb_interrupted()) status = bbb_error(BBB_EINTR, "interrupted");
+  if (status != BBB_OK) {
+    if (status == BBB_EINTR) bbb_interrupt_clear();
+    lua_pushstring(L, bbb_status_name(status));
+    lua_setfield(L, LUA_REGISTRYINDEX, LAST_ERROR_KEY);
+    luaL_error(L, "%s", bbb_errmsg());
+  }
   lbbb_account(L);
 }
 
-int lbbb_get_shape(lua_State *L, int i, int64_t *shape, const char *what) {
+/* last_error() -> kind, message of the last error a core function raised:
+** kind is "shape", "argument", "index", "memory", "graph", "io", "value"
+** or "interrupted"; nil when none has been raised. */
+int lbbb_last_error(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, LAST_ERROR_KEY);
+  if (lua_isnil(L, -1)) return 1;
+  lua_pushstring(L, bbb_errmsg());
+  return 2;
+}
+
+/* One size at stack index at (entry k, 1-based, for messages). Sizes are
+** Lua numbers with an integer value; strings are refused rather than
+** converted, so {"3"} is an error as {"a"} is. allow_infer admits -1. */
+static int64_t shape_entry(lua_State *L, int at, int k, const char *what, int allow_infer) {
+  int ok = 0;
+  lua_Integer v = 0;
+  if (lua_type(L, at) == LUA_TNUMBER) v = lua_tointegerx(L, at, &ok);
+  if (!ok) {
+    if (lua_type(L, at) == LUA_TNUMBER)
+      luaL_error(L, "%s: size %d is not an integer (%s)", what, k,
+                 luaL_tolstring(L, at, NULL));
+    if (lua_type(L, at) == LUA_TSTRING)
+      luaL_error(L, "%s: size %d is a string (\"%s\"), not an integer", what, k,
+                 lua_tostring(L, at));
+    luaL_error(L, "%s: size %d is a %s, not an integer", what, k, luaL_typename(L, at));
+  }
+  if (v < 0 && !(allow_infer && v == -1))
+    luaL_error(L, "%s: size %d is negative (%I)", what, k, v);
+  return (int64_t)v;
+}
+
+static int read_shape(lua_State *L, int i, int64_t *shape, const char *what, int allow_infer) {
   int n = 0;
   if (lua_istable(L, i)) {
-    n = (int)luaL_len(L, i);
-    if (n > BBB_MAXDIM) luaL_error(L, "%s: at most %d dimensions, got %d", what, BBB_MAXDIM, n);
+    lua_Integer len = luaL_len(L, i);
+    if (len > BBB_MAXDIM) luaL_error(L, "%s: at most %d dimensions, got %I", what, BBB_MAXDIM, len);
+    n = (int)len;
     for (int k = 0; k < n; k++) {
       lua_geti(L, i, k + 1);
-      int ok;
-      lua_Integer v = lua_tointegerx(L, -1, &ok);
-      if (!ok) luaL_error(L, "%s: size %d is not an integer (%s)", what, k + 1,
-                          luaL_tolstring(L, -1, NULL));
-      if (v < 0) luaL_error(L, "%s: size %d is negative (%d)", what, k + 1, (int)v);
-      shape[k] = v;
+      shape[k] = shape_entry(L, lua_gettop(L), k + 1, what, allow_infer);
       lua_pop(L, 1);
     }
     return n;
   }
   while (lua_type(L, i + n) == LUA_TNUMBER) {
     if (n == BBB_MAXDIM) luaL_error(L, "%s: at most %d dimensions", what, BBB_MAXDIM);
-    int ok;
-    lua_Integer v = lua_tointegerx(L, i + n, &ok);
-    if (!ok) luaL_error(L, "%s: size %d is not an integer (%s)", what, n + 1,
-                        luaL_tolstring(L, i + n, NULL));
-    if (v < 0) luaL_error(L, "%s: size %d is negative (%d)", what, n + 1, (int)v);
-    shape[n++] = v;
+    shape[n] = shape_entry(L, i + n, n + 1, what, allow_infer);
+    n++;
   }
   return n;
 }
 
+int lbbb_get_shape(lua_State *L, int i, int64_t *shape, const char *what) {
+  return read_shape(L, i, shape, what, 0);
+}
+
+int lbbb_get_shape_infer(lua_State *L, int i, int64_t *shape, const char *what) {
+  return read_shape(L, i, shape, what, 1);
+}
+
+int64_t lbbb_shape_numel(lua_State *L, int nd, const int64_t *shape, const char *what) {
+  int64_t n = 1;
+  for (int k = 0; k < nd; k++)
+    if (shape[k] >= 0 && __builtin_mul_overflow(n, shape[k], &n))
+      luaL_error(L, "%s: the sizes multiply past 2^63 elements (size %d is %I)", what, k + 1,
+                 (lua_Integer)shape[k]);
+  return n;
+}
 
 int lbbb_check_dim(lua_State *L, int i, const bbb_tensor *t, const char *op) {
   lua_Integer d = luaL_checkinteger(L, i);

@@ -23,16 +23,23 @@ static int op_of(lua_State *L) { return (int)lua_tointeger(L, lua_upvalueindex(1
 
 static int t_unary(lua_State *L) { return unary_with(L, op_of(L), 0, 0); }
 
+/** pow(x, p) -> tensor
+** x to the power p (a finite number), elementwise; also x ^ p. */
 static int t_pow(lua_State *L) {
   lua_Number p = luaL_checknumber(L, 2);
   if (!isfinite(p)) return luaL_error(L, "pow: exponent must be finite, got %f", p);
   return unary_with(L, BBB_POWS, p, 0);
 }
 
-/* t:gt(s), t:lt(s): 0/1 masks, constant for the gradient */
+/** gt(x, s) -> tensor
+** 1 where x > s, else 0 (a mask: no gradient flows through it). */
 static int t_gt(lua_State *L) { return unary_with(L, BBB_GTS, luaL_checknumber(L, 2), 0); }
+/** lt(x, s) -> tensor
+** 1 where x < s, else 0 (a mask: no gradient flows through it). */
 static int t_lt(lua_State *L) { return unary_with(L, BBB_LTS, luaL_checknumber(L, 2), 0); }
 
+/** clamp(x [, lo [, hi]]) -> tensor
+** x limited to [lo, hi] elementwise (nil: no bound). */
 static int t_clamp(lua_State *L) {
   lua_settop(L, 3);
   lua_Number lo = luaL_optnumber(L, 2, -HUGE_VAL), hi = luaL_optnumber(L, 3, HUGE_VAL);
@@ -75,6 +82,16 @@ static int t_binary(lua_State *L) { return arith(L, op_of(L)); }
 
 static int t_unm(lua_State *L) { return unary_with(L, BBB_NEG, 0, 0); }
 
+/* x ^ p: pow with a number exponent. */
+static int t_pow_meta(lua_State *L) {
+  if (lua_type(L, 2) != LUA_TNUMBER)
+    return luaL_error(L, "pow: x ^ p needs a tensor x and a number p, got %s ^ %s",
+                      luaL_typename(L, 1), luaL_typename(L, 2));
+  lua_Number p = lua_tonumber(L, 2);
+  if (!isfinite(p)) return luaL_error(L, "pow: exponent must be finite, got %f", p);
+  return unary_with(L, BBB_POWS, p, 0);
+}
+
 /* sum([dim [, keepdim]]) and friends; no dim reduces everything. */
 static int reduce(lua_State *L, int op) {
   lua_settop(L, 3);
@@ -86,6 +103,8 @@ static int reduce(lua_State *L, int op) {
 
 static int t_reduce(lua_State *L) { return reduce(L, op_of(L)); }
 
+/** argmax(x [, dim [, keepdim]]) -> tensor
+** 1-based positions of the maxima, over all elements or along dim. */
 static int t_argmax(lua_State *L) {
   lua_settop(L, 3);
   bbb_tensor *x = check(L, 1);
@@ -94,7 +113,10 @@ static int t_argmax(lua_State *L) {
   return push_result(L, bbb_argmax(&u->t, x, dim, lua_toboolean(L, 3), 1));
 }
 
-/* max() -> value tensor; max(dim [, keepdim]) -> values, indices */
+/** max(x) -> tensor
+** max(x, dim [, keepdim]) -> values, indices
+** The largest element (0-d), or the maxima along dim with their 1-based
+** positions. */
 static int t_max(lua_State *L) {
   lua_settop(L, 3);
   reduce(L, BBB_MAX);
@@ -105,6 +127,9 @@ static int t_max(lua_State *L) {
   return 2;
 }
 
+/** matmul(a, b [, ta [, tb]]) -> tensor
+** The matrix product op(a) op(b) of 2-d tensors, op transposing when its flag
+** is true (OpenBLAS sgemm). */
 static int t_matmul(lua_State *L) {
   lua_settop(L, 4);
   bbb_tensor *a = check(L, 1), *b = check(L, 2);
@@ -112,6 +137,8 @@ static int t_matmul(lua_State *L) {
   return push_result(L, bbb_matmul(&u->t, a, b, lua_toboolean(L, 3), lua_toboolean(L, 4)));
 }
 
+/** linear(x, W [, b]) -> tensor
+** x W^T + b for x (B, in), W (out, in), b (out): a dense layer's output. */
 static int t_linear(lua_State *L) {   /* linear(x, W [, b]) */
   lua_settop(L, 3);
   bbb_tensor *x = check(L, 1), *w = check(L, 2), *b = lbbb_opt_tensor(L, 3);
@@ -119,19 +146,25 @@ static int t_linear(lua_State *L) {   /* linear(x, W [, b]) */
   return push_result(L, bbb_linear(&u->t, x, w, b));
 }
 
+/** log_softmax(x) -> tensor
+** log softmax over the last dimension, computed stably. */
 static int t_log_softmax(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_log_softmax(&u->t, x));
 }
 
+/** softmax(x) -> tensor
+** softmax over the last dimension. */
 static int t_softmax(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_softmax(&u->t, x));
 }
 
-/* nll(logp, labels [, "mean" | "sum"]): labels 1..C */
+/** nll(logp, labels [, "mean" | "sum"]) -> tensor
+** Negative log-likelihood of labels 1..C under log-probabilities logp (B, C),
+** averaged (default) or summed over the batch. */
 static int t_nll(lua_State *L) {
   lua_settop(L, 3);
   bbb_tensor *lp = check(L, 1), *lab = check(L, 2);
@@ -141,32 +174,36 @@ static int t_nll(lua_State *L) {
   return push_result(L, bbb_nll(&u->t, lp, lab, 1, mean));
 }
 
+/** reshape(x, n1, n2, ...) -> tensor
+** reshape(x, {n1, n2, ...}) -> tensor
+** The same elements in new sizes (a view sharing storage); one size may be -1
+** and is then inferred. view is another name for it. */
 static int t_reshape(lua_State *L) {
   bbb_tensor *x = check(L, 1);
-  int64_t shape[BBB_MAXDIM], known = 1;
-  int infer = -1, nd = 0;
-  /* sizes may include one -1, inferred from the element count */
-  if (lua_istable(L, 2)) {
-    nd = (int)luaL_len(L, 2);
-    if (nd > BBB_MAXDIM) return luaL_error(L, "reshape: at most %d dimensions", BBB_MAXDIM);
-    for (int k = 0; k < nd; k++) { lua_geti(L, 2, k + 1); shape[k] = lua_tointeger(L, -1); lua_pop(L, 1); }
-  } else {
-    while (lua_type(L, 2 + nd) == LUA_TNUMBER) {
-      if (nd == BBB_MAXDIM) return luaL_error(L, "reshape: at most %d dimensions", BBB_MAXDIM);
-      shape[nd] = lua_tointeger(L, 2 + nd); nd++;
-    }
-  }
+  int64_t shape[BBB_MAXDIM];
+  int infer = -1;
+  int nd = lbbb_get_shape_infer(L, 2, shape, "reshape");
   for (int k = 0; k < nd; k++) {
-    if (shape[k] == -1 && infer >= 0) return luaL_error(L, "reshape: only one size may be -1");
-    if (shape[k] == -1) infer = k;
-    else if (shape[k] < 0) return luaL_error(L, "reshape: size %d is negative (%d)", k + 1, (int)shape[k]);
-    else known *= shape[k];
+    if (shape[k] != -1) continue;
+    if (infer >= 0) return luaL_error(L, "reshape: only one size may be -1");
+    infer = k;
   }
-  if (infer >= 0) shape[infer] = known ? x->numel / known : 0;
+  int64_t known = lbbb_shape_numel(L, nd, shape, "reshape");
+  if (infer >= 0) {
+    char s[96];
+    if (known == 0 || x->numel % known != 0)
+      return luaL_error(L, "reshape: cannot infer size %d: %s has %I elements, the other "
+                        "sizes give %I", infer + 1, bbb_shape_str(x, s, sizeof s),
+                        (lua_Integer)x->numel, (lua_Integer)known);
+    shape[infer] = x->numel / known;
+  }
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_reshape(&u->t, x, nd, shape));
 }
 
+/** narrow(x, dim, start, len) -> tensor
+** Elements start .. start+len-1 (1-based) along dim. Along dimension 1 the
+** result is a view (writes reach x); along other dimensions it is a copy. */
 static int t_narrow(lua_State *L) {   /* narrow(dim, start, len), start 1-based */
   lua_settop(L, 4);
   bbb_tensor *x = check(L, 1);
@@ -176,31 +213,41 @@ static int t_narrow(lua_State *L) {   /* narrow(dim, start, len), start 1-based 
   return push_result(L, bbb_narrow(&u->t, x, dim, start - 1, len));
 }
 
+/** index_select(x, idx) -> tensor
+** The rows of x at the 1-based indices in the 1-d tensor idx. */
 static int t_index_select(lua_State *L) {
   bbb_tensor *x = check(L, 1), *idx = check(L, 2);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_index_select(&u->t, x, idx, 1));
 }
 
+/** t(x) -> tensor
+** transpose(x) -> tensor
+** The transpose of a 2-d tensor (a copy: writes do not reach x). */
 static int t_transpose(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_transpose(&u->t, x));
 }
 
+/** clone(x) -> tensor
+** A copy of x's data; gradients flow back to x. */
 static int t_clone(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_copy(&u->t, x));
 }
 
+/** detach(x) -> tensor
+** x's data without its graph (shares storage; no gradient flows back). */
 static int t_detach(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_detach(&u->t, x));
 }
 
-/* cat({t1, t2, ...} [, dim]) */
+/** cat({x1, x2, ...} [, dim]) -> tensor
+** The tensors joined along dim (1 by default); other sizes must agree. */
 static int t_cat(lua_State *L) {
   lua_settop(L, 2);
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -218,6 +265,36 @@ static int t_cat(lua_State *L) {
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_concat(&u->t, xs, n, dim));
 }
+
+/** exp(x) -> tensor
+** log(x) -> tensor
+** log1p(x) -> tensor
+** softplus(x) -> tensor
+** sigmoid(x) -> tensor
+** tanh(x) -> tensor
+** relu(x) -> tensor
+** sqrt(x) -> tensor
+** square(x) -> tensor
+** abs(x) -> tensor
+** neg(x) -> tensor
+** Elementwise functions, each a tensor method and a bbb function
+** (x:exp() or bbb.exp(x)), differentiable; softplus and sigmoid are stable
+** for any input. */
+
+/** add(a, b) -> tensor
+** sub(a, b) -> tensor
+** mul(a, b) -> tensor
+** div(a, b) -> tensor
+** maximum(a, b) -> tensor
+** minimum(a, b) -> tensor
+** logaddexp(a, b) -> tensor
+** Elementwise binary ops with NumPy broadcasting; either side may be a
+** number. + - * / are the same ops. */
+
+/** sum(x [, dim [, keepdim]]) -> tensor
+** mean(x [, dim [, keepdim]]) -> tensor
+** logsumexp(x [, dim [, keepdim]]) -> tensor
+** Reductions over all elements (a 0-d result) or along dim (1-based). */
 
 /* Table-driven ops: name, core op code, wrapper, and the metamethod it
 ** also serves (or NULL). */
@@ -252,7 +329,7 @@ static const luaL_Reg funcs[] = {
 };
 
 static const luaL_Reg meta[] = {
-  {"__unm", t_unm}, {NULL, NULL}
+  {"__unm", t_unm}, {"__pow", t_pow_meta}, {NULL, NULL}
 };
 
 void lbbb_open_ops(lua_State *L, const lbbb_tables *tb) {

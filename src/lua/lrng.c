@@ -33,6 +33,9 @@ static uint64_t check_seed(lua_State *L, int i, const char *what) {
   return (uint64_t)(int64_t)v;
 }
 
+/** Generator([seed]) -> generator
+** A Philox4x32-10 random generator: counter based, so its numbers do not
+** depend on the thread count. g:seed(), g:state(), g:set_state(seed, counter). */
 static int l_generator(lua_State *L) {
   uint64_t seed = lua_isnoneornil(L, 1) ? 0 : check_seed(L, 1, "Generator");
   bbb_rng *g = lua_newuserdatauv(L, sizeof *g, 0);
@@ -41,6 +44,8 @@ static int l_generator(lua_State *L) {
   return 1;
 }
 
+/** manual_seed(seed [, gen])
+** Reseeds the default generator (or gen) with an integer seed. */
 static int l_manual_seed(lua_State *L) {
   bbb_rng_init(lbbb_generator_arg(L, 2), check_seed(L, 1, "manual_seed"));
   return 0;
@@ -79,26 +84,53 @@ static int g_tostring(lua_State *L) {
 
 /* ---- random ---- */
 
+/* Sizes as a table, then the parameters: randn({2, 3}, mean, std, gen); or
+** sizes as numbers, then at most a generator: randn(2, 3 [, gen]). */
 static int t_random(lua_State *L, int normal, const char *what) {
-  lua_settop(L, 4);
   int64_t shape[BBB_MAXDIM];
-  luaL_checktype(L, 1, LUA_TTABLE);
-  int nd = lbbb_get_shape(L, 1, shape, what);
-  lua_Number a = luaL_optnumber(L, 2, normal ? 0 : 0), b = luaL_optnumber(L, 3, 1);
+  int nd;
+  if (lua_type(L, 1) == LUA_TNUMBER) {
+    nd = lbbb_get_shape(L, 1, shape, what);
+    if (!lua_isnoneornil(L, nd + 1) && !luaL_testudata(L, nd + 1, BBB_GENERATOR_MT))
+      return luaL_error(L, "%s: after sizes given as numbers only a Generator may follow, "
+                        "got a %s (pass the sizes as a table to give parameters)", what,
+                        luaL_typename(L, nd + 1));
+    lua_settop(L, nd + 1);
+    lua_insert(L, 1);   /* the generator (or nil) first ... */
+    lua_settop(L, 1);
+    lua_createtable(L, 0, 0);   /* ... then placeholders: shape, a, b, gen */
+    lua_insert(L, 1);
+    lua_pushnil(L);
+    lua_insert(L, 2);
+    lua_pushnil(L);
+    lua_insert(L, 3);
+  } else {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    nd = lbbb_get_shape(L, 1, shape, what);
+  }
+  lua_settop(L, 4);
+  lua_Number a = luaL_optnumber(L, 2, 0), b = luaL_optnumber(L, 3, 1);
   if (!isfinite(a) || !isfinite(b) || (normal ? b < 0 : !(a < b)))
     return luaL_error(L, "%s: bad parameters %f, %f (%s)", what, a, b,
                       normal ? "need finite mean and std >= 0" : "need finite lo < hi");
   bbb_rng *g = lbbb_generator_arg(L, 4);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(nd, shape);
-  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
   if (normal) bbb_rng_normal(g, bbb_data(u->t), u->t->numel, (bbb_float)a, (bbb_float)b);
   else bbb_rng_uniform(g, bbb_data(u->t), u->t->numel, (bbb_float)a, (bbb_float)b);
   return 1;
 }
 
-/* randn(shape [, mean, std [, gen]]) and rand(shape [, lo, hi [, gen]]) */
+/** randn(n1, n2, ... [, gen]) -> tensor
+** randn({n1, n2, ...} [, mean, std [, gen]]) -> tensor
+** Samples from the normal distribution N(mean, std^2) (0 and 1 by default),
+** from generator gen or the default one (see manual_seed). The same seed gives
+** the same numbers for any thread count. */
 static int t_randn(lua_State *L) { return t_random(L, 1, "randn"); }
+/** rand(n1, n2, ... [, gen]) -> tensor
+** rand({n1, n2, ...} [, lo, hi [, gen]]) -> tensor
+** Samples uniformly from [lo, hi) ([0, 1) by default). */
 static int t_rand(lua_State *L) { return t_random(L, 0, "rand"); }
 
 

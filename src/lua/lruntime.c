@@ -11,18 +11,29 @@
 #include "lbbb.h"
 #include "parallel.h"
 
+/** set_num_threads(n)
+** Threads for bbb's parallel passes and OpenBLAS alike. */
 static int l_set_num_threads(lua_State *L) {
-  lua_Integer n = luaL_checkinteger(L, 1);
-  if (n < 1 || n > 1024) return luaL_error(L, "set_num_threads: need 1..1024 threads, got %d", (int)n);
-  bbb_set_num_threads((int)n);
+  lbbb_check(L, bbb_set_num_threads((int64_t)luaL_checkinteger(L, 1)));
   return 0;
 }
 
+/** max_threads() -> integer
+** The most threads set_num_threads accepts here (a multiple of the cores). */
+static int l_max_threads(lua_State *L) {
+  lua_pushinteger(L, bbb_max_threads());
+  return 1;
+}
+
+/** get_num_threads() -> integer
+** The thread count set by set_num_threads (or OpenMP's default). */
 static int l_get_num_threads(lua_State *L) {
   lua_pushinteger(L, bbb_get_num_threads());
   return 1;
 }
 
+/** bytes_allocated() -> integer
+** Bytes of tensor storage currently held. */
 static int l_bytes_allocated(lua_State *L) {
   lua_pushinteger(L, bbb_bytes_allocated());
   return 1;
@@ -35,8 +46,9 @@ double lbbb_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* clock() -> monotonic seconds: wall time, unlike os.clock's CPU time,
-** which adds up every thread's work. */
+/** clock() -> seconds
+** Monotonic wall-clock time: unlike os.clock's CPU time, it does not add up
+** every thread's work. */
 static int l_clock(lua_State *L) {
   lua_pushnumber(L, lbbb_now());
   return 1;
@@ -44,7 +56,9 @@ static int l_clock(lua_State *L) {
 
 static const luaL_Reg funcs[] = {
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
-  {"bytes_allocated", l_bytes_allocated}, {"clock", l_clock}, {NULL, NULL}
+  {"max_threads", l_max_threads},
+  {"bytes_allocated", l_bytes_allocated}, {"clock", l_clock},
+  {"last_error", lbbb_last_error}, {NULL, NULL}
 };
 
 void lbbb_open_runtime(lua_State *L, const lbbb_tables *tb) {

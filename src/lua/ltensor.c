@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lbbb.h"
+#include "autograd.h"
 #include "ops.h"
 
 static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i); }
@@ -19,20 +20,43 @@ static int t_full_common(lua_State *L, int shape_at, bbb_float v, const char *wh
   int n = lbbb_get_shape(L, shape_at, shape, what);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_full(n, shape, v);
-  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
   return 1;
 }
 
+/** zeros(n1, n2, ...) -> tensor
+** zeros({n1, n2, ...}) -> tensor
+** A float32 tensor of the given sizes filled with 0. Sizes are integers >= 0,
+** given as numbers or as one table (x:size() works); no sizes make a 0-d tensor. */
 static int t_zeros(lua_State *L) { return t_full_common(L, 1, 0, "zeros"); }
+/** ones(n1, n2, ...) -> tensor
+** ones({n1, n2, ...}) -> tensor
+** A float32 tensor of the given sizes filled with 1. */
 static int t_ones(lua_State *L) { return t_full_common(L, 1, 1, "ones"); }
+/** empty(n1, n2, ...) -> tensor
+** empty({n1, n2, ...}) -> tensor
+** A tensor of the given sizes (filled with 0: bbb never hands out garbage). */
 static int t_empty(lua_State *L) { return t_full_common(L, 1, 0, "empty"); }
 
+/** full(n1, n2, ..., value) -> tensor
+** full({n1, n2, ...}, value) -> tensor
+** A tensor of the given sizes with every element equal to value. */
 static int t_full(lua_State *L) {
-  /* full(shape, value) with shape a table */
+  if (lua_type(L, 1) == LUA_TNUMBER) {
+    int top = lua_gettop(L);
+    if (top < 2 || lua_type(L, top) != LUA_TNUMBER)
+      return luaL_error(L, "full: expected sizes then a value, as full(2, 3, 7) or full({2, 3}, 7)");
+    bbb_float v = (bbb_float)lua_tonumber(L, top);
+    lua_settop(L, top - 1);
+    return t_full_common(L, 1, v, "full");
+  }
   luaL_checktype(L, 1, LUA_TTABLE);
   return t_full_common(L, 1, (bbb_float)luaL_checknumber(L, 2), "full");
 }
 
+/** arange([start,] stop [, step]) -> tensor
+** The 1-d tensor start, start + step, ... up to but not including stop
+** (start 0 and step 1 by default), as NumPy's arange. */
 static int t_arange(lua_State *L) {
   lua_settop(L, 3);
   lua_Number a = luaL_checknumber(L, 1), b, step = luaL_optnumber(L, 3, 1);
@@ -45,11 +69,13 @@ static int t_arange(lua_State *L) {
   int64_t n = (int64_t)cnt;
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(1, &n);
-  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
   for (int64_t i = 0; i < n; i++) bbb_data(u->t)[i] = (bbb_float)(a + step * (double)i);
   return 1;
 }
 
+/** linspace(a, b, n) -> tensor
+** n evenly spaced points from a to b, both included. */
 static int t_linspace(lua_State *L) {
   lua_Number a = luaL_checknumber(L, 1), b = luaL_checknumber(L, 2);
   lua_Integer n = luaL_checkinteger(L, 3);
@@ -57,7 +83,7 @@ static int t_linspace(lua_State *L) {
   int64_t sz = n;
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(1, &sz);
-  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
   for (int64_t i = 0; i < n; i++)
     bbb_data(u->t)[i] = (bbb_float)(n == 1 ? a : a + (b - a) * (double)i / (double)(n - 1));
   return 1;
@@ -101,11 +127,15 @@ static void table_fill(lua_State *L, int i, int depth, int nd, const int64_t *sh
   }
 }
 
+/** tensor(table) -> tensor
+** tensor(number) -> tensor
+** A tensor from nested tables of numbers ({{1, 2}, {3, 4}} is 2x2; rows must
+** have equal lengths), or a 0-d tensor from a number. */
 static int t_from_table(lua_State *L) {
   if (lua_type(L, 1) == LUA_TNUMBER) {   /* a 0-d tensor */
     lbbb_tensor_ud *u = lbbb_new_tensor(L);
     u->t = bbb_tensor_full(0, NULL, (bbb_float)lua_tonumber(L, 1));
-    lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+    lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
     return 1;
   }
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -114,34 +144,63 @@ static int t_from_table(lua_State *L) {
   table_shape(L, 1, 0, &nd, shape);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(nd, shape);
-  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
   bbb_float *at = bbb_data(u->t);
   table_fill(L, 1, 0, nd, shape, &at);
   return 1;
 }
 
-/* bbb.from_bytes(s, offset, shape, scale): unsigned bytes -> floats * scale
-** (image files). offset is 0-based into s. */
+/** from_bytes(s, offset, {n1, ...} [, scale]) -> tensor
+** The unsigned bytes of string s from 0-based offset, as floats times scale
+** (image files). The sizes must fit in the bytes available. */
 static int t_from_bytes(lua_State *L) {
   lua_settop(L, 4);
   size_t len;
   const unsigned char *s = (const unsigned char *)luaL_checklstring(L, 1, &len);
   lua_Integer off = luaL_checkinteger(L, 2);
-  int64_t shape[BBB_MAXDIM], n = 1;
+  int64_t shape[BBB_MAXDIM];
   luaL_checktype(L, 3, LUA_TTABLE);
   int nd = lbbb_get_shape(L, 3, shape, "from_bytes");
   lua_Number scale = luaL_optnumber(L, 4, 1);
-  for (int k = 0; k < nd; k++) n *= shape[k];
-  if (off < 0 || (size_t)off > len || (size_t)n > len - (size_t)off)
-    return luaL_error(L, "from_bytes: %d bytes at offset %d exceed the %d available",
-                      (int)n, (int)off, (int)len);
+  int64_t n = lbbb_shape_numel(L, nd, shape, "from_bytes");
+  if (off < 0 || (size_t)off > len || (uint64_t)n > (uint64_t)(len - (size_t)off))
+    return luaL_error(L, "from_bytes: %I bytes at offset %I exceed the %I available",
+                      (lua_Integer)n, off, (lua_Integer)len);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(nd, shape);
-  lbbb_check(L, u->t ? BBB_OK : BBB_EMEM);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
   bbb_float *d = bbb_data(u->t);
   for (int64_t i = 0; i < n; i++) d[i] = (bbb_float)(s[off + i] * scale);
   return 1;
 }
+/* A size is a plain list of integers that prints as a size. */
+static void push_size(lua_State *L, const bbb_tensor *t) {
+  lua_createtable(L, t->ndim, 0);
+  for (int k = 0; k < t->ndim; k++) {
+    lua_pushinteger(L, t->shape[k]);
+    lua_rawseti(L, -2, k + 1);
+  }
+  luaL_setmetatable(L, BBB_SIZE_MT);
+}
+
+static int size_tostring(lua_State *L) {
+  luaL_Buffer b;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 1);
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, "bbb.Size{");
+  for (lua_Integer k = 1; k <= n; k++) {
+    lua_geti(L, 1, k);
+    if (k > 1) luaL_addstring(&b, ", ");
+    luaL_tolstring(L, -1, NULL);
+    luaL_addvalue(&b);
+    lua_pop(L, 1);
+  }
+  luaL_addchar(&b, '}');
+  luaL_pushresult(&b);
+  return 1;
+}
+
 /* ---- element access ---- */
 
 static int64_t check_index(lua_State *L, const bbb_tensor *t, lua_Integer i, const char *op) {
@@ -159,8 +218,12 @@ static int t_index(lua_State *L) {
   if (lua_type(L, 2) == LUA_TSTRING) {
     const char *k = lua_tostring(L, 2);
     if (strcmp(k, "grad") == 0) {
-      bbb_tensor *t = check(L, 1);
-      if (t->grad) lbbb_push_tensor(L, t->grad); else lua_pushnil(L);
+      bbb_tensor *g = bbb_tensor_grad(check(L, 1));
+      if (g) lbbb_push_tensor(L, g); else lua_pushnil(L);
+      return 1;
+    }
+    if (strcmp(k, "shape") == 0) {   /* x.shape, as in PyTorch */
+      push_size(L, check(L, 1));
       return 1;
     }
     lua_getfield(L, lua_upvalueindex(1), k);
@@ -214,6 +277,8 @@ static int t_newindex(lua_State *L) {
   return 0;
 }
 
+/** get(x, i, j, ...) -> number
+** The element at 1-based indices (one per dimension). */
 static int t_get(lua_State *L) {   /* t:get(i, j, ...) -> number */
   bbb_tensor *t = check(L, 1);
   int n = lua_gettop(L) - 1;
@@ -230,6 +295,8 @@ static int t_get(lua_State *L) {   /* t:get(i, j, ...) -> number */
   return 1;
 }
 
+/** set(x, i, j, ..., value) -> x
+** Writes one element in place (1-based indices). */
 static int t_set(lua_State *L) {   /* t:set(i, j, ..., value) */
   bbb_tensor *t = check(L, 1);
   int n = lua_gettop(L) - 2;
@@ -248,6 +315,8 @@ static int t_set(lua_State *L) {   /* t:set(i, j, ..., value) */
   return 1;
 }
 
+/** item(x) -> number
+** The value of a one-element tensor. */
 static int t_item(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   char s[96];
@@ -267,6 +336,8 @@ static void push_rows(lua_State *L, const bbb_tensor *t, int dim, const bbb_floa
   }
 }
 
+/** totable(x) -> table
+** The elements as nested Lua tables (a number for a 0-d tensor). */
 static int t_totable(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   const bbb_float *at = bbb_data(t);
@@ -275,21 +346,25 @@ static int t_totable(lua_State *L) {
   return 1;
 }
 
+/** size(x [, dim]) -> bbb.Size | integer
+** The sizes as a bbb.Size (a list of integers that prints as a size), or the
+** size of one dimension (1-based, negative counts from the end). x.shape is
+** the same as x:size(). */
 static int t_size(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   if (!lua_isnoneornil(L, 2)) {
     lua_pushinteger(L, t->shape[check_dim(L, 2, t, "size")]);
     return 1;
   }
-  lua_createtable(L, t->ndim, 0);
-  for (int k = 0; k < t->ndim; k++) {
-    lua_pushinteger(L, t->shape[k]);
-    lua_rawseti(L, -2, k + 1);
-  }
+  push_size(L, t);
   return 1;
 }
 
+/** dim(x) -> integer
+** The number of dimensions. */
 static int t_dim(lua_State *L) { lua_pushinteger(L, check(L, 1)->ndim); return 1; }
+/** numel(x) -> integer
+** The number of elements. */
 static int t_numel(lua_State *L) { lua_pushinteger(L, check(L, 1)->numel); return 1; }
 static int t_len(lua_State *L) {
   bbb_tensor *t = check(L, 1);
@@ -299,6 +374,8 @@ static int t_len(lua_State *L) {
 
 /* ---- in-place writes (bump the version the graph checks) ---- */
 
+/** fill(x, value) -> x
+** Sets every element to value, in place. */
 static int t_fill(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   bbb_float v = (bbb_float)luaL_checknumber(L, 2), *d = bbb_data(t);
@@ -308,6 +385,8 @@ static int t_fill(lua_State *L) {
   return 1;
 }
 
+/** copy(x, src) -> x
+** Copies src's elements into x in place (same element count). */
 static int t_copy_(lua_State *L) {
   bbb_tensor *t = check(L, 1), *src = check(L, 2);
   char s1[96], s2[96];
@@ -327,6 +406,8 @@ static int t_gc(lua_State *L) {
   return 0;
 }
 
+/** is_tensor(v) -> boolean
+** True when v is an open bbb tensor. */
 static int l_is_tensor(lua_State *L) {
   lbbb_tensor_ud *u = luaL_testudata(L, 1, BBB_TENSOR_MT);
   lua_pushboolean(L, u != NULL && u->t != NULL);
@@ -352,6 +433,10 @@ static const luaL_Reg meta[] = {
 };
 
 void lbbb_open_tensor(lua_State *L, const lbbb_tables *tb) {
+  luaL_newmetatable(L, BBB_SIZE_MT);
+  lua_pushcfunction(L, size_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
   lbbb_register(L, tb, methods, funcs, meta);
   lua_pushvalue(L, tb->methods);
   lua_pushcclosure(L, t_index, 1);

@@ -151,7 +151,7 @@ end
 
 function BayesLinear:__tostring()
   return ("BayesLinear(%d -> %d, prior=%s, estimator=%s%s)"):format(self.n_in, self.n_out,
-    tostring(self.prior), self.estimator, self.kl_mode == "analytic" and ", kl=analytic" or "")
+    prior_mod.describe(self.prior), self.estimator, self.kl_mode == "analytic" and ", kl=analytic" or "")
 end
 
 return BayesLinear

@@ -179,17 +179,28 @@ function Module:predict(x, opts)
   self:evaluate()
   local saved = set_modes(self, mode)
   local ok, a, b, c = pcall(bbb.no_grad, function()
-    local sum, sq, outs = nil, nil, opts.keep_samples and {} or nil
+    local sum, outs = nil, opts.keep_samples and {} or nil
+    local mean, m2   -- gaussian: Welford's running mean and sum of squared deviations
     for s = 1, S do
       local out = self:forward(x)
       if not gaussian then out = out:softmax() end
       if outs then outs[s] = out end
-      sum = sum and sum + out or out
-      if gaussian then sq = sq and sq + out:square() or out:square() end
+      if gaussian then
+        -- The spread about the running mean, never E[y^2] - E[y]^2, which
+        -- cancels in float32 when |mean| >> spread (all of it at mean 1000).
+        if s == 1 then
+          mean, m2 = out:clone(), bbb.zeros_like(out)
+        else
+          local delta = out - mean
+          mean = mean + delta / s
+          m2 = m2 + delta * (out - mean)
+        end
+      else
+        sum = sum and sum + out or out
+      end
     end
-    local mean = sum / S
-    if not gaussian then return mean, outs end
-    local var = (sq / S - mean:square()):clamp(0) + (opts.noise_sigma or 0) ^ 2
+    if not gaussian then return sum / S, outs end
+    local var = (m2 / S):clamp(0) + (opts.noise_sigma or 0) ^ 2
     return mean, var:sqrt(), outs
   end)
   for _, e in ipairs(saved) do e[1].mode = e[2] end

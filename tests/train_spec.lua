@@ -1,0 +1,248 @@
+-- The training loop: resume bit for bit, Ctrl-C, the JSONL log, and
+-- mnist.lua's checks of its flags before any training.
+local bbb = require "bbb"
+local cjson = require "cjson"
+
+local build = os.getenv("BBB_BUILD") or "build"
+local root = os.getenv("BBB_ROOT") or "."
+local bbblua = build .. "/bbblua"
+
+local tmp = os.tmpname()
+os.remove(tmp)
+os.execute("mkdir -p " .. tmp)
+
+local function run(args)
+  local cmd = ("cd %q && %q %s 2>&1; echo \"exit=$?\""):format(root, bbblua, args)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  return tonumber(out:match("exit=(%d+)%s*$")), out
+end
+
+local function lines_of(path)
+  local out = {}
+  for l in io.lines(path) do out[#out + 1] = l end
+  return out
+end
+
+-- epoch lines and final accuracies, without their timings
+local function figures(out)
+  local keep = {}
+  for l in out:gmatch("[^\n]+") do
+    if l:match("^epoch") or l:match("^test accuracy") then keep[#keep + 1] = (l:gsub("%s+[%d.]+ s$", "")) end
+  end
+  return table.concat(keep, "\n")
+end
+
+local function same_tensors(a, b)
+  local ta, tb = bbb.checkpoint.read(a), bbb.checkpoint.read(b)
+  local n = 0
+  for k, t in pairs(ta) do
+    if k:match("^model%.") then
+      n = n + 1
+      assert.truthy(tb[k], k)
+      assert.are.equal(0, (t - tb[k]):abs():max():item(), k)
+    end
+  end
+  return n
+end
+
+local function my_pid()
+  local f = assert(io.open("/proc/self/stat"))
+  local pid = f:read("a"):match("^(%d+)")
+  f:close()
+  return pid
+end
+
+-- a tiny classification problem for in-process runs
+local function problem(seed)
+  local g = bbb.Generator(seed)
+  local x = bbb.randn({ 96, 5 }, 0, 1, g)
+  local y = (x:narrow(2, 1, 1):reshape(96):gt(0) + 1)
+  local ds = { x = x, y = y, n = 96, classes = { "a", "b" } }
+  local net = bbb.nn.bayes_mlp({ 5, 8, 2 }, { generator = g, prior = bbb.prior.Gaussian{ sigma = 1 } })
+  local opt = bbb.optim.Adam(net, { lr = 0.01 })
+  return { model = net, optimizer = opt, schedule = bbb.optim.schedule.exponential(opt, 0.9),
+           data = ds, test = ds, batch_size = 16, generator = g, quiet = true, progress = "off" }, g
+end
+
+describe("bbb.train.fit", function()
+  it("a run stopped by Ctrl-C inside an epoch and resumed ends bit for bit like one never stopped", function()
+    local straight = problem(1)
+    straight.epochs = 3
+    local r1 = bbb.train.fit(straight)
+    assert.are.equal("done", r1.status)
+    assert.are.equal(3, #r1.history)
+
+    local first = problem(1)
+    first.epochs = 3
+    first.checkpoint = tmp .. "/inproc.ckpt"
+    local pid = my_pid()
+    local count = 0
+    first.on_step = function()
+      count = count + 1
+      -- inside epoch 2 (6 batches an epoch); os.execute would ignore SIGINT while it waits
+      if count == 8 then io.popen("kill -INT " .. pid):close() end
+    end
+    local r2 = bbb.train.fit(first)
+    assert.are.equal("interrupted", r2.status)
+    assert.are.equal(1, r2.epoch)
+    assert.are.equal(2, r2.batch)
+    assert.are.equal(tmp .. "/inproc.ckpt", r2.checkpoint)
+
+    local again = problem(1)
+    again.epochs = 3
+    local _, info = bbb.load(tmp .. "/inproc.ckpt")
+    again.model:load_state_dict(info.tensors.model)
+    again.resume = info
+    local r3 = bbb.train.fit(again)
+    assert.are.equal("done", r3.status)
+    assert.are.equal(3, #r3.history)
+    for k, t in pairs(straight.model:state_dict()) do
+      assert.are.equal(0, (t - again.model:state_dict()[k]):abs():max():item(), k)
+    end
+    for e = 1, 3 do
+      for _, key in ipairs { "elbo_per_example", "nll_per_example", "complexity_total", "train_acc", "test_acc", "lr" } do
+        assert.are.equal(r1.history[e][key], r3.history[e][key], key .. " of epoch " .. e)
+      end
+    end
+  end)
+
+  it("writes a JSONL record per epoch, flushed, and rewrites it on resume", function()
+    local o = problem(2)
+    o.epochs = 2
+    o.log = tmp .. "/run.jsonl"
+    o.checkpoint = tmp .. "/run.ckpt"
+    o.on_epoch = function(rec) rec.extra_figure = 42 end
+    local seen_lines = {}
+    o.on_step = function(i)
+      if i == 1 then seen_lines[#seen_lines + 1] = #lines_of(o.log) end   -- earlier epochs already on disk
+    end
+    bbb.train.fit(o)
+    assert.are.same({ 0, 1 }, seen_lines)
+    local recs = lines_of(o.log)
+    assert.are.equal(2, #recs)
+    local r = cjson.decode(recs[2])
+    for _, k in ipairs { "epoch", "elbo_per_example", "nll_per_example", "complexity_total",
+                         "complexity_per_example", "train_acc", "test_acc", "lr", "seconds", "wall" } do
+      assert.is_not_nil(r[k], k)
+    end
+    assert.are.equal(42, r.extra_figure)
+    -- a third line, as if a run went on past its checkpoint and was killed
+    local f = assert(io.open(o.log, "a"))
+    f:write('{"epoch":3}\n')
+    f:close()
+    local o2 = problem(2)
+    o2.epochs = 3
+    o2.log = o.log
+    local _, info = bbb.load(o.checkpoint)
+    o2.model:load_state_dict(info.tensors.model)
+    o2.resume = info
+    bbb.train.fit(o2)
+    recs = lines_of(o.log)
+    assert.are.equal(3, #recs)
+    for i = 1, 3 do assert.are.equal(i, cjson.decode(recs[i]).epoch) end
+    assert.is_not_nil(cjson.decode(recs[3]).nll_per_example)
+  end)
+
+  it("never writes a checkpoint from a run that fails", function()
+    local o = problem(3)
+    o.epochs = 2
+    o.checkpoint = tmp .. "/fail.ckpt"
+    bbb.train.fit(o)
+    local before = io.open(o.checkpoint, "rb"):read("a")
+    local o2 = problem(3)
+    o2.epochs = 2
+    o2.checkpoint = o.checkpoint
+    o2.on_step = function(i) if i == 3 then error("boom") end end
+    assert.has_error(function() bbb.train.fit(o2) end)
+    assert.are.equal(before, io.open(o.checkpoint, "rb"):read("a"))
+  end)
+
+  it("a second Ctrl-C stops the process at once", function()
+    local status, out = run("-e " .. ("%q"):format([[
+      local pid = io.open("/proc/self/stat"):read("a"):match("^(%d+)")
+      bbb.core.sigint_trap(true)
+      io.popen("kill -INT " .. pid):close()
+      print("first", bbb.core.sigint_pending())
+      io.stdout:flush()
+      io.popen("kill -INT " .. pid):close()
+      print("still running")]]))
+    assert.truthy(out:find("first\t1", 1, true), out)
+    assert.falsy(out:find("still running", 1, true), out)
+    assert.are.equal(130, status, out)
+  end)
+
+  it("checks its options", function()
+    assert.has_error(function() bbb.train.fit{ model = 1 } end, "train.fit: option optimizer is required")
+    local o = problem(4)
+    o.epochs = 1.5
+    assert.has_error(function() bbb.train.fit(o) end, "train.fit: epochs must be a non-negative integer, got 1.5")
+  end)
+end)
+
+describe("scripts/mnist.lua runs that last", function()
+  local small = " --limit 1200 --test-limit 300 --hidden 24 --seed 5 --test-samples 2"
+
+  it("4 epochs straight equal 2 epochs plus --resume, weights and printed numbers", function()
+    local s1, full = run("scripts/mnist.lua" .. small .. " --epochs 4 --save " .. tmp .. "/full.st")
+    assert.are.equal(0, s1, full)
+    local s2, half = run("scripts/mnist.lua" .. small .. " --epochs 2 --checkpoint " .. tmp .. "/half.ckpt")
+    assert.are.equal(0, s2, half)
+    local s3, rest = run("scripts/mnist.lua --resume " .. tmp .. "/half.ckpt --epochs 4 --save " .. tmp .. "/res.st")
+    assert.are.equal(0, s3, rest)
+    assert.truthy(rest:find("resuming " .. tmp .. "/half.ckpt after epoch 2", 1, true), rest)
+    local f_half, f_rest = figures(half), figures(rest)
+    local want = figures(full)
+    -- epochs 1-2 from the first part, 3-4 and the final accuracies from the resumed one
+    local combined = f_half:gsub("\ntest accuracy[^\n]*", "") .. "\n" .. f_rest
+    assert.are.equal(want, combined)
+    assert.are.equal(12, same_tensors(tmp .. "/full.st", tmp .. "/res.st"))
+  end)
+
+  it("refuses a resume that changes the architecture, naming the flag", function()
+    run("scripts/mnist.lua" .. small .. " --epochs 1 --checkpoint " .. tmp .. "/arch.ckpt")
+    local status, out = run("scripts/mnist.lua --resume " .. tmp .. "/arch.ckpt --hidden 32")
+    assert.are_not.equal(0, status)
+    assert.truthy(out:find("--hidden is 32 but " .. tmp .. "/arch.ckpt was trained with 24", 1, true), out)
+  end)
+
+  it("checks --val, presets and checkpoints before any training", function()
+    local cases = {
+      { "--val 0", "--val: integer '0' is out of range" },
+      { "--val -5", "--val: integer '-5' is out of range" },
+      { "--val 1200 --limit 1200", "--val must be smaller than the 1200 training images, got 1200" },
+      { "--preset nope", "--preset: expected one of" },
+      { "--resume " .. tmp .. "/missing.ckpt", "--resume: load: cannot open" },
+      { "--resume " .. tmp, "is a directory" },
+    }
+    local bad = tmp .. "/tampered.ckpt"
+    io.open(bad, "wb"):write(string.pack("<I8", 5000) .. "{}"):close()
+    cases[#cases + 1] = { "--resume " .. bad, "declares a 5000-byte header" }
+    for _, c in ipairs(cases) do
+      local status, out = run("scripts/mnist.lua " .. c[1])
+      assert.are_not.equal(0, status, out)
+      assert.truthy(out:find(c[2], 1, true), ("%s: expected %q in\n%s"):format(c[1], c[2], out))
+      assert.falsy(out:find("epoch  1", 1, true), out)
+    end
+  end)
+
+  it("--val holds out the last images and reports them; presets are documented", function()
+    local status, out = run("scripts/mnist.lua" .. small .. " --epochs 1 --val 200 --model mlp --activation tanh")
+    assert.are.equal(0, status, out)
+    assert.truthy(out:find("1000 training, 200 validation, 300 test images", 1, true), out)
+    assert.truthy(out:match("val %d+%.%d+%%"), out)
+    status, out = run("scripts/mnist.lua --help")
+    for _, p in ipairs { "s0: seed 000", "s1: seed 001", "s3: seed 003", "paper-400", "paper-1200" } do
+      assert.truthy(out:find(p, 1, true), p)
+    end
+  end)
+
+  it("a preset sets its flags, explicit flags win", function()
+    local status, out = run("scripts/mnist.lua --preset s1 --epochs 1 --limit 256 --test-limit 100 --hidden 16 --test-samples 2")
+    assert.are.equal(0, status, out)
+    assert.truthy(out:find("BayesLinear(784 -> 16, prior=Gaussian{sigma=1}", 1, true), out)
+    assert.truthy(out:find("(2) Sigmoid", 1, true), out)
+    assert.truthy(out:find("pixels / 255", 1, true), out)
+  end)
+end)
