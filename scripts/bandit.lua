@@ -10,7 +10,7 @@ local cli = require "bbb.cli"
 local bandit = require "bbb.bandit"
 local checkpoint = require "bbb.checkpoint"
 
-local DEFAULT_STEPS = 5000
+local DEFAULT_STEPS = 10000
 local PAPER_STEPS = 50000
 
 -- name -> how to build it; the order is the table's and the plot's.
@@ -185,11 +185,11 @@ local function worker(name, run)
   end
   local label = ("[%s r%d]"):format(name, run)
   local every = math.max(1, cfg.steps // 10)
-  local t0 = bbb.clock()
+  local t0 = bbb.core.clock()
   bandit.run(env, agent, math.max(0, cfg.steps - start), function(t, e)
     curves.expected[t], curves.realised[t], curves.reward[t] = e.regret_expected, e.regret_realised, e.reward
     if t % every == 0 or t == cfg.steps then
-      local dt = bbb.clock() - t0
+      local dt = bbb.core.clock() - t0
       local eta = dt / (t - start) * (cfg.steps - t)
       print(("%-12s step %6d/%d  regret %8.0f expected %8.0f realised  %6.1f s  eta %5.0f s")
         :format(label, t, cfg.steps, e.regret_expected, e.regret_realised, dt, eta))
@@ -251,13 +251,13 @@ print(("Mushroom bandit: %s; %d steps, %d updates of %d per step, buffer %d, %d 
   .. "%d worker(s) at once, 1 thread each"):format(table.concat(names, ", "), cfg.steps, cfg.updates,
   cfg.batch, cfg.buffer, cfg.repeats, math.min(jobs, #runs)))
 io.stdout:flush()
-local t0 = bbb.clock()
+local t0 = bbb.core.clock()
 local pipe = assert(io.popen(("xargs -P %d -d '\\n' -n 1 sh -c < %s 2>&1"):format(jobs, shell_quote(list))))
 for line in pipe:lines() do print(line); io.stdout:flush() end
 local ok = pipe:close()
 os.remove(list)
 if not ok then fail("a worker failed (see above)") end
-local wall = bbb.clock() - t0
+local wall = bbb.core.clock() - t0
 
 -- Mean curves over the repeats.
 local function read_curve(path)

@@ -34,7 +34,10 @@ function Buffer:sample(k, generator)
   local n = self:size()
   if n == 0 then error("ReplayBuffer:sample: the buffer is empty", 2) end
   local u = bbb.rand({ k }, 0, 1, generator):totable()
-  for i = 1, k do u[i] = math.min(n, 1 + math.floor(u[i] * n)) end
+  for i = 1, k do   -- floor division, no function calls: this loop runs once a step for 4096 rows
+    local v = u[i] * n // 1 + 1
+    u[i] = v > n and n or v
+  end
   local idx = bbb.tensor(u)
   return self.x:index_select(idx), self.y:index_select(idx)
 end
