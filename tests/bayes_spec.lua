@@ -372,7 +372,7 @@ describe("optimizers", function()
     assert.has_error(function() bbb.optim.Adam({ bbb.zeros(2) }) end,
       "Adam: parameter param 1 does not require grad")
     assert.has_error(function() bbb.optim.SGD({ bbb.zeros(2):requires_grad(true) }, { lr = -1 }) end,
-      "SGD: lr must be a number >= 0, got -1")
+      "SGD: lr must be a finite number >= 0, got -1")
     assert.has_error(function() bbb.optim.SGD({}) end, "SGD: no parameters to optimize")
   end)
 end)
