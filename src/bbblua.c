@@ -461,9 +461,13 @@ static int input_ended_line(void) {
 #endif
 }
 
+/* Set while the chunk being read is a "?name" line rewritten into a call
+ * of bbb.help: history keeps what was typed, not the rewrite. */
+static int keep_typed_line = 0;
+
 static void saveline(const char *line) {
   HIST_ENTRY *last;
-  if (!use_readline || line[0] == '\0') return;
+  if (!use_readline || line[0] == '\0' || keep_typed_line) return;
   last = history_get(history_base + history_length - 1);
   if (last != NULL && strcmp(last->line, line) == 0) return;
   add_history(line);
@@ -594,8 +598,15 @@ static int pushline(lua_State *L, int firstline) {
   len = strlen(line);
   if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
   /* "?name" is help on name: ?bbb.randn, ?randn, ? alone for the summary. */
+#if defined(BBB_USE_READLINE)
+  keep_typed_line = 0;
+#endif
   if (firstline && line[0] == '?') {
     const char *what = line + 1;
+#if defined(BBB_USE_READLINE)
+    saveline(line);
+    keep_typed_line = 1;
+#endif
     while (*what == ' ') what++;
     if (*what == '\0') {
       lua_pushliteral(L, "bbb.help()");
