@@ -101,6 +101,9 @@ parser:option("--save", "Write the trained model as a checkpoint (safetensors) h
   :convert(cli.output_path())
 parser:option("--summary", "Write the final figures and the per-epoch history as JSON here.")
   :convert(cli.output_path { ext = { "json" } })
+parser:flag("--distributed", "Data-parallel training over MPI: mpirun -np N bbblua scripts/mnist.lua "
+  .. "--distributed. Each rank takes a shard of every global batch (--batch is the global size); "
+  .. "rank 0 prints, logs and writes checkpoints.")
 local args = cli.parse(parser)
 local given = cli.given(parser)
 
@@ -135,6 +138,39 @@ elseif args.preset then
     if not given[k] then args[k] = v end
   end
 end
+
+-- Under MPI, rank 0's flags are the job's: every rank checks its own against them.
+local dist, rank, nranks = nil, 0, 1
+if args.distributed then
+  dist = bbb.dist
+  if not dist.available then parser:error("--distributed: " .. dist.reason) end
+  rank, nranks = dist.rank(), dist.size()
+  local mine = require("bbb.json").encode(args)
+  local root = dist.broadcast_string(rank == 0 and mine or nil, 0)
+  if root ~= mine then
+    local theirs = require("bbb.json").decode(root)
+    local keys = {}
+    for k in pairs(theirs) do keys[#keys + 1] = k end
+    for k in pairs(args) do if theirs[k] == nil then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local v, mine_v = theirs[k], args[k]
+      local same = (type(v) == "number" and type(mine_v) == "number") and v == mine_v
+        or tostring(v) == tostring(mine_v)
+      if not same then
+        io.stderr:write(("mnist.lua: rank %d: --%s is %s here but %s on rank 0: every rank must "
+          .. "get the same flags\n"):format(rank, k:gsub("_", "-"), tostring(mine_v),
+          tostring(type(v) == "number" and math.tointeger(v) or v)))
+        dist.abort(2)
+      end
+    end
+  end
+  if args.batch < nranks then
+    parser:error(("--batch %d is smaller than the %d ranks"):format(args.batch, nranks))
+  end
+end
+local lead = rank == 0
+local print = lead and print or function() end
 
 bbb.set_num_threads(args.threads)
 bbb.manual_seed(args.seed)
@@ -176,6 +212,16 @@ if resume_info then
   local ok, err = pcall(net.load_state_dict, net, resume_info.tensors.model)
   if not ok then parser:error(("--resume: %s"):format(err)) end
 end
+-- The weight estimator draws the same weights on every rank (the shared
+-- generator), so the job is the single-process estimator with the same
+-- global batch; the per-example estimators and dropout draw their own noise
+-- on each rank, from a generator keyed by (seed, rank).
+local layer_gens = {}
+if nranks > 1 and (args.estimator ~= "weight" or args.model == "dropout") then
+  local rank_gen = bbb.Generator(args.seed + rank * (1 << 32))
+  net:apply(function(l) if l.generator then l.generator = rank_gen end end)
+  layer_gens.rank = rank_gen
+end
 
 local n_batches = bbb.data.num_batches(train_set.n, args.batch)
 local elbo = bbb.elbo.ELBO{ n_data = train_set.n, n_batches = n_batches, samples = args.samples,
@@ -206,15 +252,16 @@ io.stdout:flush()
 
 local saved_args = {}
 for k, v in pairs(args) do
-  if k ~= "resume" and k ~= "threads" then saved_args[k] = v end
+  if k ~= "resume" and k ~= "distributed" then saved_args[k] = v end
 end
 
-local clock = bbb.clock or os.clock
+local clock = bbb.clock
 local t_start = clock()
 local result = bbb.train.fit{
   model = net, elbo = elbo, optimizer = opt, schedule = schedule, data = train_set,
   val = val_set, test = test_set, batch_size = args.batch, epochs = args.epochs,
-  generator = gen, generators = { default = bbb.core.default_generator },
+  generator = gen, generators = { default = bbb.core.default_generator, rank = layer_gens.rank },
+  dist = dist,
   log = args.log, checkpoint = args.checkpoint or args.resume,
   checkpoint_every = args.checkpoint_every,
   interrupt_checkpoint = "mnist-interrupted.ckpt", resume = resume_info, args = saved_args,
@@ -222,8 +269,12 @@ local result = bbb.train.fit{
 
 if result.status == "interrupted" then
   local ck = result.checkpoint
-  io.stderr:write(("\ninterrupted in epoch %d after batch %d; the state is saved in %s.\n"
-    .. "Resume with: bbblua scripts/mnist.lua --resume %s\n"):format(result.epoch + 1, result.batch, ck, ck))
+  if lead then
+    io.stderr:write(("\ninterrupted in epoch %d after batch %d; the state is saved in %s.\n"
+      .. "Resume with: %sbbblua scripts/mnist.lua --resume %s%s\n"):format(result.epoch + 1, result.batch, ck,
+      dist and ("mpirun -np %d "):format(nranks) or "", ck, dist and " --distributed" or ""))
+  end
+  if dist then dist.finalize() end
   os.exit(130)
 end
 
@@ -233,11 +284,12 @@ local total = clock() - t_start
 print(("test accuracy: posterior means %.2f%%, MC ensemble of %d samples %.2f%% (test error %.2f%%)")
   :format(100 * acc_mean, args.test_samples, 100 * acc_mc, 100 * (1 - acc_mc)))
 print(("total %.1f s"):format(total))
-if args.save then
+if args.save and lead then
   bbb.save(args.save, { model = net, args = saved_args })
   print(("model saved to %s"):format(args.save))
 end
-if args.summary then
+if dist then dist.finalize() end
+if args.summary and lead then
   cli.write_file(args.summary, require("bbb.json").encode{ args = saved_args, epochs = result.history,
     test_acc_mean = acc_mean, test_acc_mc = acc_mc, seconds = total })
 end
