@@ -18,7 +18,7 @@ local args = cli.parse(parser)
 local dist = bbb.dist.available and bbb.dist or nil
 local rank, n = dist and dist.rank() or 0, dist and dist.size() or 1
 bbb.set_num_threads(args.threads)
-local clock = bbb.clock
+local clock = bbb.core.clock
 local gen = bbb.Generator(1)
 local H = args.hidden
 local net = bbb.nn.bayes_mlp({ 784, H, H, 10 }, { generator = gen })

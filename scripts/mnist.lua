@@ -255,7 +255,7 @@ for k, v in pairs(args) do
   if k ~= "resume" and k ~= "distributed" then saved_args[k] = v end
 end
 
-local clock = bbb.clock
+local clock = bbb.core.clock
 local t_start = clock()
 local result = bbb.train.fit{
   model = net, elbo = elbo, optimizer = opt, schedule = schedule, data = train_set,

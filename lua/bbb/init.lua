@@ -53,7 +53,7 @@ local PUBLIC = {
   "index_select", "cat", "t", "transpose", "clone", "detach",
   -- autograd, randomness, runtime
   "set_grad_enabled", "is_grad_enabled", "Generator", "manual_seed",
-  "set_num_threads", "get_num_threads", "max_threads", "bytes_allocated", "clock",
+  "set_num_threads", "get_num_threads", "max_threads", "bytes_allocated",
 }
 
 local bbb = {}
