@@ -470,6 +470,7 @@ local function bars_script(what, opts, data_path)
   for i, c in ipairs(categories) do tics[i] = ("%s %d"):format(gp_quote(c), i) end
   local lines = { "set style fill solid 0.7 border", ("set xtics (%s)"):format(table.concat(tics, ", ")),
                   ("set xrange [0.4:%s]"):format(number_str(#categories + 0.6)) }
+  if opts.yrange == nil then lines[#lines + 1] = "set yrange [0:*]" end   -- bars start at 0
   local blocks = {}
   if opts.panels == nil then
     lines[#lines + 1] = bars_panel(what, opts, "bars", categories, data_path, blocks)
@@ -482,6 +483,7 @@ local function bars_script(what, opts, data_path)
       fail(what, "layout must be {rows, cols} in positive integers with room for %d panels", #panels)
     end
     lines[#lines + 1] = "unset title"
+    lines[#lines + 1] = "set key outside top center horizontal"   -- a key at the side squeezes small panels
     lines[#lines + 1] = ("set multiplot layout %d,%d%s"):format(layout[1], layout[2],
       opts.title and (" title " .. gp_quote(opts.title)) or "")
     for k, panel in ipairs(panels) do
