@@ -471,6 +471,9 @@ local function bars_script(what, opts, data_path)
   local lines = { "set style fill solid 0.7 border", ("set xtics (%s)"):format(table.concat(tics, ", ")),
                   ("set xrange [0.4:%s]"):format(number_str(#categories + 0.6)) }
   if opts.yrange == nil then lines[#lines + 1] = "set yrange [0:*]" end   -- bars start at 0
+  local longest = 0
+  for _, c in ipairs(categories) do longest = math.max(longest, #c) end
+  if longest > 3 then lines[#lines + 1] = "set xtics rotate by -45" end   -- names, not digits
   local blocks = {}
   if opts.panels == nil then
     lines[#lines + 1] = bars_panel(what, opts, "bars", categories, data_path, blocks)
