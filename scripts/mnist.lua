@@ -118,6 +118,9 @@ parser:option("--curves", "Plot the minibatch ELBO, log-likelihood, KL and accur
   :convert(cli.output_path { ext = { "png", "svg" } })
 parser:option("--summary", "Write the final figures and the per-epoch history as JSON here.")
   :convert(cli.output_path { ext = { "json" } })
+parser:flag("--distributed", "Data-parallel training over MPI: mpirun -np N bbblua scripts/mnist.lua "
+  .. "--distributed. Each rank takes a shard of every global batch (--batch is the global size); "
+  .. "rank 0 prints, logs and writes checkpoints.")
 local args = cli.parse(parser)
 local given = cli.given(parser)
 
@@ -152,6 +155,39 @@ elseif args.preset then
     if not given[k] then args[k] = v end
   end
 end
+
+-- Under MPI, rank 0's flags are the job's: every rank checks its own against them.
+local dist, rank, nranks = nil, 0, 1
+if args.distributed then
+  dist = bbb.dist
+  if not dist.available then parser:error("--distributed: " .. dist.reason) end
+  rank, nranks = dist.rank(), dist.size()
+  local mine = require("bbb.json").encode(args)
+  local root = dist.broadcast_string(rank == 0 and mine or nil, 0)
+  if root ~= mine then
+    local theirs = require("bbb.json").decode(root)
+    local keys = {}
+    for k in pairs(theirs) do keys[#keys + 1] = k end
+    for k in pairs(args) do if theirs[k] == nil then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local v, mine_v = theirs[k], args[k]
+      local same = (type(v) == "number" and type(mine_v) == "number") and v == mine_v
+        or tostring(v) == tostring(mine_v)
+      if not same then
+        io.stderr:write(("mnist.lua: rank %d: --%s is %s here but %s on rank 0: every rank must "
+          .. "get the same flags\n"):format(rank, k:gsub("_", "-"), tostring(mine_v),
+          tostring(type(v) == "number" and math.tointeger(v) or v)))
+        dist.abort(2)
+      end
+    end
+  end
+  if args.batch < nranks then
+    parser:error(("--batch %d is smaller than the %d ranks"):format(args.batch, nranks))
+  end
+end
+local lead = rank == 0
+local print = lead and print or function() end
 
 bbb.set_num_threads(args.threads)
 bbb.manual_seed(args.seed)
@@ -193,6 +229,16 @@ if resume_info then
   local ok, err = pcall(net.load_state_dict, net, resume_info.tensors.model)
   if not ok then parser:error(("--resume: %s"):format(err)) end
 end
+-- The weight estimator draws the same weights on every rank (the shared
+-- generator), so the job is the single-process estimator with the same
+-- global batch; the per-example estimators and dropout draw their own noise
+-- on each rank, from a generator keyed by (seed, rank).
+local layer_gens = {}
+if nranks > 1 and (args.estimator ~= "weight" or args.model == "dropout") then
+  local rank_gen = bbb.Generator(args.seed + rank * (1 << 32))
+  net:apply(function(l) if l.generator then l.generator = rank_gen end end)
+  layer_gens.rank = rank_gen
+end
 
 local n_batches = bbb.data.num_batches(train_set.n, args.batch)
 local elbo = bbb.elbo.ELBO{ n_data = train_set.n, n_batches = n_batches, samples = args.samples,
@@ -223,7 +269,7 @@ io.stdout:flush()
 
 local saved_args = {}
 for k, v in pairs(args) do
-  if k ~= "resume" and k ~= "threads" then saved_args[k] = v end
+  if k ~= "resume" and k ~= "distributed" then saved_args[k] = v end
 end
 
 -- Seed 004's four curves, per minibatch, averaged over windows of 20
@@ -244,12 +290,13 @@ local function on_step(_, terms)
   end
 end
 
-local clock = bbb.clock or os.clock
+local clock = bbb.core.clock
 local t_start = clock()
 local result = bbb.train.fit{
   model = net, elbo = elbo, optimizer = opt, schedule = schedule, data = train_set,
   val = val_set, test = test_set, batch_size = args.batch, epochs = args.epochs,
-  generator = gen, generators = { default = bbb.core.default_generator },
+  generator = gen, generators = { default = bbb.core.default_generator, rank = layer_gens.rank },
+  dist = dist,
   log = args.log, checkpoint = args.checkpoint or args.resume,
   checkpoint_every = args.checkpoint_every,
   interrupt_checkpoint = "mnist-interrupted.ckpt", resume = resume_info, args = saved_args,
@@ -258,8 +305,12 @@ local result = bbb.train.fit{
 
 if result.status == "interrupted" then
   local ck = result.checkpoint
-  io.stderr:write(("\ninterrupted in epoch %d after batch %d; the state is saved in %s.\n"
-    .. "Resume with: bbblua scripts/mnist.lua --resume %s\n"):format(result.epoch + 1, result.batch, ck, ck))
+  if lead then
+    io.stderr:write(("\ninterrupted in epoch %d after batch %d; the state is saved in %s.\n"
+      .. "Resume with: %sbbblua scripts/mnist.lua --resume %s%s\n"):format(result.epoch + 1, result.batch, ck,
+      dist and ("mpirun -np %d "):format(nranks) or "", ck, dist and " --distributed" or ""))
+  end
+  if dist then dist.finalize() end
   os.exit(130)
 end
 
@@ -272,7 +323,7 @@ print(("total %.1f s"):format(total))
 
 -- The seed's figures beside ours (seed 004: ELBO = mean log-likelihood - beta KL).
 local seed = args.preset and PRESETS[args.preset].seed
-if seed and type(args.kl_weight) == "number" then
+if seed and lead and type(args.kl_weight) == "number" then
   local beta = args.kl_weight / args.batch
   local last = result.history[#result.history]
   local kl = last.complexity_total / (n_batches * args.kl_weight)
@@ -293,7 +344,7 @@ if seed and type(args.kl_weight) == "number" then
     print(("%-6s %9.4f %9.4f %10.5f %10.1f   seed"):format("", row[4].acc, row[4].elbo, row[4].ll, seed.kl))
   end
 end
-if args.curves and #curves.it > 0 then
+if args.curves and lead and #curves.it > 0 then
   local panels = {}
   for _, c in ipairs { { "elbo", "ELBO per example" }, { "acc", "accuracy (minibatch, one weight sample)" },
                        { "ll", "log-likelihood per example" }, { "kl", "KL (nats, MC estimate)" } } do
@@ -304,11 +355,12 @@ if args.curves and #curves.it > 0 then
     page_title = ("%s, %s: minibatch figures averaged over 20 iterations"):format(args.dataset,
       args.preset and ("preset " .. args.preset) or "bbb"), panels = panels })
 end
-if args.save then
+if args.save and lead then
   bbb.save(args.save, { model = net, args = saved_args })
   print(("model saved to %s"):format(args.save))
 end
-if args.summary then
+if dist then dist.finalize() end
+if args.summary and lead then
   cli.write_file(args.summary, require("bbb.json").encode{ args = saved_args, epochs = result.history,
     test_acc_mean = acc_mean, test_acc_mc = acc_mc, seconds = total })
 end

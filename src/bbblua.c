@@ -168,6 +168,11 @@ static void prepend_lua_dir(lua_State *L) {
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir,
                   lua_tostring(L, -1));
   lua_setfield(L, -3, "path");
+  lua_pop(L, 1);
+  /* optional compiled modules built beside bbblua (bbb.dist_mpi) */
+  lua_getfield(L, -1, "cpath");
+  lua_pushfstring(L, "%s/?.so;%s", BBB_MODULE_DIR, lua_tostring(L, -1));
+  lua_setfield(L, -3, "cpath");
   lua_pop(L, 2);
 }
 

@@ -34,24 +34,38 @@ local function collect(params, what)
   return out
 end
 
-local function number_opt(opts, key, default, what, lo)
+local function is_finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
+
+-- A hyperparameter: a finite number, with lo <= v (or lo < v when open_lo),
+-- and v < hi when hi is given. The message names the optimizer, the option
+-- and the value.
+local function number_opt(opts, key, default, what, lo, hi, open_lo)
   local v = opts[key]
   if v == nil then v = default end
-  if type(v) ~= "number" or v ~= v or (lo and v < lo) then
-    error(("%s: %s must be a number%s, got %s"):format(what, key, lo and (" >= " .. lo) or "", tostring(v)), 3)
+  local need = ("a finite number%s%s"):format(
+    lo and ((open_lo and " > " or " >= ") .. lo) or "", hi and (" below " .. hi) or "")
+  if lo and hi then need = ("a number in %s%s, %s)"):format(open_lo and "(" or "[", lo, hi) end
+  if type(v) ~= "number" or not is_finite(v) or (lo and (v < lo or (open_lo and v == lo)))
+      or (hi and v >= hi) then
+    error(("%s: %s must be %s, got %s"):format(what, key, need,
+      type(v) == "string" and ("'" .. v .. "'") or tostring(v)), 3)
   end
   return v
 end
 
 local function new(kind, params, opts, defaults)
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("%s: options must be a table, got %s"):format(kind, type(opts)), 3)
+  end
   opts = opts or {}
   local self = setmetatable({ kind = kind, params = collect(params, kind), t = 0 }, Optimizer)
   self.lr = number_opt(opts, "lr", defaults.lr, kind, 0)
   self.weight_decay = number_opt(opts, "weight_decay", 0, kind, 0)
-  self.clip_norm = opts.clip_norm and number_opt(opts, "clip_norm", nil, kind, 0)
+  self.clip_norm = opts.clip_norm and number_opt(opts, "clip_norm", nil, kind, 0, nil, true)
   return self, opts
 end
 
+--- SGD(params, {lr = 0.01, momentum = 0, nesterov = false, weight_decay = 0, clip_norm})
 function optim.SGD(params, opts)
   local self
   self, opts = new("SGD", params, opts, { lr = 0.01 })
@@ -63,26 +77,32 @@ function optim.SGD(params, opts)
   return self
 end
 
+--- Adam(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, clip_norm})
+-- betas: two numbers in [0, 1); eps > 0.
 function optim.Adam(params, opts)
   local self
   self, opts = new("Adam", params, opts, { lr = 1e-3 })
   local betas = opts.betas or { 0.9, 0.999 }
-  self.beta1, self.beta2 = betas[1], betas[2]
-  if not (self.beta1 >= 0 and self.beta1 < 1 and self.beta2 >= 0 and self.beta2 < 1) then
-    error("Adam: betas must be in [0, 1)", 2)
+  if type(betas) ~= "table" then
+    error(("Adam: betas must be a table of two numbers in [0, 1), got %s"):format(
+      type(betas) == "string" and ("'" .. betas .. "'") or tostring(betas)), 2)
   end
-  self.eps = number_opt(opts, "eps", 1e-8, "Adam", 0)
+  self.beta1 = number_opt({ beta1 = betas[1] }, "beta1", nil, "Adam", 0, 1)
+  self.beta2 = number_opt({ beta2 = betas[2] }, "beta2", nil, "Adam", 0, 1)
+  self.eps = number_opt(opts, "eps", 1e-8, "Adam", 0, nil, true)
   for _, p in ipairs(self.params) do
     p.m, p.v = bbb.zeros(p.t:size()), bbb.zeros(p.t:size())
   end
   return self
 end
 
+--- RMSprop(params, {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, clip_norm})
+-- alpha (the decay of the squared-gradient average) in [0, 1); eps > 0.
 function optim.RMSprop(params, opts)
   local self
   self, opts = new("RMSprop", params, opts, { lr = 1e-2 })
-  self.alpha = number_opt(opts, "alpha", 0.99, "RMSprop", 0)
-  self.eps = number_opt(opts, "eps", 1e-8, "RMSprop", 0)
+  self.alpha = number_opt(opts, "alpha", 0.99, "RMSprop", 0, 1)
+  self.eps = number_opt(opts, "eps", 1e-8, "RMSprop", 0, nil, true)
   for _, p in ipairs(self.params) do p.sq = bbb.zeros(p.t:size()) end
   return self
 end
@@ -107,27 +127,75 @@ function Optimizer:grad_norm(step)
   return math.sqrt(total)
 end
 
+-- One parameter's update (or, dry, the count of values it would make non-finite).
+local function update(self, p, g, h)
+  if self.kind == "Adam" then
+    return core.adam_update(p.t, g, p.m, p.v, h)
+  elseif self.kind == "SGD" then
+    return core.sgd_update(p.t, g, p.buf, h)
+  end
+  return core.rmsprop_update(p.t, g, p.sq, h)
+end
+
+local function likely_cause(self)
+  if self.lr >= 1 then
+    return ("the learning rate %g is far too large"):format(self.lr)
+  end
+  return "the learning rate is too large for these gradients, or the weights have diverged"
+end
+
 --- Applies one update; returns the gradient norm before clipping.
+-- Checked first, changing nothing when a check fails: every gradient is
+-- finite, the learning rate (which a schedule may have set) is finite and
+-- >= 0, and no parameter or moment would become NaN or infinite. The error
+-- names the optimizer, the step and the likely cause.
 function Optimizer:step()
   local step = self.t + 1
+  if type(self.lr) ~= "number" or not is_finite(self.lr) or self.lr < 0 then
+    error(("%s: step %d: the learning rate is %s (a schedule or a direct assignment?); "
+      .. "it must be finite and >= 0"):format(self.kind, step, tostring(self.lr)), 2)
+  end
   local norm = self:grad_norm(step)
-  self.t = step
   local scale = 1
   if self.clip_norm and norm > self.clip_norm then scale = self.clip_norm / norm end
+  local h = { lr = self.lr, gscale = scale, weight_decay = self.weight_decay, momentum = self.momentum,
+              nesterov = self.nesterov, beta1 = self.beta1, beta2 = self.beta2, alpha = self.alpha,
+              eps = self.eps, step = step, dry = true }
   for _, p in ipairs(self.params) do
     local g = p.t.grad
     if g then
-      if self.kind == "Adam" then
-        core.adam_update(p.t, g, p.m, p.v, scale, self.lr, self.beta1, self.beta2, self.eps,
-          self.weight_decay, step)
-      elseif self.kind == "SGD" then
-        core.sgd_update(p.t, g, p.buf, scale, self.lr, self.momentum, self.nesterov, self.weight_decay)
-      else
-        core.rmsprop_update(p.t, g, p.sq, scale, self.lr, self.alpha, self.eps, self.weight_decay)
+      local bad = update(self, p, g, h)
+      if bad > 0 then
+        error(("%s: step %d: the update would make %d value%s of %s NaN or infinite; "
+          .. "the parameters are left as they were (likely cause: %s)"):format(
+          self.kind, step, bad, bad == 1 and "" or "s", p.name, likely_cause(self)), 2)
       end
     end
   end
+  h.dry = false
+  for _, p in ipairs(self.params) do
+    local g = p.t.grad
+    if g then update(self, p, g, h) end
+  end
+  self.t = step
   return norm
+end
+
+--- observe_loss(v): call with the loss per example after each step (the
+-- training loop does). Warns once, on stderr, when it becomes non-finite or
+-- grows a thousandfold above the smallest value seen so far (or above 1 when
+-- that is smaller): the sign of a learning rate that is too large.
+function Optimizer:observe_loss(v)
+  if type(v) ~= "number" or self.loss_warned then return end
+  local a = math.abs(v)
+  if not is_finite(v) or (self.loss_floor and a > 1e3 * math.max(self.loss_floor, 1)) then
+    self.loss_warned = true
+    io.stderr:write(("%s: warning: at step %d the loss per example is %s, up from %s: "
+      .. "training is diverging (learning rate %g too large?)\n"):format(
+      self.kind, self.t, tostring(v), tostring(self.loss_floor), self.lr))
+    return
+  end
+  self.loss_floor = math.min(self.loss_floor or a, a)
 end
 
 local BUFFERS = { "m", "v", "buf", "sq" }
@@ -192,42 +260,72 @@ optim.schedule = {}
 local Schedule = {}
 Schedule.__index = Schedule
 
+-- The learning rate of epoch e; a negative or non-finite one is an error
+-- (a negative rate would be gradient ascent).
+local function rate_at(self, e)
+  local lr = e == 0 and self.base or self.fn(e)
+  if type(lr) ~= "number" or not is_finite(lr) or lr < 0 then
+    error(("schedule.%s: epoch %d gives the learning rate %s; it must be finite and >= 0"):format(
+      self.name, e, tostring(lr)), 3)
+  end
+  return lr
+end
+
 function Schedule:step()
+  local lr = rate_at(self, self.epoch + 1)
   self.epoch = self.epoch + 1
-  self.opt.lr = self.fn(self.epoch)
-  return self.opt.lr
+  self.opt.lr = lr
+  return lr
 end
 
 --- Moves the schedule to the given epoch (resuming a run).
 function Schedule:set_epoch(e)
+  local lr = rate_at(self, e)
   self.epoch = e
-  self.opt.lr = e == 0 and self.base or self.fn(e)
-  return self.opt.lr
+  self.opt.lr = lr
+  return lr
 end
 
-local function schedule(opt, fn)
-  return setmetatable({ opt = opt, epoch = 0, fn = fn, base = opt.lr }, Schedule)
+local function schedule(name, opt, fn, checks)
+  if type(opt) ~= "table" or getmetatable(opt) ~= Optimizer then
+    error(("schedule.%s: the first argument must be an optimizer, got %s"):format(name, type(opt)), 3)
+  end
+  for _, c in ipairs(checks) do
+    local key, v, need = c[1], c[2], c[3]
+    if type(v) ~= "number" or not is_finite(v) or not need(v) then
+      error(("schedule.%s: %s must be %s, got %s"):format(name, key, c[4], tostring(v)), 3)
+    end
+  end
+  return setmetatable({ name = name, opt = opt, epoch = 0, fn = fn, base = opt.lr }, Schedule)
 end
+
+local function positive(v) return v > 0 end
+local function nonnegative(v) return v >= 0 end
+local function positive_integer(v) return math.type(v) == "integer" and v > 0 end
 
 --- lr = lr0 * gamma^epoch
 function optim.schedule.exponential(opt, gamma)
-  local lr0 = opt.lr
-  return schedule(opt, function(e) return lr0 * gamma ^ e end)
+  local lr0 = opt and opt.lr
+  return schedule("exponential", opt, function(e) return lr0 * gamma ^ e end,
+    { { "gamma", gamma, positive, "a finite number > 0" } })
 end
 
 --- lr = lr0 * gamma^floor(epoch / step_size)
 function optim.schedule.step(opt, step_size, gamma)
-  local lr0 = opt.lr
-  return schedule(opt, function(e) return lr0 * gamma ^ (e // step_size) end)
+  local lr0 = opt and opt.lr
+  return schedule("step", opt, function(e) return lr0 * gamma ^ (e // step_size) end,
+    { { "step_size", step_size, positive_integer, "a positive integer" },
+      { "gamma", gamma, positive, "a finite number > 0" } })
 end
 
 --- lr = eta_min + (lr0 - eta_min) (1 + cos(pi epoch / T)) / 2
 function optim.schedule.cosine(opt, t_max, eta_min)
-  local lr0 = opt.lr
+  local lr0 = opt and opt.lr
   eta_min = eta_min or 0
-  return schedule(opt, function(e)
+  return schedule("cosine", opt, function(e)
     return eta_min + (lr0 - eta_min) * (1 + math.cos(math.pi * math.min(e, t_max) / t_max)) / 2
-  end)
+  end, { { "t_max", t_max, positive_integer, "a positive integer" },
+         { "eta_min", eta_min, nonnegative, "a finite number >= 0" } })
 end
 
 return optim

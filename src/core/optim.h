@@ -1,6 +1,7 @@
 /*
-** optim.h: fused parameter updates, one pass over a parameter each. gscale
-** multiplies the gradient first (clipping by global norm).
+** optim.h: fused parameter updates, one pass over a parameter each, with
+** their hyperparameters in one struct. gscale multiplies the gradient first
+** (clipping by global norm).
 */
 #ifndef BBB_OPTIM_H
 #define BBB_OPTIM_H
@@ -10,16 +11,32 @@
 /* Sum of squares in double; NaN or inf if any element is not finite. */
 double bbb_sqnorm(const bbb_tensor *t);
 
-/* buf may be NULL when momentum is 0. */
-int bbb_sgd_update(bbb_tensor *p, const bbb_tensor *g, bbb_tensor *buf, double gscale,
-                   double lr, double momentum, int nesterov, double weight_decay);
+/* The hyperparameters of one update; each kind reads the fields it uses. */
+typedef struct {
+  double lr;             /* finite, >= 0 */
+  double gscale;         /* gradient multiplier (clipping), finite, > 0 */
+  double weight_decay;   /* L2 added to the gradient, finite, >= 0 */
+  double momentum;       /* SGD: finite, >= 0 */
+  int nesterov;          /* SGD */
+  double beta1, beta2;   /* Adam: in [0, 1) */
+  double alpha;          /* RMSprop: in [0, 1) */
+  double eps;            /* Adam, RMSprop: finite, > 0 */
+  int64_t step;          /* Adam: counts from 1 (bias correction) */
+} bbb_optim_hyper;
 
-/* step counts from 1 (bias correction). */
+/* Checks the fields `kind` ("sgd", "adam", "rmsprop") uses; BBB_EARG names
+** the first bad one. The updates below call it too. */
+int bbb_optim_check(const char *kind, const bbb_optim_hyper *h);
+
+/* Each update either applies itself (dry == 0), or, with dry != 0, changes
+** nothing and stores in *nonfinite how many parameter values the update would
+** make NaN or infinite: a caller checks every parameter first and applies
+** the step only if all are clean. buf may be NULL when momentum is 0. */
+int bbb_sgd_update(bbb_tensor *p, const bbb_tensor *g, bbb_tensor *buf,
+                   const bbb_optim_hyper *h, int dry, int64_t *nonfinite);
 int bbb_adam_update(bbb_tensor *p, const bbb_tensor *g, bbb_tensor *m, bbb_tensor *v,
-                    double gscale, double lr, double beta1, double beta2, double eps,
-                    double weight_decay, int64_t step);
-
-int bbb_rmsprop_update(bbb_tensor *p, const bbb_tensor *g, bbb_tensor *sq, double gscale,
-                       double lr, double alpha, double eps, double weight_decay);
+                    const bbb_optim_hyper *h, int dry, int64_t *nonfinite);
+int bbb_rmsprop_update(bbb_tensor *p, const bbb_tensor *g, bbb_tensor *sq,
+                       const bbb_optim_hyper *h, int dry, int64_t *nonfinite);
 
 #endif

@@ -1,38 +1,91 @@
 /*
 ** loptim.c: binding of the fused optimizer updates (src/core/optim.c).
+** Each update takes the tensors, then one table of hyperparameters:
+**   adam_update(p, g, m, v, {lr =, beta1 =, beta2 =, eps =, weight_decay =,
+**                            gscale =, step =, dry =})
+** With dry = true nothing changes and the call returns how many values the
+** update would make non-finite.
 */
+#include <math.h>
+
 #include "lbbb.h"
 #include "optim.h"
-
-/* ---- optimizer updates: (p, g, state..., gscale, hyper-parameters...) ---- */
 
 static int l_sqnorm(lua_State *L) {
   lua_pushnumber(L, bbb_sqnorm(lbbb_check_tensor(L, 1)));
   return 1;
 }
 
-static int l_sgd_update(lua_State *L) {
-  lua_settop(L, 8);
-  bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2), *buf = lbbb_opt_tensor(L, 3);
-  lbbb_check(L, bbb_sgd_update(p, g, buf, luaL_checknumber(L, 4), luaL_checknumber(L, 5),
-                               luaL_checknumber(L, 6), lua_toboolean(L, 7), luaL_checknumber(L, 8)));
-  return 0;
+/* A number field of the options table at index i, or def when absent. */
+static double hyper_number(lua_State *L, int i, const char *op, const char *key, double def) {
+  double v = def;
+  int t = lua_getfield(L, i, key);
+  if (t == LUA_TNUMBER) v = lua_tonumber(L, -1);
+  else if (t != LUA_TNIL)
+    luaL_error(L, "%s: option %s must be a number, got %s", op, key, luaL_typename(L, -1));
+  lua_pop(L, 1);
+  return v;
 }
 
+/* The options table at index i as a bbb_optim_hyper; *dry from its dry field. */
+static bbb_optim_hyper check_hyper(lua_State *L, int i, const char *op, int *dry) {
+  bbb_optim_hyper h;
+  luaL_checktype(L, i, LUA_TTABLE);
+  h.lr = hyper_number(L, i, op, "lr", NAN);
+  h.gscale = hyper_number(L, i, op, "gscale", 1);
+  h.weight_decay = hyper_number(L, i, op, "weight_decay", 0);
+  h.momentum = hyper_number(L, i, op, "momentum", 0);
+  h.beta1 = hyper_number(L, i, op, "beta1", 0.9);
+  h.beta2 = hyper_number(L, i, op, "beta2", 0.999);
+  h.alpha = hyper_number(L, i, op, "alpha", 0.99);
+  h.eps = hyper_number(L, i, op, "eps", 1e-8);
+  double step = hyper_number(L, i, op, "step", 1);
+  if (!(step >= 1 && step < 9e15) || step != (double)(int64_t)step)
+    luaL_error(L, "%s: option step must be an integer >= 1, got %f", op, step);
+  h.step = (int64_t)step;
+  lua_getfield(L, i, "nesterov");
+  h.nesterov = lua_toboolean(L, -1);
+  lua_getfield(L, i, "dry");
+  *dry = lua_toboolean(L, -1);
+  lua_pop(L, 2);
+  return h;
+}
+
+static int push_count(lua_State *L, int dry, int64_t n) {
+  if (!dry) return 0;
+  lua_pushinteger(L, (lua_Integer)n);
+  return 1;
+}
+
+/* sgd_update(p, g, buf|nil, {lr, momentum, nesterov, weight_decay, gscale, dry}) */
+static int l_sgd_update(lua_State *L) {
+  bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2), *buf = lbbb_opt_tensor(L, 3);
+  int dry;
+  bbb_optim_hyper h = check_hyper(L, 4, "sgd_update", &dry);
+  int64_t n = 0;
+  lbbb_check(L, bbb_sgd_update(p, g, buf, &h, dry, &n));
+  return push_count(L, dry, n);
+}
+
+/* adam_update(p, g, m, v, {lr, beta1, beta2, eps, weight_decay, gscale, step, dry}) */
 static int l_adam_update(lua_State *L) {
   bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2);
   bbb_tensor *m = lbbb_check_tensor(L, 3), *v = lbbb_check_tensor(L, 4);
-  lbbb_check(L, bbb_adam_update(p, g, m, v, luaL_checknumber(L, 5), luaL_checknumber(L, 6),
-                                luaL_checknumber(L, 7), luaL_checknumber(L, 8), luaL_checknumber(L, 9),
-                                luaL_checknumber(L, 10), luaL_checkinteger(L, 11)));
-  return 0;
+  int dry;
+  bbb_optim_hyper h = check_hyper(L, 5, "adam_update", &dry);
+  int64_t n = 0;
+  lbbb_check(L, bbb_adam_update(p, g, m, v, &h, dry, &n));
+  return push_count(L, dry, n);
 }
 
+/* rmsprop_update(p, g, sq, {lr, alpha, eps, weight_decay, gscale, dry}) */
 static int l_rmsprop_update(lua_State *L) {
   bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2), *sq = lbbb_check_tensor(L, 3);
-  lbbb_check(L, bbb_rmsprop_update(p, g, sq, luaL_checknumber(L, 4), luaL_checknumber(L, 5),
-                                   luaL_checknumber(L, 6), luaL_checknumber(L, 7), luaL_checknumber(L, 8)));
-  return 0;
+  int dry;
+  bbb_optim_hyper h = check_hyper(L, 4, "rmsprop_update", &dry);
+  int64_t n = 0;
+  lbbb_check(L, bbb_rmsprop_update(p, g, sq, &h, dry, &n));
+  return push_count(L, dry, n);
 }
 
 static const luaL_Reg funcs[] = {

@@ -161,7 +161,9 @@ end
 -- categorical: the MC-averaged class probabilities (N, C);
 -- gaussian: the predictive mean and standard deviation (the spread of the
 -- samples, plus noise_sigma in quadrature). With keep_samples, the
--- per-sample outputs (probabilities or values) come last, as a list.
+-- per-sample outputs (probabilities or values) come last, as a list;
+-- keep_samples = "tensor" gives them as one (S, N, C) tensor instead,
+-- filled pass by pass (no Lua tables, no copies of the list).
 -- mode = "mean" uses the posterior means (one pass).
 function Module:predict(x, opts)
   opts = opts or {}
@@ -174,17 +176,27 @@ function Module:predict(x, opts)
   if math.type(S) ~= "integer" or S < 1 then
     error(("predict: samples must be a positive integer, got %s"):format(tostring(opts.samples)), 2)
   end
+  local keep = opts.keep_samples
+  if keep ~= nil and keep ~= false and keep ~= true and keep ~= "tensor" then
+    error(('predict: keep_samples must be true, false or "tensor", got %s'):format(tostring(keep)), 2)
+  end
   local gaussian = opts.likelihood == "gaussian"
   local was_training = self.training
   self:evaluate()
   local saved = set_modes(self, mode)
   local ok, a, b, c = pcall(bbb.no_grad, function()
-    local sum, outs = nil, opts.keep_samples and {} or nil
+    local sum, outs = nil, (keep == true) and {} or nil
+    local stack   -- keep_samples = "tensor": (S, N, C), one row slice per pass
     local mean, m2   -- gaussian: Welford's running mean and sum of squared deviations
     for s = 1, S do
       local out = self:forward(x)
       if not gaussian then out = out:softmax() end
       if outs then outs[s] = out end
+      if keep == "tensor" then
+        local shape = out:size()
+        if s == 1 then stack = bbb.zeros { S, shape[1], shape[2] } end
+        stack:narrow(1, s, 1):copy(out:reshape { 1, shape[1], shape[2] })
+      end
       if gaussian then
         -- The spread about the running mean, never E[y^2] - E[y]^2, which
         -- cancels in float32 when |mean| >> spread (all of it at mean 1000).
@@ -199,9 +211,9 @@ function Module:predict(x, opts)
         sum = sum and sum + out or out
       end
     end
-    if not gaussian then return sum / S, outs end
+    if not gaussian then return sum / S, outs or stack end
     local var = (m2 / S):clamp(0) + (opts.noise_sigma or 0) ^ 2
-    return mean, var:sqrt(), outs
+    return mean, var:sqrt(), outs or stack
   end)
   for _, e in ipairs(saved) do e[1].mode = e[2] end
   if was_training then self:train() end

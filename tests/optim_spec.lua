@@ -1,0 +1,177 @@
+-- Optimizers refuse settings and steps that would silently wreck the
+-- parameters: bad hyperparameters, schedules giving a negative rate, updates
+-- that overflow; and they warn when the loss explodes.
+local bbb = require "bbb"
+local optim = bbb.optim
+
+local function param(values)
+  return bbb.tensor(values):requires_grad(true)
+end
+
+-- Sets p's gradient to g by a backward pass through sum(p * g).
+local function set_grad(p, g)
+  p:zero_grad()
+  local s = (p * bbb.tensor(g)):sum()
+  s:backward()
+end
+
+local function errors_with(fn, text)
+  local ok, err = pcall(fn)
+  assert.is_false(ok, "no error")
+  assert.truthy(tostring(err):find(text, 1, true), ("%q not in %q"):format(text, tostring(err)))
+end
+
+describe("optimizer hyperparameters", function()
+  local p = param { 1, 2 }
+  it("are checked with messages naming the optimizer, the option and the value", function()
+    errors_with(function() optim.RMSprop({ p }, { alpha = 5 }) end,
+      "RMSprop: alpha must be a number in [0, 1), got 5")
+    errors_with(function() optim.RMSprop({ p }, { alpha = 1 }) end, "RMSprop: alpha must be a number in [0, 1), got 1")
+    errors_with(function() optim.Adam({ p }, { lr = math.huge }) end, "Adam: lr must be a finite number >= 0, got inf")
+    errors_with(function() optim.Adam({ p }, { lr = 0 / 0 }) end, "Adam: lr must be a finite number >= 0, got")
+    errors_with(function() optim.SGD({ p }, { lr = -0.1 }) end, "SGD: lr must be a finite number >= 0, got -0.1")
+    errors_with(function() optim.Adam({ p }, { betas = "x" }) end,
+      "Adam: betas must be a table of two numbers in [0, 1), got 'x'")
+    errors_with(function() optim.Adam({ p }, { betas = { 0.9 } }) end, "Adam: beta2 must be a number in [0, 1), got nil")
+    errors_with(function() optim.Adam({ p }, { betas = { "a", 0.9 } }) end, "Adam: beta1 must be a number in [0, 1), got 'a'")
+    errors_with(function() optim.Adam({ p }, { betas = { 0.9, 1 } }) end, "Adam: beta2 must be a number in [0, 1), got 1")
+    errors_with(function() optim.Adam({ p }, { eps = 0 }) end, "Adam: eps must be a finite number > 0, got 0")
+    errors_with(function() optim.RMSprop({ p }, { eps = -1 }) end, "RMSprop: eps must be a finite number > 0, got -1")
+    errors_with(function() optim.SGD({ p }, { momentum = math.huge }) end, "SGD: momentum must be a finite number >= 0, got inf")
+    errors_with(function() optim.SGD({ p }, { clip_norm = 0 }) end, "SGD: clip_norm must be a finite number > 0, got 0")
+    errors_with(function() optim.SGD({ p }, "fast") end, "SGD: options must be a table, got string")
+    assert.are.equal(0, optim.RMSprop({ p }, { alpha = 0 }).alpha)
+    assert.are.equal(0, optim.SGD({ p }, { lr = 0 }).lr)
+  end)
+
+  it("schedules refuse factors and epochs giving a negative or non-finite rate", function()
+    local opt = optim.SGD({ p }, { lr = 0.1 })
+    errors_with(function() optim.schedule.exponential(opt, -0.5) end,
+      "schedule.exponential: gamma must be a finite number > 0, got -0.5")
+    errors_with(function() optim.schedule.step(opt, 0, 0.5) end, "schedule.step: step_size must be a positive integer, got 0")
+    errors_with(function() optim.schedule.cosine(opt, 10, -1) end, "schedule.cosine: eta_min must be a finite number >= 0, got -1")
+    errors_with(function() optim.schedule.exponential({}, 0.5) end, "schedule.exponential: the first argument must be an optimizer")
+    local s = optim.schedule.exponential(opt, 1e200)
+    s:step()
+    errors_with(function() s:step() end, "schedule.exponential: epoch 2 gives the learning rate inf")
+    assert.are.equal(1, s.epoch)   -- unchanged by the failed step
+  end)
+
+  it("a learning rate set by hand to a bad value stops the step", function()
+    local q = param { 1, 2 }
+    local opt = optim.SGD({ q }, { lr = 0.1 })
+    set_grad(q, { 1, 1 })
+    opt.lr = -1
+    errors_with(function() opt:step() end, "SGD: step 1: the learning rate is -1")
+    assert.are.same({ 1, 2 }, q:totable())
+  end)
+end)
+
+describe("optimizer steps that would overflow", function()
+  local cases = {
+    { "Adam", function(ps) return optim.Adam(ps, { lr = 1e38 }) end },
+    { "RMSprop", function(ps) return optim.RMSprop(ps, { lr = 1e37 }) end },   -- steps of 10 lr
+    { "SGD", function(ps) return optim.SGD(ps, { lr = 1e38, momentum = 0.9 }) end },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. " leaves every parameter and moment as it was and names the step", function()
+      local a, b = param { 1, 2, 3 }, param { 3e38, -3e38 }
+      local opt = c[2]({ { "a", a }, { "b", b } })
+      set_grad(a, { 0.1, 0.1, 0.1 })
+      set_grad(b, { 1, 1 })   -- b[2] = -3e38 - 1e38 overflows; b[1] and a stay finite
+      local sd_before = {}
+      local _, ts = opt:state_dict()
+      for k, t in pairs(ts) do sd_before[k] = t:totable() end
+      errors_with(function() opt:step() end,
+        c[1] .. ": step 1: the update would make ")
+      local ok, err = pcall(opt.step, opt)
+      assert.truthy(err:find("of b NaN or infinite; the parameters are left as they were (likely cause:", 1, true), err)
+      assert.are.same({ 1, 2, 3 }, a:totable())
+      assert.are.same(bbb.tensor({ 3e38, -3e38 }):totable(), b:totable())
+      assert.are.equal(0, opt.t)
+      _, ts = opt:state_dict()
+      for k, t in pairs(ts) do assert.are.same(sd_before[k], t:totable(), k) end
+      -- and a sane step afterwards still works
+      opt.lr = 1e-3
+      b:zero_grad()
+      opt:step()
+      assert.are.equal(1, opt.t)
+      assert.are_not.same({ 1, 2, 3 }, a:totable())
+    end)
+  end
+
+  it("Adam at lr = inf is refused before any step", function()
+    errors_with(function() optim.Adam({ param { 1 } }, { lr = math.huge }) end, "Adam: lr must be a finite number")
+  end)
+end)
+
+describe("the fused update binding", function()
+  it("takes its hyperparameters as one table and checks them", function()
+    local p, g, m, v = bbb.tensor { 1 }, bbb.tensor { 0.5 }, bbb.zeros { 1 }, bbb.zeros { 1 }
+    bbb.core.adam_update(p, g, m, v, { lr = 0.1, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, step = 1 })
+    assert(math.abs(p:totable()[1] - 0.9) < 1e-6, p:totable()[1])
+    assert.are.equal(0, bbb.core.adam_update(p, g, m, v, { lr = 0.1, step = 2, dry = true }))
+    errors_with(function() bbb.core.adam_update(p, g, m, v, { lr = 0.1, beta1 = 1.5 }) end,
+      "adam: beta1 must be in [0, 1), got 1.5")
+    errors_with(function() bbb.core.adam_update(p, g, m, v, { lr = "x" }) end,
+      "adam_update: option lr must be a number, got string")
+    errors_with(function() bbb.core.rmsprop_update(p, g, m, { lr = 0.1, alpha = 5 }) end,
+      "rmsprop: alpha must be in [0, 1), got 5")
+    errors_with(function() bbb.core.sgd_update(p, g, nil, { lr = -1 }) end, "sgd: lr must be finite and >= 0, got -1")
+    errors_with(function() bbb.core.sgd_update(p, g, nil, {}) end, "sgd: lr must be finite and >= 0, got nan")
+  end)
+end)
+
+describe("observe_loss", function()
+  -- Captures what fn writes to stderr.
+  local function stderr_of(fn)
+    local real = io.stderr
+    local lines = {}
+    io.stderr = { write = function(_, ...) for _, s in ipairs { ... } do lines[#lines + 1] = s end end }
+    local ok, err = pcall(fn)
+    io.stderr = real
+    assert(ok, err)
+    return table.concat(lines)
+  end
+
+  it("warns once when the loss per example grows a thousandfold", function()
+    local opt = optim.Adam({ param { 1 } }, { lr = 1e6 })
+    local out = stderr_of(function()
+      for _, v in ipairs { 2.3, 1.5, 40, 800 } do opt:observe_loss(v) end
+    end)
+    assert.are.equal("", out)
+    out = stderr_of(function() opt:observe_loss(1e22); opt:observe_loss(1e30) end)
+    assert.truthy(out:find("Adam: warning: at step 0 the loss per example is 1e+22, up from 1.5", 1, true), out)
+    assert.truthy(out:find("learning rate 1e+06 too large?", 1, true), out)
+    local _, n = out:gsub("warning", "")
+    assert.are.equal(1, n)
+  end)
+
+  it("warns on a non-finite loss, and stays quiet for negative losses of normal size", function()
+    local opt = optim.SGD({ param { 1 } })
+    assert.are.equal("", stderr_of(function()
+      for _, v in ipairs { -3, -5, -2.5, -40 } do opt:observe_loss(v) end
+    end))
+    assert.truthy(stderr_of(function() opt:observe_loss(0 / 0) end):find("SGD: warning: at step 0 the loss", 1, true))
+    local opt2 = optim.SGD({ param { 1 } })
+    assert.truthy(stderr_of(function() opt2:observe_loss(math.huge) end):find("SGD: warning", 1, true))
+  end)
+
+  it("is called by bbb.train.fit: a diverging run warns", function()
+    local gen = bbb.Generator(4)
+    local x = bbb.randn({ 64, 3 }, 0, 1, gen)
+    local y = bbb.tensor((function()
+      local t = {}
+      for i = 1, 64 do t[i] = (i % 2) + 1 end
+      return t
+    end)())
+    local net = bbb.nn.mlp({ 3, 16, 2 }, { generator = gen })
+    local opt = optim.SGD(net, { lr = 1e4 })
+    local ds = { x = x, y = y, n = 64, classes = { "a", "b" } }
+    local out = stderr_of(function()
+      pcall(bbb.train.fit, { model = net, optimizer = opt, data = ds,
+        batch_size = 16, epochs = 3, progress = "off", quiet = true, generator = gen })
+    end)
+    assert.truthy(out:find("SGD: warning: at step", 1, true), out)
+  end)
+end)
