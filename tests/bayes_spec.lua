@@ -103,10 +103,54 @@ describe("priors", function()
     local nu = 3
     local student = { log_prob = function(_, w) return ((w:square() / nu):log1p() * (-(nu + 1) / 2)):sum() end }
     check(function(w) return student:log_prob(w) end, { bbb.rand({ 5 }, -2, 2, gen):requires_grad(true) })
-    local layer = bbb.nn.BayesLinear(3, 2, { prior = student, generator = gen })
-    local loss = layer:forward(bbb.randn({ 4, 3 }, 0, 1, gen)):sum() + layer:kl()
+    local layer = bbb.nn.BayesLinear(3, 2, { prior = student, generator = gen, rho_init = -1 })
+    local eps_w, eps_b = bbb.randn({ 2, 3 }, 0, 1, gen), bbb.randn({ 2 }, 0, 1, gen)
+    layer.noise = { w = eps_w, b = eps_b }
+    local x = bbb.randn({ 4, 3 }, 0, 1, gen)
+    local loss = layer:forward(x):sum() + layer:kl()
     loss:backward()
-    assert.truthy(layer.weight_rho.grad)
+    -- The same loss written out on copies of the parameters, with the
+    -- Student-t term explicit: the layer's gradients must match it, and they
+    -- would not if the prior were ignored (its gradient is checked non-zero).
+    local function leaf(t) return t:detach():clone():requires_grad(true) end
+    local mu, rho, bmu, brho = leaf(layer.weight_mu), leaf(layer.weight_rho), leaf(layer.bias_mu), leaf(layer.bias_rho)
+    local function sample(m, r, e)
+      local s = r:softplus()
+      local w = m + s * e
+      local logq = (s:log():neg() - e:square() * 0.5):sum() - e:numel() * 0.5 * math.log(2 * math.pi)
+      return w, logq - student:log_prob(w)
+    end
+    local w, klw = sample(mu, rho, eps_w)
+    local b, klb = sample(bmu, brho, eps_b)
+    local ref = bbb.linear(x, w, b):sum() + klw + klb
+    assert.is_true(math.abs(ref:item() - loss:item()) < 1e-4 * math.max(1, math.abs(ref:item())))
+    ref:backward()
+    for _, pair in ipairs{ { layer.weight_mu, mu }, { layer.weight_rho, rho }, { layer.bias_rho, brho } } do
+      local got, want = pair[1].grad:totable(), pair[2].grad
+      local err = (pair[1].grad - want):abs():max():item()
+      assert.is_true(err < 1e-4 * math.max(1, want:abs():max():item()),
+        ("gradient off by %g: %s vs %s"):format(err, tostring(pair[1].grad), tostring(want)))
+      assert.is_table(got)
+    end
+    -- the prior's own share of the gradient is not negligible
+    local wp = leaf(layer.weight_mu)
+    student:log_prob(wp):backward()
+    assert.is_true(wp.grad:abs():max():item() > 1e-3)
+  end)
+  it("a Lua prior written log_prob = function(w), without self, is refused at build", function()
+    local bad = { log_prob = function(w) return w:sum() end }
+    assert.has_error(function() bbb.nn.BayesLinear(3, 2, { prior = bad }) end,
+      "BayesLinear: the prior's log_prob takes one parameter, but it is called as p:log_prob(w) "
+      .. "with the prior first: write log_prob = function(self, w) (or function(_, w))")
+  end)
+  it("a Lua prior prints its name, or where its log_prob was written", function()
+    local named = { name = "StudentT(3)", log_prob = function(_, w) return w:sum() end }
+    assert.are.equal("BayesLinear(3 -> 2, prior=StudentT(3), estimator=weight)",
+      tostring(bbb.nn.BayesLinear(3, 2, { prior = named })))
+    local anon = { log_prob = function(_, w) return w:sum() end }
+    local line = debug.getinfo(anon.log_prob, "S").linedefined
+    assert.are.equal(("LuaPrior(%s:%d)"):format(debug.getinfo(1, "S").short_src, line),
+      bbb.prior.describe(anon))
   end)
   it("rejects bad parameters with messages naming them", function()
     assert.has_error(function() bbb.prior.Gaussian{ sigma = 0 } end,

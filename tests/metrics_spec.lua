@@ -59,6 +59,122 @@ describe("entropy and mutual information", function()
   end)
 end)
 
+describe("entropies in bits and per-pass samples", function()
+  it("uniform over C classes is log2 C bits, one-hot is 0", function()
+    local h = metrics.entropy(bbb.tensor { { 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1 },
+                                          { 0, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
+                                          { 0.5, 0.5, 0, 0, 0, 0, 0, 0, 0, 0 } }, 2)
+    assert_close(h[1], math.log(10, 2), 1e-6)
+    assert_close(h[2], 0)
+    assert_close(h[3], 1, 1e-6)
+  end)
+  it("MI of identical samples is 0 and the expected entropy is their entropy", function()
+    local p = bbb.tensor { { 0.6, 0.3, 0.1 }, { 0.25, 0.25, 0.5 } }
+    local u = metrics.uncertainty({ p, p, p }, 2)
+    for i = 1, 2 do
+      assert_close(u.mutual_information[i], 0, 1e-6)
+      local row = p[i]:totable()
+      local h = 0
+      for _, v in ipairs(row) do h = h - v * math.log(v, 2) end
+      assert_close(u.expected[i], h, 1e-6)
+      assert_close(u.predictive[i], h, 1e-6)
+    end
+  end)
+  it("two confident passes that disagree carry 1 bit of MI and no aleatoric part", function()
+    local s = bbb.tensor { { { 1, 0 }, { 0.9, 0.1 } }, { { 0, 1 }, { 0.1, 0.9 } } }   -- (S=2, N=2, C=2)
+    local u = metrics.uncertainty(s, 2)
+    assert_close(u.predictive[1], 1, 1e-6)
+    assert_close(u.expected[1], 0, 1e-6)
+    assert_close(u.mutual_information[1], 1, 1e-6)
+    local function h2(q) return -(q * math.log(q, 2) + (1 - q) * math.log(1 - q, 2)) end
+    assert_close(u.expected[2], h2(0.9), 1e-6)
+    assert_close(u.mutual_information[2], 1 - h2(0.9), 1e-5)
+    assert_close(metrics.mutual_information(s, 2)[2], 1 - h2(0.9), 1e-5)
+    assert_close(metrics.expected_entropy(s)[2], h2(0.9) * math.log(2), 1e-6)   -- nats by default
+    assert_close(u.mean[2][1], 0.5, 1e-7)
+  end)
+  it("predict gives the per-pass probabilities as one (S, N, C) tensor", function()
+    local gen = bbb.Generator(5)
+    local net = bbb.nn.bayes_mlp({ 3, 6, 4 }, { rho_init = -1, generator = gen })
+    local x = bbb.randn({ 5, 3 }, 0, 1, gen)
+    gen:set_state(77, 0)
+    local p, list = net:predict(x, { samples = 6, keep_samples = true })
+    gen:set_state(77, 0)
+    local p2, stack = net:predict(x, { samples = 6, keep_samples = "tensor" })
+    assert.are.same({ 6, 5, 4 }, stack:size())
+    assert.are.equal(0, (p - p2):abs():max():item())
+    for s = 1, 6 do
+      assert.are.equal(0, (stack[s] - list[s]):abs():max():item())
+    end
+    assert((stack:mean(1) - p):abs():max():item() < 1e-6)
+    local a = metrics.uncertainty(stack).mutual_information
+    local b = metrics.mutual_information(list)
+    assert(((a - b):abs():max():item()) < 1e-6)
+    assert.has_error(function() net:predict(x, { keep_samples = "list" }) end,
+      'predict: keep_samples must be true, false or "tensor", got list')
+  end)
+end)
+
+describe("MC dropout through predict", function()
+  it("samples dropout layers whose mode is sample, and mode = mean turns them off", function()
+    local gen = bbb.Generator(9)
+    local net = bbb.nn.mlp({ 4, 16, 3 }, { dropout = 0.5, generator = gen })
+    local x = bbb.randn({ 6, 4 }, 0, 1, gen)
+    local _, plain = net:predict(x, { samples = 5, keep_samples = "tensor" })
+    assert.are.equal(0, metrics.uncertainty(plain).mutual_information:max():item())
+    net:apply(function(m) if m.__name == "Dropout" then m.mode = "sample" end end)
+    local _, mc = net:predict(x, { samples = 5, keep_samples = "tensor" })
+    assert(metrics.uncertainty(mc).mutual_information:max():item() > 1e-4)
+    assert.are.equal(0, (net:predict(x, { mode = "mean" }) - plain[1]):abs():max():item())
+    assert.are.equal("sample", net:children()[3].mode)   -- restored after predict
+  end)
+end)
+
+describe("entropy at the extremes against float64", function()
+  it("stays finite and non-negative for probabilities near 0 and 1", function()
+    local tiny = { 1e-30, 1e-8, 1e-4 }
+    for _, e in ipairs(tiny) do
+      local got = metrics.entropy(bbb.tensor { { 1 - e, e } }, 2)[1]
+      local q = e   -- float64 reference with the float32 value of 1 - e
+      local one = bbb.tensor { 1 - e }[1]
+      local want = 0
+      if one > 0 then want = want - one * math.log(one, 2) end
+      want = want - q * math.log(math.max(q, 1e-12), 2)
+      assert(got >= 0 and got == got, tostring(got))
+      assert(math.abs(got - want) <= 1e-6 + 1e-4 * want, ("e=%g got %.9g want %.9g"):format(e, got, want))
+    end
+    local u = metrics.uncertainty(bbb.tensor { { { 1 - 1e-7, 1e-7 } }, { { 1 - 2e-7, 2e-7 } } }, 2)
+    assert(u.mutual_information[1] >= 0)
+    assert(u.mutual_information[1] < 1e-6)
+  end)
+end)
+
+describe("reliability bins", function()
+  it("group rows by confidence and give each bin's accuracy and confidence", function()
+    local p = bbb.tensor { { 0.95, 0.05 }, { 0.05, 0.95 }, { 0.55, 0.45 }, { 0.6, 0.4 } }
+    local bins = metrics.reliability(p, { 1, 1, 2, 1 }, 10)
+    assert.are.equal(10, #bins)
+    assert.are.equal(2, bins[10].count)
+    assert_close(bins[10].accuracy, 0.5)
+    assert_close(bins[10].confidence, 0.95, 1e-6)
+    assert.are.equal(1, bins[6].count)   -- 0.55 in (0.5, 0.6]
+    assert.are.equal(0, bins[6].accuracy)
+    assert.are.equal(1, bins[7].count)   -- 0.6 in float32 is just above 0.6
+    assert.is_nil(bins[1].accuracy)
+    assert_close(bins[3].lo, 0.2)
+    assert_close(bins[3].hi, 0.3)
+  end)
+  it("ECE with 15 bins is 0 for a calibrated toy and the weighted gap otherwise", function()
+    -- 10 rows at confidence 0.8 of which 8 right: calibrated
+    local rows, ys = {}, {}
+    for i = 1, 10 do rows[i] = { 0.8, 0.2 }; ys[i] = i <= 8 and 1 or 2 end
+    assert_close(metrics.ece(bbb.tensor(rows), ys), 0, 1e-6)
+    -- all right at 0.8: a gap of 0.2 in every row
+    for i = 1, 10 do ys[i] = 1 end
+    assert_close(metrics.ece(bbb.tensor(rows), ys), 0.2, 1e-6)
+  end)
+end)
+
 describe("ece", function()
   it("is zero for a perfectly calibrated toy", function()
     local p = bbb.tensor { { 0.75, 0.25 }, { 0.75, 0.25 }, { 0.75, 0.25 }, { 0.75, 0.25 } }
@@ -131,7 +247,13 @@ describe("errors name the function", function()
     assert_error_has(function() metrics.auroc({}, { 1 }) end, "auroc: no positive scores")
     assert_error_has(function() metrics.auroc({ 1 }, {}) end, "auroc: no negative scores")
     assert_error_has(function() metrics.auroc({ 0 / 0 }, { 1 }) end, "auroc: positive score 1 is")
-    assert_error_has(function() metrics.mutual_information {} end, "mutual_information: expects a non-empty list")
+    assert_error_has(function() metrics.mutual_information {} end,
+      "mutual_information: expects a (S, N, C) tensor or a non-empty list of (N, C) tensors")
+    assert_error_has(function() metrics.uncertainty(bbb.zeros(2, 3)) end,
+      "uncertainty: samples must be a (S, N, C) tensor or a list of (N, C) tensors, got 2x3")
+    assert_error_has(function() metrics.entropy(probs, 1) end, "entropy: base must be a number > 1 (2 for bits), got 1")
+    assert_error_has(function() metrics.reliability(probs, labels, 1.5) end,
+      "reliability: n_bins must be a positive integer, got 1.5")
     assert_error_has(function() metrics.ece(probs, labels, 0) end, "ece: n_bins must be a positive integer")
   end)
 end)

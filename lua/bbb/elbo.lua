@@ -147,7 +147,10 @@ end
 local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
 local function show(v) return v ~= v and "nan" or tostring(v) end
 
---- loss, terms = elbo:loss(net, x, y [, {batch = i, step = n}])
+--- loss, terms = elbo:loss(net, x, y [, {batch = i, step = n, examples = B, kl_share = s}])
+-- examples and kl_share describe a shard of a larger batch: the loss is
+-- divided by examples (the global batch size) and the complexity term is
+-- weighted by kl_share (1 / the number of shards) on top of kl_weight.
 -- terms: loss, nll (mean per example), nll_sum, complexity (log q - log p
 -- in nats, averaged over samples), kl_weight, complexity_per_example
 -- (kl_weight * complexity / batch size), elbo_per_example (= loss), and for
@@ -157,8 +160,12 @@ function ELBO:loss(net, x, y, opts)
   opts = opts or {}
   self.steps = self.steps + 1
   local step = opts.step or self.steps
-  local B = x:size(1)
-  local w = self:weight(opts.batch)
+  -- A shard of a global batch (data-parallel training) divides by the
+  -- global batch size and carries its share of the complexity term, so the
+  -- ranks' gradients sum to the gradient of the whole batch.
+  local B = opts.examples or x:size(1)
+  local share = opts.kl_share or 1
+  local w = self:weight(opts.batch) * share
   if self.kl then
     local ok, err = pcall(set_kl_mode, net, self.kl)
     if not ok then error(err, 2) end

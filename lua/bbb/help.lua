@@ -71,6 +71,8 @@ function help.text(x)
   local d, shown
   if type(x) == "string" then
     local name = x:gsub("^bbb%.", "")
+    local f = rawget(require "bbb", name)
+    if type(f) == "function" then return help.text(f) end
     d, shown = docs[x] or docs["bbb." .. name] or docs[name], x
   elseif type(x) == "function" then
     for _, n in ipairs(names_of(x)) do

@@ -1,7 +1,7 @@
 --- bbb: Bayes by Backprop on a C tensor core.
 -- The tensor functions come from the C module bbb.core; the submodules
 -- (nn, prior, elbo, optim, train, checkpoint, data, metrics, plot, progress,
--- testing, json, cli) load on
+-- testing, json, cli, bandit) load on
 -- first use: `bbb.nn.BayesLinear(784, 400)`.
 local core = require "bbb.core"
 
@@ -108,7 +108,9 @@ function bbb.save(path, obj) return bbb.checkpoint.save(path, obj) end
 -- from the checkpoint, ready for predict.
 function bbb.load(path, opts) return bbb.checkpoint.load(path, opts) end
 
+--- A tensor of zeros with t's sizes.
 function bbb.zeros_like(t) return core.zeros(t:size()) end
+--- A tensor of ones with t's sizes.
 function bbb.ones_like(t) return core.ones(t:size()) end
 
 --- help([x]): a one-screen summary, or the signatures and doc of x (a
@@ -119,7 +121,7 @@ function bbb.help(x) return require("bbb.help").show(x) end
 local submodules = {
   nn = true, prior = true, elbo = true, optim = true, data = true, metrics = true,
   plot = true, progress = true, testing = true, checkpoint = true, train = true, json = true,
-  cli = true,
+  cli = true, dist = true, bandit = true,
 }
 setmetatable(bbb, {
   __index = function(t, k)

@@ -64,57 +64,138 @@ function metrics.nll(probs, labels)
   return total / n
 end
 
---- entropy(probs) -> (N) tensor of predictive entropies in nats.
-function metrics.entropy(probs)
-  local p = check_probs(probs, "entropy")
-  return (p * p:clamp(TINY):log()):sum(2):neg()
+-- Entropies are in nats unless a base is given (2: bits).
+local function check_base(base, what)
+  if base == nil then return 1 end
+  if type(base) ~= "number" or not (base > 1) or base == math.huge then
+    error(("%s: base must be a number > 1 (2 for bits), got %s"):format(what, tostring(base)), 3)
+  end
+  return 1 / math.log(base)
 end
 
---- mutual_information(sample_probs) -> (N) tensor: H[mean_s p_s] - mean_s H[p_s],
--- the epistemic part of the predictive entropy, from a list of S (N, C) tensors.
-function metrics.mutual_information(sample_probs)
-  if type(sample_probs) ~= "table" or #sample_probs == 0 then
-    error("mutual_information: expects a non-empty list of (N, C) tensors", 2)
-  end
-  local first = check_probs(sample_probs[1], "mutual_information")
-  local mean, mean_entropy = first:clone(), metrics.entropy(first)
-  for s = 2, #sample_probs do
-    local p = check_probs(sample_probs[s], "mutual_information")
-    if shape_str(p) ~= shape_str(first) then
-      error(("mutual_information: sample %d is %s, sample 1 is %s")
-        :format(s, shape_str(p), shape_str(first)), 2)
+local function plogp_sum(p, dim)
+  return (p * p:clamp(TINY):log()):sum(dim):neg()
+end
+
+--- entropy(probs [, base]) -> (N) tensor of entropies -sum_c p log p, in
+-- nats (base 2: bits); 0 log 0 counts as 0.
+function metrics.entropy(probs, base)
+  local k = check_base(base, "entropy")
+  local p = check_probs(probs, "entropy")
+  local h = plogp_sum(p, 2)
+  return k == 1 and h or h * k
+end
+
+-- Per-pass probabilities as one (S, N, C) tensor: from net:predict(x,
+-- {keep_samples = "tensor"}) or a list of S (N, C) tensors.
+local function check_samples(samples, what)
+  if core.is_tensor(samples) then
+    if samples:dim() ~= 3 then
+      error(("%s: samples must be a (S, N, C) tensor or a list of (N, C) tensors, got %s")
+        :format(what, shape_str(samples)), 3)
     end
-    mean = mean + p
-    mean_entropy = mean_entropy + metrics.entropy(p)
+    local sz = samples:size()
+    if sz[1] == 0 or sz[2] == 0 or sz[3] == 0 then
+      error(("%s: empty input (%s)"):format(what, shape_str(samples)), 3)
+    end
+    return samples:detach()
   end
-  local k = 1 / #sample_probs
-  -- Jensen makes it >= 0; float rounding can dip just below.
-  return (metrics.entropy(mean * k) - mean_entropy * k):maximum(0)
+  if type(samples) ~= "table" or #samples == 0 then
+    error(("%s: expects a (S, N, C) tensor or a non-empty list of (N, C) tensors"):format(what), 3)
+  end
+  local first = samples[1]
+  if not core.is_tensor(first) or first:dim() ~= 2 then
+    error(("%s: sample 1 must be a (N, C) tensor, got %s"):format(what,
+      core.is_tensor(first) and shape_str(first) or type(first)), 3)
+  end
+  local rows = {}
+  for s = 1, #samples do
+    local p = samples[s]
+    if not core.is_tensor(p) or shape_str(p) ~= shape_str(first) then
+      error(("%s: sample %d is %s, sample 1 is %s"):format(what, s,
+        core.is_tensor(p) and shape_str(p) or type(p), shape_str(first)), 3)
+    end
+    rows[s] = p:detach():reshape { 1, first:size(1), first:size(2) }
+  end
+  check_probs(first, what)
+  return #rows == 1 and rows[1] or core.cat(rows, 1)
+end
+
+--- uncertainty(samples [, base]) -> {predictive, expected, mutual_information, mean}:
+-- from S per-pass (N, C) probabilities (a (S, N, C) tensor or a list),
+-- the entropy of the mean prediction (N), the mean entropy of the passes
+-- (N, the aleatoric part), their difference (N, the epistemic part,
+-- >= 0 by Jensen; float rounding below 0 is clamped) and the mean (N, C).
+function metrics.uncertainty(samples, base)
+  local k = check_base(base, "uncertainty")
+  local p = check_samples(samples, "uncertainty")
+  local mean = p:mean(1)
+  local predictive = plogp_sum(mean, 2) * k
+  local expected = plogp_sum(p, 3):mean(1) * k
+  return { predictive = predictive, expected = expected,
+           mutual_information = (predictive - expected):maximum(0), mean = mean }
+end
+
+--- mutual_information(samples [, base]) -> (N) tensor: H[mean_s p_s] - mean_s H[p_s],
+-- the epistemic part of the predictive entropy, from a (S, N, C) tensor or
+-- a list of S (N, C) tensors.
+function metrics.mutual_information(samples, base)
+  check_base(base, "mutual_information")
+  check_samples(samples, "mutual_information")
+  return metrics.uncertainty(samples, base).mutual_information
+end
+
+--- expected_entropy(samples [, base]) -> (N) tensor: mean_s H[p_s], the
+-- aleatoric part of the predictive entropy.
+function metrics.expected_entropy(samples, base)
+  check_base(base, "expected_entropy")
+  check_samples(samples, "expected_entropy")
+  return metrics.uncertainty(samples, base).expected
+end
+
+--- reliability(probs, labels, n_bins = 15) -> list of n_bins bins
+-- {lo, hi, count, accuracy, confidence}: rows grouped by their top
+-- probability into equal-width bins (lo, hi] (a confidence of 0 joins the
+-- first); accuracy and confidence are the bin's means (nil when empty).
+function metrics.reliability(probs, labels, n_bins)
+  n_bins = n_bins or 15
+  if math.type(n_bins) ~= "integer" or n_bins < 1 then
+    error(("reliability: n_bins must be a positive integer, got %s"):format(tostring(n_bins)), 2)
+  end
+  local p, n, c = check_probs(probs, "reliability")
+  local y = check_labels(labels, n, c, "reliability")
+  local conf, pred = p:max(2)
+  conf, pred = conf:totable(), pred:totable()
+  local bins = {}
+  for b = 1, n_bins do
+    bins[b] = { lo = (b - 1) / n_bins, hi = b / n_bins, count = 0, hits = 0, conf_sum = 0 }
+  end
+  for i = 1, n do
+    local bin = bins[math.min(n_bins, math.max(1, math.ceil(conf[i] * n_bins)))]
+    bin.count = bin.count + 1
+    bin.conf_sum = bin.conf_sum + conf[i]
+    if pred[i] == y[i] then bin.hits = bin.hits + 1 end
+  end
+  for _, bin in ipairs(bins) do
+    if bin.count > 0 then
+      bin.accuracy, bin.confidence = bin.hits / bin.count, bin.conf_sum / bin.count
+    end
+  end
+  return bins
 end
 
 --- ece(probs, labels, n_bins = 15) -> expected calibration error:
 -- sum over equal-width confidence bins of |bin| / N * |accuracy - confidence|.
 function metrics.ece(probs, labels, n_bins)
-  n_bins = n_bins or 15
-  if math.type(n_bins) ~= "integer" or n_bins < 1 then
+  if n_bins ~= nil and (math.type(n_bins) ~= "integer" or n_bins < 1) then
     error(("ece: n_bins must be a positive integer, got %s"):format(tostring(n_bins)), 2)
   end
-  local p, n, c = check_probs(probs, "ece")
-  local y = check_labels(labels, n, c, "ece")
-  local conf, pred = p:max(2)
-  conf, pred = conf:totable(), pred:totable()
-  local count, hits, conf_sum = {}, {}, {}
-  for b = 1, n_bins do count[b], hits[b], conf_sum[b] = 0, 0, 0 end
-  for i = 1, n do
-    -- bins are (lo, hi]; a confidence of exactly 0 joins the first
-    local b = math.min(n_bins, math.max(1, math.ceil(conf[i] * n_bins)))
-    count[b] = count[b] + 1
-    conf_sum[b] = conf_sum[b] + conf[i]
-    if pred[i] == y[i] then hits[b] = hits[b] + 1 end
-  end
+  check_probs(probs, "ece")
+  local n = probs:size(1)
+  check_labels(labels, n, probs:size(2), "ece")
   local total = 0
-  for b = 1, n_bins do
-    if count[b] > 0 then total = total + math.abs(hits[b] - conf_sum[b]) / n end
+  for _, bin in ipairs(metrics.reliability(probs, labels, n_bins)) do
+    total = total + math.abs(bin.hits - bin.conf_sum) / n
   end
   return total
 end

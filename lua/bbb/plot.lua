@@ -139,11 +139,42 @@ local function check_size(what, size, default)
   return size
 end
 
--- The settings every kind of plot shares.
-local function header(what, opts, terminal, output)
-  local s = { "set terminal " .. terminal, "set output " .. gp_quote(output),
-              "set key outside right top", "set grid" }
-  if opts.title then s[#s + 1] = "set title " .. gp_quote(opts.title) end
+-- A title: a string, or a list of strings drawn one under the other. Each
+-- line is quoted on its own and joined with gnuplot's string concatenation
+-- and a literal "\n", so no line can end the command.
+local function gp_text(what, t, field)
+  if type(t) ~= "table" then return gp_quote(t) end
+  if #t == 0 then fail(what, "%s must be a string or a non-empty list of strings", field) end
+  local parts = {}
+  for i, line in ipairs(t) do
+    if type(line) ~= "string" and type(line) ~= "number" then
+      fail(what, "%s[%d] is %s, not a string", field, i, type(line))
+    end
+    parts[i] = gp_quote(line)
+  end
+  return table.concat(parts, [[."\n".]])
+end
+
+local KEYS = {
+  right = "set key outside right top vertical",
+  below = "set key outside below center horizontal",
+  off = "unset key",
+}
+
+local function check_number(what, v, field)
+  if type(v) ~= "number" or not is_finite(v) then
+    fail(what, "%s must be a finite number, got %s", field, tostring(v))
+  end
+  return v
+end
+
+-- The axes settings of one plot (or one panel of plot.panels).
+local function axes_lines(what, opts)
+  local s = { "set grid" }
+  local key = KEYS[opts.key or "right"]
+  if not key then fail(what, "key must be right, below or off, got %s", tostring(opts.key)) end
+  s[#s + 1] = key
+  if opts.title then s[#s + 1] = "set title " .. gp_text(what, opts.title, "title") end
   if opts.xlabel then s[#s + 1] = "set xlabel " .. gp_quote(opts.xlabel) end
   if opts.ylabel then s[#s + 1] = "set ylabel " .. gp_quote(opts.ylabel) end
   if opts.logx then s[#s + 1] = "set logscale x" end
@@ -157,6 +188,27 @@ local function header(what, opts, terminal, output)
       s[#s + 1] = ("set %srange [%s:%s]"):format(axis, number_str(r[1]), number_str(r[2]))
     end
   end
+  -- A caption: lines of text under the plot, one label each, in a bottom
+  -- margin made tall enough for them.
+  local caption = opts.caption
+  if caption ~= nil then
+    if type(caption) ~= "table" then caption = { caption } end
+    for i, line in ipairs(caption) do
+      if type(line) ~= "string" and type(line) ~= "number" then
+        fail(what, "caption[%d] is %s, not a string", i, type(line))
+      end
+      s[#s + 1] = ("set label %d %s at screen 0.01, character %s left front"):format(i,
+        gp_quote(line), number_str(#caption - i + 1.2))
+    end
+    s[#s + 1] = ("set bmargin %d"):format(#caption + 4)
+  end
+  return s
+end
+
+-- The settings every kind of plot shares.
+local function header(what, opts, terminal, output)
+  local s = { "set terminal " .. terminal, "set output " .. gp_quote(output) }
+  for _, line in ipairs(axes_lines(what, opts)) do s[#s + 1] = line end
   return s
 end
 
@@ -205,17 +257,81 @@ end
 
 local STYLES = { lines = true, points = true, linespoints = true }
 
--- Bands first, so the lines are drawn over them.
-local function lines_script(what, opts, data_path)
+local function opacity_of(what, item, field, default)
+  local a = item.opacity
+  if a == nil then return default end
+  if type(a) ~= "number" or not (a >= 0 and a <= 1) then
+    fail(what, "%s.opacity must be a number in [0, 1], got %s", field, tostring(a))
+  end
+  return a
+end
+
+-- Line width, point size and dash of a series, checked.
+local function series_look(what, s, k)
+  local parts = {}
+  local lw = s.width and check_number(what, s.width, ("series[%d].width"):format(k)) or 2
+  parts[#parts + 1] = "lw " .. number_str(lw)
+  if s.pointsize then
+    parts[#parts + 1] = "ps " .. number_str(check_number(what, s.pointsize, ("series[%d].pointsize"):format(k)))
+  end
+  if s.pointtype then
+    if math.type(s.pointtype) ~= "integer" or s.pointtype < 0 or s.pointtype > 15 then
+      fail(what, "series[%d].pointtype must be an integer in 0..15", k)
+    end
+    parts[#parts + 1] = ("pt %d"):format(s.pointtype)
+  end
+  if s.dash then
+    if math.type(s.dash) ~= "integer" or s.dash < 1 or s.dash > 5 then
+      fail(what, "series[%d].dash must be an integer in 1..5 (gnuplot's dash types)", k)
+    end
+    parts[#parts + 1] = ("dt %d"):format(s.dash)
+  end
+  return table.concat(parts, " ")
+end
+
+-- Shaded spans of x (a training range, say): rectangles behind everything,
+-- with an entry in the key when they have a title.
+local function shade_lines(what, opts, clauses)
+  local shade = check_list(what, opts.shade, "shade")
+  local s = {}
+  for k, r in ipairs(shade) do
+    local field = ("shade[%d]"):format(k)
+    local lo, hi = check_number(what, r.lo, field .. ".lo"), check_number(what, r.hi, field .. ".hi")
+    local color = gp_quote(r.color or "#eeeeee")
+    local fill = ("fs solid %s"):format(number_str(opacity_of(what, r, field, 1)))
+    s[#s + 1] = ("set object %d rect from first %s, graph 0 to first %s, graph 1 behind fc rgb %s %s noborder")
+      :format(k, number_str(lo), number_str(hi), color, fill)
+    if r.title then
+      clauses[#clauses + 1] = ("keyentry with boxes fc rgb %s %s noborder %s"):format(color, fill, title_clause(r))
+    end
+  end
+  return s
+end
+
+-- The plot command of one set of axes; its data go into `blocks` (shared
+-- by every panel of a multiplot, so `index` counts from the first panel).
+-- Bands first, so the lines are drawn over them; series in their order, so
+-- the last (the data points, usually) are on top.
+local function lines_body(what, opts, data_path, blocks)
   local series = check_list(what, opts.series, "series")
   local bands = check_list(what, opts.bands, "bands")
   if #series + #bands == 0 then fail(what, "nothing to plot: give series or bands") end
-  local blocks, clauses = {}, {}
+  local clauses = {}
+  local pre = shade_lines(what, opts, clauses)
   for k, b in ipairs(bands) do
-    blocks[#blocks + 1] = xy_columns(what, b, ("bands[%d]"):format(k), { "x", "lo", "hi" })
+    local field = ("bands[%d]"):format(k)
+    blocks[#blocks + 1] = xy_columns(what, b, field, { "x", "lo", "hi" })
+    local color = gp_quote(color_of(b, k))
     clauses[#clauses + 1] = ("%s index %d using 1:2:3 with filledcurves fc rgb %s "
-      .. "fs transparent solid 0.25 noborder %s"):format(gp_quote(data_path), #blocks - 1,
-      gp_quote(color_of(b, k)), title_clause(b))
+      .. "fs transparent solid %s noborder %s"):format(gp_quote(data_path), #blocks - 1,
+      color, number_str(opacity_of(what, b, field, 0.25)), title_clause(b))
+    if b.edges then   -- the band's edges as thin lines, so it reads at any opacity
+      local edge = gp_quote(b.edge_color or color_of(b, k))
+      for c = 2, 3 do
+        clauses[#clauses + 1] = ("%s index %d using 1:%d with lines lw 1 lc rgb %s notitle"):format(
+          gp_quote(data_path), #blocks - 1, c, edge)
+      end
+    end
   end
   for k, s in ipairs(series) do
     local style = s.style or "lines"
@@ -223,11 +339,46 @@ local function lines_script(what, opts, data_path)
       fail(what, "series[%d].style must be lines, points or linespoints", k)
     end
     blocks[#blocks + 1] = series_columns(what, s, k)
-    clauses[#clauses + 1] = ("%s index %d using 1:2 with %s lw 2 lc rgb %s %s"):format(
-      gp_quote(data_path), #blocks - 1, style, gp_quote(color_of(s, k)), title_clause(s))
+    clauses[#clauses + 1] = ("%s index %d using 1:2 with %s %s lc rgb %s %s"):format(
+      gp_quote(data_path), #blocks - 1, style, series_look(what, s, k), gp_quote(color_of(s, k)), title_clause(s))
   end
+  pre[#pre + 1] = "plot " .. table.concat(clauses, ", \\\n     ")
+  return table.concat(pre, "\n")
+end
+
+local function lines_script(what, opts, data_path)
+  local blocks = {}
+  local cmd = lines_body(what, opts, data_path, blocks)
   write_blocks(data_path, blocks)
-  return "plot " .. table.concat(clauses, ", \\\n     ")
+  return cmd
+end
+
+-- Several sets of axes on one page: each panel is a table of lines{}
+-- options (no file); the page may have its own title.
+local function panels_script(what, opts, data_path)
+  local panels = check_list(what, opts.panels, "panels")
+  if #panels == 0 then fail(what, "nothing to plot: give panels") end
+  local layout = opts.layout or { 1, #panels }
+  if type(layout) ~= "table" or math.type(layout[1]) ~= "integer" or math.type(layout[2]) ~= "integer"
+      or layout[1] < 1 or layout[2] < 1 or layout[1] * layout[2] < #panels then
+    fail(what, "layout must be {rows, columns} in positive integers with room for %d panels", #panels)
+  end
+  local blocks = {}
+  local s = { ("set multiplot layout %d,%d%s"):format(layout[1], layout[2],
+    opts.page_title and (" title " .. gp_text(what, opts.page_title, "page_title")) or "") }
+  for k, p in ipairs(panels) do
+    local field = ("panels[%d]"):format(k)
+    local ok, err = pcall(function()
+      if p.caption ~= nil then fail(what, "a panel has no caption: put its numbers in its title") end
+      s[#s + 1] = "reset"
+      for _, line in ipairs(axes_lines(what, p)) do s[#s + 1] = line end
+      s[#s + 1] = lines_body(what, p, data_path, blocks)
+    end)
+    if not ok then error((tostring(err):gsub("^(plot%.%w+: )", "%1" .. field .. ": ")), 0) end
+  end
+  s[#s + 1] = "unset multiplot"
+  write_blocks(data_path, blocks)
+  return table.concat(s, "\n")
 end
 
 local function value_range(all)
@@ -286,6 +437,68 @@ local function histogram_script(what, opts, data_path)
     number_str(width)) .. "plot " .. table.concat(clauses, ", \\\n     ")
 end
 
+-- One chart of grouped bars: category i at x = i, its series side by side.
+local function bars_panel(what, panel, field, categories, data_path, blocks)
+  local series = check_list(what, panel.series, field .. ".series")
+  if #series == 0 then fail(what, "%s: nothing to plot: give series", field) end
+  local width = 0.8 / #series
+  local clauses = {}
+  for k, s in ipairs(series) do
+    local label = ("%s.series[%d].values"):format(field, k)
+    if s.values == nil then fail(what, "%s.series[%d] has no values", field, k) end
+    local v = to_list(s.values, what, label)
+    if #v ~= #categories then
+      fail(what, "%s has %d values for %d categories", label, #v, #categories)
+    end
+    local xs = {}
+    for i = 1, #v do xs[i] = i - 0.4 + (k - 0.5) * width end
+    blocks[#blocks + 1] = { xs, v }
+    clauses[k] = ("%s index %d using 1:2 with boxes lc rgb %s %s"):format(gp_quote(data_path),
+      #blocks - 1, gp_quote(color_of(s, k)), title_clause(s))
+  end
+  return ("set boxwidth %s absolute\n"):format(number_str(width))
+    .. "plot " .. table.concat(clauses, ", \\\n     ")
+end
+
+local function bars_script(what, opts, data_path)
+  if type(opts.categories) ~= "table" or #opts.categories == 0 then
+    fail(what, "categories must list at least one category")
+  end
+  local categories = {}
+  for i, c in ipairs(opts.categories) do categories[i] = tostring(c) end
+  local tics = {}
+  for i, c in ipairs(categories) do tics[i] = ("%s %d"):format(gp_quote(c), i) end
+  local lines = { "set style fill solid 0.7 border", ("set xtics (%s)"):format(table.concat(tics, ", ")),
+                  ("set xrange [0.4:%s]"):format(number_str(#categories + 0.6)) }
+  if opts.yrange == nil then lines[#lines + 1] = "set yrange [0:*]" end   -- bars start at 0
+  local longest = 0
+  for _, c in ipairs(categories) do longest = math.max(longest, #c) end
+  if longest > 3 then lines[#lines + 1] = "set xtics rotate by -45" end   -- names, not digits
+  local blocks = {}
+  if opts.panels == nil then
+    lines[#lines + 1] = bars_panel(what, opts, "bars", categories, data_path, blocks)
+  else
+    local panels = check_list(what, opts.panels, "panels")
+    if #panels == 0 then fail(what, "panels is empty") end
+    local layout = opts.layout or { #panels, 1 }
+    if type(layout) ~= "table" or math.type(layout[1]) ~= "integer" or math.type(layout[2]) ~= "integer"
+        or layout[1] < 1 or layout[2] < 1 or layout[1] * layout[2] < #panels then
+      fail(what, "layout must be {rows, cols} in positive integers with room for %d panels", #panels)
+    end
+    lines[#lines + 1] = "unset title"
+    lines[#lines + 1] = "set key outside top center horizontal"   -- a key at the side squeezes small panels
+    lines[#lines + 1] = ("set multiplot layout %d,%d%s"):format(layout[1], layout[2],
+      opts.title and (" title " .. gp_quote(opts.title)) or "")
+    for k, panel in ipairs(panels) do
+      lines[#lines + 1] = panel.title and ("set title " .. gp_quote(panel.title)) or "unset title"
+      lines[#lines + 1] = bars_panel(what, panel, ("panels[%d]"):format(k), categories, data_path, blocks)
+    end
+    lines[#lines + 1] = "unset multiplot"
+  end
+  write_blocks(data_path, blocks)
+  return table.concat(lines, "\n")
+end
+
 local function render(what, opts, body, terminal, output)
   local lines = header(what, opts, terminal, output)
   local data_path = os.tmpname()
@@ -308,12 +521,23 @@ local function write_file(what, opts, body)
 end
 
 --- lines{file = "out/x.png", title, xlabel, ylabel, size = {800, 500}, logy, logx,
---        xrange = {lo, hi}, yrange = {lo, hi},
---        series = {{x =, y =, title =, style = "lines"|"points"|"linespoints", color = "#rrggbb"}},
---        bands = {{x =, lo =, hi =, title =, color =}}} -> file
--- x, y, lo, hi are tensors or Lua arrays; x defaults to 1..#y.
+--        xrange = {lo, hi}, yrange = {lo, hi}, key = "right" | "below" | "off" (outside the axes),
+--        caption = "text" or {"line", ...} (under the plot),
+--        shade = {{lo =, hi =, color =, opacity = 1, title =}} (spans of x, behind all),
+--        series = {{x =, y =, title =, style = "lines"|"points"|"linespoints", color = "#rrggbb",
+--                   width = 2, pointsize =, pointtype =, dash =}},
+--        bands = {{x =, lo =, hi =, title =, color =, opacity = 0.25, edges = false, edge_color =}}} -> file
+-- x, y, lo, hi are tensors or Lua arrays; x defaults to 1..#y. title may be
+-- a list of lines.
 plot.lines = entry_point(function(opts)
   return write_file("lines", opts, lines_script)
+end)
+
+--- panels{file = "out/x.png", size = {1400, 800}, page_title, layout = {rows, columns},
+--         panels = {{title, xlabel, ylabel, xrange, yrange, key, shade, series, bands}, ...}} -> file
+-- Several lines{} plots on one page (gnuplot's multiplot), one per panel.
+plot.panels = entry_point(function(opts)
+  return write_file("panels", opts, panels_script)
 end)
 
 --- histogram{file =, title, xlabel, ylabel, size, bins = 30, density = false,
@@ -321,6 +545,15 @@ end)
 -- All series share one set of bins spanning their common range.
 plot.histogram = entry_point(function(opts)
   return write_file("histogram", opts, histogram_script)
+end)
+
+--- bars{file =, title, xlabel, ylabel, size, yrange, categories = {"a", "b", ...},
+--       series = {{values =, title =, color =}}} -> file: grouped bars, one
+-- group per category and one bar per series (values: one per category).
+-- panels = {{title =, series = {...}}, ...} with layout = {rows, cols}
+-- draws one such chart per panel under the common title.
+plot.bars = entry_point(function(opts)
+  return write_file("bars", opts, bars_script)
 end)
 
 --- terminal{...} -> string: lines{} (or histogram{} when the series carry

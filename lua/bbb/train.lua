@@ -108,6 +108,66 @@ local function check_opts(o)
   end
 end
 
+-- Data-parallel training (opts.dist = bbb.dist under mpirun): every rank
+-- draws the same order, takes a disjoint shard of each global batch, and the
+-- gradients are summed over ranks in one flat all-reduce, so every rank
+-- applies the same step. Rank 0 alone prints, logs and writes checkpoints.
+local function data_parallel(dist)
+  if not dist or dist.size() == 1 then
+    return { n = 1, rank = 0, lead = true }
+  end
+  local n, rank = dist.size(), dist.rank()
+  local par = { n = n, rank = rank, lead = rank == 0, dist = dist }
+  -- rows of the global batch this rank takes (nil when it gets none)
+  function par.shard(xb, yb)
+    local B = xb:size(1)
+    local per = (B + n - 1) // n
+    local first = rank * per
+    local len = math.min(per, B - first)
+    if len <= 0 then return nil end
+    return xb:narrow(1, first + 1, len), yb and yb:narrow(1, first + 1, len), B
+  end
+  -- sums every gradient over ranks; the pending Ctrl-C count rides along
+  function par.reduce_grads(opt, pending)
+    local grads = {}
+    for _, p in ipairs(opt.params) do
+      if not p.t.grad then p.t:set_grad(bbb.zeros_like(p.t)) end
+      grads[#grads + 1] = p.t.grad
+    end
+    return dist.allreduce_flat(grads, pending)
+  end
+  function par.reduce_sums(sums)
+    local keys = { "loss", "nll", "complexity", "correct", "n" }
+    local v = {}
+    for i, k in ipairs(keys) do v[i] = sums[k] end
+    local r = dist.allreduce_numbers(v)
+    local out = { seconds = sums.seconds }
+    for i, k in ipairs(keys) do out[k] = r[i] end
+    return out
+  end
+  -- every rank's generator states, for a checkpoint that resumes each rank
+  function par.gather_generators(gens)
+    local out, names = {}, {}
+    for name in pairs(gens) do names[#names + 1] = name end
+    table.sort(names)   -- collectives in the same order on every rank
+    for _, name in ipairs(names) do
+      local g = gens[name]
+      local seed, counter = g:state()
+      local seeds, counters = dist.allgather_number(seed), dist.allgather_number(counter)
+      out[name] = {}
+      for r = 1, n do
+        out[name][r] = { seed = ("%d"):format(math.tointeger(seeds[r])),
+                         counter = ("%d"):format(math.tointeger(counters[r])) }
+      end
+    end
+    return out
+  end
+  function par.broadcast_parameters(model)
+    for _, p in ipairs(model:parameters()) do dist.broadcast(p, 0) end
+  end
+  return par
+end
+
 -- Everything a checkpoint of this run holds.
 local function snapshot(o, gens, pos, history)
   return {
@@ -121,9 +181,17 @@ local function snapshot(o, gens, pos, history)
   }
 end
 
-local function save(o, path, gens, pos, history)
+-- Collective under data parallelism (every rank gathers its generators),
+-- but only rank 0 writes.
+local function save(o, par, path, gens, pos, history)
   local t0 = clock()
-  checkpoint.save(path, snapshot(o, gens, pos, history))
+  local snap = snapshot(o, gens, pos, history)
+  if par.n > 1 then
+    snap.state.rank_generators = par.gather_generators(gens)
+    snap.state.ranks = par.n
+    snap.state.sums = pos.sums and par.reduce_sums(pos.sums)
+  end
+  if par.lead then checkpoint.save(path, snap) end
   return clock() - t0
 end
 
@@ -148,6 +216,7 @@ end
 --   on_step     function(i, terms, ctx)
 --   print       function(rec) -> line (default: every figure); quiet = true
 --   progress    "bar" | "lines" | "off" (default: bar on a terminal)
+--   dist        bbb.dist under mpirun: data-parallel training (see above)
 function train.fit(o)
   local ok, res = pcall(function()
     check_opts(o)
@@ -167,8 +236,10 @@ function train.run(o)
   local n_batches = bbb.data.num_batches(ds.n, o.batch_size)
   local every = o.checkpoint_every or 1
 
+  local par = data_parallel(o.dist)
   local pos = { epoch = 0, batch = 0, sums = nil, order = nil, wall = 0 }
   local history = {}
+  if par.n > 1 then par.broadcast_parameters(model) end
   if o.resume then
     local st = o.resume.meta and o.resume.meta.state
     if type(st) ~= "table" or st.kind ~= "train" then
@@ -178,6 +249,21 @@ function train.run(o)
     pos.epoch, pos.batch = math.tointeger(st.epoch), math.tointeger(st.batch)
     pos.sums, pos.wall = st.sums, st.wall or 0
     history = st.history or {}
+    if par.n > 1 or st.ranks then
+      local ranks = math.tointeger(st.ranks) or 1
+      if ranks ~= par.n then
+        fail("train: the checkpoint was written by a run on %d rank(s); resume it with %d", ranks, ranks)
+      end
+      for name, g in pairs(gens) do
+        local e = st.rank_generators and st.rank_generators[name] and st.rank_generators[name][par.rank + 1]
+        if not e then fail("train: the checkpoint holds no state of generator %s for rank %d", name, par.rank) end
+        g:set_state(math.tointeger(tonumber(e.seed)), math.tointeger(tonumber(e.counter)))
+      end
+      -- the saved sums are the whole job's: rank 0 carries them
+      if pos.sums and not par.lead then
+        pos.sums = { loss = 0, nll = 0, complexity = 0, correct = 0, n = 0, seconds = pos.sums.seconds }
+      end
+    end
     if pos.batch > 0 then
       pos.order = o.resume.tensors.extra.order
       if not pos.order then fail("train: the checkpoint stops inside an epoch but holds no data order") end
@@ -185,10 +271,10 @@ function train.run(o)
     model:train()
   end
 
-  local log = open_log(o.log, history)
-  local quiet, line = o.quiet, o.print or default_line
+  local log = par.lead and open_log(o.log, history) or nil
+  local quiet, line = o.quiet or not par.lead, o.print or default_line
   local remaining = (o.epochs - pos.epoch) * n_batches - pos.batch
-  local bar = bbb.progress.new{ total = math.max(remaining, 0), mode = o.progress }
+  local bar = bbb.progress.new{ total = math.max(remaining, 0), mode = par.lead and o.progress or "off" }
   local steps_done = 0
   local last_ckpt
   local wall0 = clock() - pos.wall
@@ -214,34 +300,54 @@ function train.run(o)
       bar.label = ("epoch %d/%d"):format(epoch, o.epochs)
       for i, xb, yb in bbb.data.batches(ds, o.batch_size, { order = pos.order, start = pos.batch }) do
         opt:zero_grad()
-        local loss, terms = elbo:loss(model, xb, yb, { batch = i, step = opt.t + 1 })
-        loss:backward()
+        local terms, pending
+        if par.n == 1 then
+          local loss
+          loss, terms = elbo:loss(model, xb, yb, { batch = i, step = opt.t + 1 })
+          loss:backward()
+        else
+          local xl, yl, B = par.shard(xb, yb)
+          if xl then
+            local loss
+            loss, terms = elbo:loss(model, xl, yl, { batch = i, step = opt.t + 1, examples = B,
+                                                     kl_share = 1 / par.n })
+            loss:backward()
+          else   -- an empty shard still joins the reduction, with zeros
+            elbo.steps = elbo.steps + 1
+            terms = { nll_sum = 0, kl_weight = 0, complexity = 0, correct = 0, nll = 0 }
+          end
+          terms.examples = xl and xl:size(1) or 0
+          -- a Ctrl-C seen by any rank stops every rank after the same step
+          pending = par.reduce_grads(opt, core.sigint_pending())
+        end
         opt:step()
-        local B = xb:size(1)
         sums.loss = sums.loss + terms.nll_sum + terms.kl_weight * terms.complexity
         sums.nll = sums.nll + terms.nll_sum
         sums.complexity = sums.complexity + terms.kl_weight * terms.complexity
         sums.correct = sums.correct + (terms.correct or 0)
+        local B = terms.examples or xb:size(1)
         sums.n = sums.n + B
-        if opt.observe_loss then   -- warns once when the loss per example explodes
+        if opt.observe_loss and B > 0 then   -- warns once when the loss per example explodes
           opt:observe_loss((terms.nll_sum + terms.kl_weight * terms.complexity) / B)
         end
         pos.batch = i
         steps_done = steps_done + 1
         if o.on_step then o.on_step(i, terms, { epoch = epoch, model = model }) end
         bar:update(steps_done, ("nll %.4f"):format(terms.nll))
-        if core.sigint_pending() > 0 and (i < n_batches or epoch < o.epochs) then
+        pending = pending or core.sigint_pending()
+        if pending > 0 and (i < n_batches or epoch < o.epochs) then
           sums.seconds = sums.seconds + (clock() - t0)
           pos.wall = clock() - wall0
           bar:clear()
           local path = o.checkpoint or o.interrupt_checkpoint
           if path then
-            save(o, path, gens, pos, history)
+            save(o, par, path, gens, pos, history)
             last_ckpt = path
           end
           return "interrupted"
         end
       end
+      if par.n > 1 then sums = par.reduce_sums(sums) end
       if o.schedule then o.schedule:step() end
       local train_seconds = sums.seconds + (clock() - t0)   -- this process's share
       local rec = {
@@ -271,7 +377,7 @@ function train.run(o)
       history[#history + 1] = rec
       write_log(log, o.log, rec)
       if o.checkpoint and (epoch % every == 0 or epoch == o.epochs) then
-        rec.checkpoint_seconds = save(o, o.checkpoint, gens, pos, history)
+        rec.checkpoint_seconds = save(o, par, o.checkpoint, gens, pos, history)
         last_ckpt = o.checkpoint
       end
       if not quiet then

@@ -62,7 +62,15 @@ void lbbb_account(lua_State *L) {
 void lbbb_check(lua_State *L, int status) {
   if (status == BBB_OK && bbb_interrupted()) status = bbb_error(BBB_EINTR, "interrupted");
   if (status != BBB_OK) {
-    if (status == BBB_EINTR) bbb_interrupt_clear();
+    if (status == BBB_EINTR) {
+      bbb_interrupt_clear();
+      /* The interpreter's Ctrl-C hook (lua.c's lstop, which bbblua copies:
+      ** every event, count 1) would raise a second "interrupted!" over this
+      ** message at the next event; this error already serves it. */
+      if (lua_gethookmask(L) == (LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT) &&
+          lua_gethookcount(L) == 1)
+        lua_sethook(L, NULL, 0, 0);
+    }
     lua_pushstring(L, bbb_status_name(status));
     lua_setfield(L, LUA_REGISTRYINDEX, LAST_ERROR_KEY);
     luaL_error(L, "%s", bbb_errmsg());

@@ -57,6 +57,23 @@ function Module:named_parameters()
   return out
 end
 
+--- This module's own buffers as {name, tensor} pairs: state that is saved
+-- and loaded with the parameters but never trained (BayesLinear's pruning
+-- masks).
+function Module:own_buffers() return {} end
+
+--- Parameters, then buffers, over the whole tree, named as in
+-- named_parameters: everything state_dict saves.
+function Module:named_state()
+  local out = self:named_parameters()
+  local function walk(m, prefix)
+    for _, b in ipairs(m:own_buffers()) do out[#out + 1] = { prefix .. b[1], b[2] } end
+    for i, c in ipairs(m:children()) do walk(c, prefix .. i .. ".") end
+  end
+  walk(self, "")
+  return out
+end
+
 function Module:parameters()
   local out = {}
   for _, p in ipairs(self:named_parameters()) do out[#out + 1] = p[2] end
@@ -69,10 +86,11 @@ function Module:zero_grad()
   return self
 end
 
---- {name = tensor} for every parameter (the tensors themselves, not copies).
+--- {name = tensor} for every parameter and buffer (the tensors themselves,
+-- not copies).
 function Module:state_dict()
   local sd = {}
-  for _, p in ipairs(self:named_parameters()) do sd[p[1]] = p[2] end
+  for _, p in ipairs(self:named_state()) do sd[p[1]] = p[2] end
   return sd
 end
 
@@ -85,7 +103,7 @@ function Module:load_state_dict(sd)
   if type(sd) ~= "table" then
     error(("load_state_dict: expects a table of tensors, got %s"):format(type(sd)), 2)
   end
-  local params, seen = self:named_parameters(), {}
+  local params, seen = self:named_state(), {}
   for _, p in ipairs(params) do
     local name, t = p[1], p[2]
     local src = sd[name]
@@ -161,7 +179,9 @@ end
 -- categorical: the MC-averaged class probabilities (N, C);
 -- gaussian: the predictive mean and standard deviation (the spread of the
 -- samples, plus noise_sigma in quadrature). With keep_samples, the
--- per-sample outputs (probabilities or values) come last, as a list.
+-- per-sample outputs (probabilities or values) come last, as a list;
+-- keep_samples = "tensor" gives them as one (S, N, C) tensor instead,
+-- filled pass by pass (no Lua tables, no copies of the list).
 -- mode = "mean" uses the posterior means (one pass).
 function Module:predict(x, opts)
   opts = opts or {}
@@ -174,17 +194,27 @@ function Module:predict(x, opts)
   if math.type(S) ~= "integer" or S < 1 then
     error(("predict: samples must be a positive integer, got %s"):format(tostring(opts.samples)), 2)
   end
+  local keep = opts.keep_samples
+  if keep ~= nil and keep ~= false and keep ~= true and keep ~= "tensor" then
+    error(('predict: keep_samples must be true, false or "tensor", got %s'):format(tostring(keep)), 2)
+  end
   local gaussian = opts.likelihood == "gaussian"
   local was_training = self.training
   self:evaluate()
   local saved = set_modes(self, mode)
   local ok, a, b, c = pcall(bbb.no_grad, function()
-    local sum, outs = nil, opts.keep_samples and {} or nil
+    local sum, outs = nil, (keep == true) and {} or nil
+    local stack   -- keep_samples = "tensor": (S, N, C), one row slice per pass
     local mean, m2   -- gaussian: Welford's running mean and sum of squared deviations
     for s = 1, S do
       local out = self:forward(x)
       if not gaussian then out = out:softmax() end
       if outs then outs[s] = out end
+      if keep == "tensor" then
+        local shape = out:size()
+        if s == 1 then stack = bbb.zeros { S, shape[1], shape[2] } end
+        stack:narrow(1, s, 1):copy(out:reshape { 1, shape[1], shape[2] })
+      end
       if gaussian then
         -- The spread about the running mean, never E[y^2] - E[y]^2, which
         -- cancels in float32 when |mean| >> spread (all of it at mean 1000).
@@ -199,9 +229,9 @@ function Module:predict(x, opts)
         sum = sum and sum + out or out
       end
     end
-    if not gaussian then return sum / S, outs end
+    if not gaussian then return sum / S, outs or stack end
     local var = (m2 / S):clamp(0) + (opts.noise_sigma or 0) ^ 2
-    return mean, var:sqrt(), outs
+    return mean, var:sqrt(), outs or stack
   end)
   for _, e in ipairs(saved) do e[1].mode = e[2] end
   if was_training then self:train() end

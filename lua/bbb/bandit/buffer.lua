@@ -1,0 +1,61 @@
+--- A replay buffer of the last `capacity` (input, target) rows, kept in two
+-- preallocated tensors (a ring), sampled uniformly with replacement.
+local bbb = require "bbb"
+
+local Buffer = {}
+Buffer.__index = Buffer
+
+--- ReplayBuffer{capacity = 4096, width = 119}
+local function new(opts)
+  local cap, width = opts.capacity, opts.width
+  if math.type(cap) ~= "integer" or cap < 1 then
+    error(("ReplayBuffer: capacity must be a positive integer, got %s"):format(tostring(cap)), 2)
+  end
+  if math.type(width) ~= "integer" or width < 1 then
+    error(("ReplayBuffer: width must be a positive integer, got %s"):format(tostring(width)), 2)
+  end
+  return setmetatable({ capacity = cap, width = width, count = 0,
+    x = bbb.zeros{ cap, width }, y = bbb.zeros{ cap, 1 } }, Buffer)
+end
+
+--- add(x (1, width), y): overwrites the oldest row once full.
+function Buffer:add(x, y)
+  local slot = self.count % self.capacity + 1
+  self.x:narrow(1, slot, 1):copy(x)
+  self.y:set(slot, 1, y)
+  self.count = self.count + 1
+end
+
+--- How many rows it holds.
+function Buffer:size() return math.min(self.count, self.capacity) end
+
+--- sample(k, generator) -> x (k, width), y (k, 1): rows drawn with replacement.
+function Buffer:sample(k, generator)
+  local n = self:size()
+  if n == 0 then error("ReplayBuffer:sample: the buffer is empty", 2) end
+  local u = bbb.rand({ k }, 0, 1, generator):totable()
+  for i = 1, k do   -- floor division, no function calls: this loop runs once a step for 4096 rows
+    local v = u[i] * n // 1 + 1
+    u[i] = v > n and n or v
+  end
+  local idx = bbb.tensor(u)
+  return self.x:index_select(idx), self.y:index_select(idx)
+end
+
+--- The rows and count, for checkpoints.
+function Buffer:state() return { count = self.count }, { x = self.x, y = self.y } end
+
+function Buffer:set_state(st, tensors)
+  local c = math.tointeger(st.count)
+  if not c or c < 0 then error("ReplayBuffer:set_state: bad count", 2) end
+  if not (bbb.is_tensor(tensors.x) and tensors.x:numel() == self.x:numel()
+          and bbb.is_tensor(tensors.y) and tensors.y:numel() == self.y:numel()) then
+    error(("ReplayBuffer:set_state: the saved rows do not fit a buffer of %d x %d")
+      :format(self.capacity, self.width), 2)
+  end
+  self.x:copy(tensors.x)
+  self.y:copy(tensors.y)
+  self.count = c
+end
+
+return new

@@ -1,0 +1,54 @@
+--- bbb.dist: data-parallel training and distributed searches over MPI.
+-- Ranks are MPI's own, 0-based; rank 0 prints, logs and writes checkpoints.
+--
+--   mpirun -np 2 bbblua scripts/mnist.lua --distributed
+--   local dist = bbb.dist
+--   if dist.available then print(dist.rank(), dist.size()) end
+--
+-- Functions: rank(), size(), allreduce(t) (in place, sum), allreduce_flat(
+-- {t1, t2, ...}, extra) (one call for a list of tensors), allreduce_numbers
+-- {..}, allgather_number(x), broadcast(t, root), broadcast_string(s, root),
+-- send_string(s, dest), recv_string([source]) -> s, source, barrier(),
+-- finalize(), abort(code), launched() (started by mpirun?).
+-- A build without MPI has them all raise "this build of bbb has no MPI".
+local dist = {}
+
+local function launched()
+  for _, v in ipairs { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS" } do
+    if os.getenv(v) then return true end
+  end
+  return false
+end
+
+--- True when this process was started by mpirun (or another MPI launcher).
+dist.launched = launched
+
+local NAMES = { "rank", "size", "allreduce", "allreduce_flat", "allreduce_numbers", "allgather_number",
+                "broadcast", "broadcast_string", "send_string", "recv_string", "barrier", "finalize",
+                "abort", "wtime" }
+
+local mpi, err
+if launched() then
+  local ok, m = pcall(require, "bbb.dist_mpi")
+  if ok then mpi = m else err = m end
+else
+  -- Loading MPI outside mpirun would start a singleton job: only on demand.
+  err = "not started by mpirun"
+end
+
+dist.available = mpi ~= nil
+
+if mpi then
+  for _, k in ipairs(NAMES) do dist[k] = mpi[k] end
+else
+  local has_module = package.searchpath("bbb.dist_mpi", package.cpath) ~= nil
+  local reason = has_module and "this process was not started by mpirun (mpirun -np N bbblua ...)"
+    or "this build of bbb has no MPI (install libopenmpi-dev and openmpi-bin, then rebuild)"
+  dist.reason = reason
+  for _, k in ipairs(NAMES) do
+    dist[k] = function() error("bbb.dist." .. k .. ": " .. reason, 2) end
+  end
+  local _ = err
+end
+
+return dist

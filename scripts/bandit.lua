@@ -1,0 +1,383 @@
+--- The Mushroom contextual bandit of Blundell et al. (2015, section 5.3,
+-- figure 6): Bayes by Backprop with Thompson sampling against epsilon-greedy
+-- MLPs (5%, 1%, 0%), a uniform agent and a linear Thompson sampling agent.
+-- Every agent meets the same mushrooms and poison coins (common random
+-- numbers); agents run in parallel worker processes, one thread each.
+-- bbblua scripts/bandit.lua --help
+local bbb = require "bbb"
+local argparse = require "argparse"
+local cli = require "bbb.cli"
+local bandit = require "bbb.bandit"
+local checkpoint = require "bbb.checkpoint"
+
+local DEFAULT_STEPS = 10000
+local PAPER_STEPS = 50000
+
+-- name -> how to build it; the order is the table's and the plot's.
+local AGENTS = {
+  { name = "bbb", title = "Bayes by Backprop", make = function(o) return bandit.BBB(o) end },
+  { name = "eps5", title = "5% greedy", epsilon = 0.05 },
+  { name = "eps1", title = "1% greedy", epsilon = 0.01 },
+  { name = "eps0", title = "greedy", epsilon = 0 },
+  { name = "linear", title = "linear TS", make = function(o) return bandit.LinearTS(o) end },
+  { name = "uniform", title = "uniform", make = function(o) return bandit.Uniform(o) end },
+}
+local BY_NAME = {}
+for k, a in ipairs(AGENTS) do
+  a.index = k
+  if a.epsilon then
+    local eps = a.epsilon
+    a.make = function(o) o.epsilon = eps; return bandit.EpsilonGreedy(o) end
+  end
+  BY_NAME[a.name] = a
+end
+local PAPER_AGENTS = { "bbb", "eps5", "eps1", "eps0" }
+
+local parser = argparse("bandit.lua", "The Mushroom contextual bandit (Blundell et al. 2015, "
+  .. "section 5.3): cumulative regret of Bayes by Backprop with Thompson sampling against "
+  .. "epsilon-greedy MLPs, a uniform and a linear Thompson sampling agent. Regret is against "
+  .. "the oracle that eats exactly the edible mushrooms; the table gives the expected regret "
+  .. "(the poison coin averaged out) and, at the end, the realised one. Writes "
+  .. "<out>/bandit_regret.png and <out>/bandit_curves.csv.")
+parser:option("--agents", "Comma-separated agents: bbb, eps5, eps1, eps0, linear, uniform.",
+  "bbb,eps5,eps1,eps0,linear,uniform")
+parser:option("--steps", ("Steps per agent (default %d: the whole default run takes a few "
+  .. "minutes on 2 cores)."):format(DEFAULT_STEPS)):convert(cli.positive_integer())
+parser:flag("--paper", ("The paper's %d steps."):format(PAPER_STEPS))
+parser:option("--updates", "Minibatch updates after each step.", "64"):convert(cli.positive_integer())
+parser:option("--batch", "Minibatch size.", "64"):convert(cli.positive_integer())
+parser:option("--buffer", "Replay buffer: the last N transitions.", "4096"):convert(cli.positive_integer())
+parser:option("--lr", "Adam learning rate of the network agents.", "0.001"):convert(cli.positive_number())
+parser:option("--sigma", "Noise sigma of the Gaussian likelihood.", "1"):convert(cli.positive_number())
+parser:option("--prior-sigma", "Sigma of the Gaussian prior of the Bayesian layers.", "0.1")
+  :convert(cli.positive_number())
+parser:option("--rho-init", "Initial rho of the Bayesian layers (sigma = softplus(rho)).", "-3")
+  :convert(cli.number{ max = 5 })
+parser:option("--seed", "Random seed (mushrooms and coins; agents derive theirs).", "1"):convert(cli.nonnegative_integer())
+parser:option("--repeats", "Runs per agent (seeds seed, seed+1, ...); curves are averaged.", "1"):convert(cli.positive_integer())
+parser:option("--jobs", "Worker processes at once (default: the number of cores)."):convert(cli.positive_integer())
+parser:option("--out", "Output directory.", "out/bandit")
+parser:option("--data", "The Mushroom .rda file (default: data/mushroom/Mushroom.rda).")
+parser:option("--checkpoint-every", "Steps between checkpoints of each run (0: none).", "500"):convert(cli.nonnegative_integer())
+parser:flag("--resume", "Continue each run from its checkpoint in <out>/ckpt/ when there is one.")
+parser:flag("--no-plot", "Skip the PNG.")
+parser:option("--worker", "(internal) run one agent and write its curve."):hidden(true)
+parser:option("--run", "(internal) the repeat index of --worker."):hidden(true):convert(cli.nonnegative_integer())
+local args = cli.parse(parser)
+
+local function fail(msg, ...)
+  io.stderr:write("bandit.lua: ", msg:format(...), "\n")
+  os.exit(2)
+end
+
+-- Every check happens here, before any work starts.
+local cfg = {
+  steps = args.paper and PAPER_STEPS or args.steps or DEFAULT_STEPS,
+  updates = args.updates, batch = args.batch, buffer = args.buffer, lr = args.lr, sigma = args.sigma,
+  seed = args.seed, repeats = args.repeats, every = args.checkpoint_every, rho_init = args.rho_init,
+  prior_sigma = args.prior_sigma,
+}
+if args.paper and args.steps then fail("--paper sets the steps; give --paper or --steps, not both") end
+if cfg.buffer < cfg.batch then
+  fail("--buffer (%d) must hold at least one minibatch (--batch %d)", cfg.buffer, cfg.batch)
+end
+local names = {}
+for name in args.agents:gmatch("[^,%s]+") do
+  if not BY_NAME[name] then
+    fail("unknown agent '%s' (known: bbb, eps5, eps1, eps0, linear, uniform)", name)
+  end
+  names[#names + 1] = name
+end
+if #names == 0 then fail("--agents names no agent") end
+table.sort(names, function(a, b) return BY_NAME[a].index < BY_NAME[b].index end)
+
+local ok_data, data = pcall(bbb.data.load_mushroom, { path = args.data })
+if not ok_data then fail("%s", (tostring(data):gsub("^[^:]*:%d+: ", ""))) end
+
+local out = args.out
+local function path_of(kind, name, run)
+  return ("%s/%s/%s_r%d.%s"):format(out, kind, name, run, kind == "ckpt" and "safetensors" or "csv")
+end
+
+-- ---- one agent, one run (a worker process) ----
+
+local function agent_opts(a, run)
+  return { seed = 1000003 * (cfg.seed + run) + 7919 * a.index, updates = cfg.updates,
+    batch = cfg.batch, buffer = cfg.buffer, lr = cfg.lr, sigma = cfg.sigma, rho_init = cfg.rho_init,
+    prior = bbb.prior.Gaussian{ sigma = cfg.prior_sigma }, context_dim = data.x:size(2) }
+end
+
+local function gen_state(g)
+  local s, c = g:state()
+  return { ("%d"):format(s), ("%d"):format(c) }
+end
+
+local function save_run(path, a, run, env, agent, curves)
+  local st, tensors = agent:state()
+  local all = {}
+  for k, v in pairs(tensors) do all["agent." .. k] = v end
+  local t = env.t
+  for _, key in ipairs { "expected", "realised", "reward" } do
+    if t > 0 then all["curve." .. key] = bbb.tensor(table.move(curves[key], 1, t, 1, {})) end
+  end
+  checkpoint.write(path, all, {
+    kind = "bandit", agent = a.name, run = run, config = cfg, env = env:state(),
+    env_generator = gen_state(env.generator), agent_state = st,
+  })
+end
+
+-- The saved position, or nil when there is no checkpoint to resume.
+local function load_run(path, a, run, env, agent, curves)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  f:close()
+  local tensors, meta = checkpoint.read(path)
+  if meta.kind ~= "bandit" or meta.agent ~= a.name or math.tointeger(meta.run) ~= run then
+    error(("%s is not a checkpoint of agent %s, run %d"):format(path, a.name, run), 0)
+  end
+  for _, k in ipairs { "updates", "batch", "buffer", "lr", "sigma", "rho_init", "prior_sigma", "seed" } do
+    if meta.config[k] ~= cfg[k] then
+      error(("%s was written with --%s %s, this run has %s"):format(path, k, tostring(meta.config[k]),
+        tostring(cfg[k])), 0)
+    end
+  end
+  local sub = {}
+  for k, v in pairs(tensors) do
+    local rest = k:match("^agent%.(.*)$")
+    if rest then sub[rest] = v end
+  end
+  agent:set_state(meta.agent_state, sub)
+  env:set_state(meta.env)
+  env.generator:set_state(math.tointeger(tonumber(meta.env_generator[1])),
+    math.tointeger(tonumber(meta.env_generator[2])))
+  for _, key in ipairs { "expected", "realised", "reward" } do
+    local c = tensors["curve." .. key]
+    curves[key] = c and c:totable() or {}
+  end
+  return env.t
+end
+
+local function write_curve(path, curves, t)
+  local tmp = path .. ".tmp"
+  local f = assert(io.open(tmp, "w"))
+  f:write("step,regret_expected,regret_realised,reward\n")
+  for i = 1, t do
+    f:write(("%d,%.17g,%.17g,%.17g\n"):format(i, curves.expected[i], curves.realised[i], curves.reward[i]))
+  end
+  assert(f:close())
+  assert(os.rename(tmp, path))
+end
+
+local function worker(name, run)
+  bbb.set_num_threads(1)
+  io.stdout:setvbuf("line")
+  local a = BY_NAME[name]
+  local env = bandit.Mushroom{ data = data, seed = cfg.seed + run }
+  local agent = a.make(agent_opts(a, run))
+  local curves = { expected = {}, realised = {}, reward = {} }
+  local ckpt = path_of("ckpt", name, run)
+  local start = 0
+  if args.resume then
+    local ok, t = pcall(load_run, ckpt, a, run, env, agent, curves)
+    if not ok then fail("cannot resume: %s", t) end
+    start = t or 0
+    if t then print(("[%s r%d] resumed at step %d"):format(name, run, t)) end
+  end
+  local label = ("[%s r%d]"):format(name, run)
+  local every = math.max(1, cfg.steps // 10)
+  local t0 = bbb.core.clock()
+  bandit.run(env, agent, math.max(0, cfg.steps - start), function(t, e)
+    curves.expected[t], curves.realised[t], curves.reward[t] = e.regret_expected, e.regret_realised, e.reward
+    if t % every == 0 or t == cfg.steps then
+      local dt = bbb.core.clock() - t0
+      local eta = dt / (t - start) * (cfg.steps - t)
+      print(("%-12s step %6d/%d  regret %8.0f expected %8.0f realised  %6.1f s  eta %5.0f s")
+        :format(label, t, cfg.steps, e.regret_expected, e.regret_realised, dt, eta))
+    end
+    if cfg.every > 0 and t % cfg.every == 0 and t < cfg.steps then save_run(ckpt, a, run, env, agent, curves) end
+  end)
+  if cfg.every > 0 then save_run(ckpt, a, run, env, agent, curves) end
+  write_curve(path_of("raw", name, run), curves, cfg.steps)
+end
+
+if args.worker then
+  if not BY_NAME[args.worker] then fail("unknown agent '%s'", args.worker) end
+  worker(args.worker, args.run or 0)
+  os.exit(0)
+end
+
+-- ---- the coordinator ----
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function cores()
+  local p = io.popen("nproc 2>/dev/null")
+  local n = p and math.tointeger(tonumber(p:read("l") or ""))
+  if p then p:close() end
+  return n or 1
+end
+
+local jobs = args.jobs or cores()
+assert(os.execute("mkdir -p " .. shell_quote(out .. "/raw") .. " " .. shell_quote(out .. "/ckpt")))
+
+-- Slowest first, so the long runs start at once.
+local COST = { bbb = 1, eps5 = 2, eps1 = 3, eps0 = 4, linear = 5, uniform = 6 }
+local runs = {}
+for run = 0, cfg.repeats - 1 do
+  for _, name in ipairs(names) do runs[#runs + 1] = { name = name, run = run } end
+end
+table.sort(runs, function(x, y)
+  if COST[x.name] ~= COST[y.name] then return COST[x.name] < COST[y.name] end
+  return x.run < y.run
+end)
+
+local interp = arg[-1] or "bbblua"
+local base = { interp, arg[0], "--steps", cfg.steps, "--updates", cfg.updates, "--batch", cfg.batch,
+  "--buffer", cfg.buffer, "--lr", args.lr, "--sigma", args.sigma, "--rho-init", args.rho_init, "--prior-sigma", args.prior_sigma, "--seed", cfg.seed,
+  "--out", out, "--checkpoint-every", cfg.every }
+if args.data then base[#base + 1] = "--data"; base[#base + 1] = args.data end
+if args.resume then base[#base + 1] = "--resume" end
+local list = os.tmpname()
+local f = assert(io.open(list, "w"))
+for _, r in ipairs(runs) do
+  local words = {}
+  for i, w in ipairs(base) do words[i] = shell_quote(w) end
+  words[#words + 1] = "--worker " .. shell_quote(r.name) .. " --run " .. r.run
+  f:write(table.concat(words, " "), "\n")
+end
+f:close()
+
+print(("Mushroom bandit: %s; %d steps, %d updates of %d per step, buffer %d, %d repeat(s); "
+  .. "%d worker(s) at once, 1 thread each"):format(table.concat(names, ", "), cfg.steps, cfg.updates,
+  cfg.batch, cfg.buffer, cfg.repeats, math.min(jobs, #runs)))
+io.stdout:flush()
+local t0 = bbb.core.clock()
+local pipe = assert(io.popen(("xargs -P %d -d '\\n' -n 1 sh -c < %s 2>&1"):format(jobs, shell_quote(list))))
+for line in pipe:lines() do print(line); io.stdout:flush() end
+local ok = pipe:close()
+os.remove(list)
+if not ok then fail("a worker failed (see above)") end
+local wall = bbb.core.clock() - t0
+
+-- Mean curves over the repeats.
+local function read_curve(path)
+  local fh = io.open(path)
+  if not fh then fail("missing %s", path) end
+  fh:read("l")
+  local e, r = {}, {}
+  for line in fh:lines() do
+    local _, x, y = line:match("^(%d+),([^,]+),([^,]+)")
+    e[#e + 1], r[#r + 1] = tonumber(x), tonumber(y)
+  end
+  fh:close()
+  if #e ~= cfg.steps then fail("%s holds %d steps, expected %d", path, #e, cfg.steps) end
+  return e, r
+end
+
+local mean_e, mean_r, finals = {}, {}, {}
+for _, name in ipairs(names) do
+  local se, sr, fe = {}, {}, {}
+  for i = 1, cfg.steps do se[i], sr[i] = 0, 0 end
+  for run = 0, cfg.repeats - 1 do
+    local e, r = read_curve(path_of("raw", name, run))
+    for i = 1, cfg.steps do se[i], sr[i] = se[i] + e[i], sr[i] + r[i] end
+    fe[#fe + 1] = e[cfg.steps]
+  end
+  for i = 1, cfg.steps do se[i], sr[i] = se[i] / cfg.repeats, sr[i] / cfg.repeats end
+  mean_e[name], mean_r[name], finals[name] = se, sr, fe
+end
+
+-- The table: log-spaced steps and the end.
+local marks, m = {}, 10
+while m < cfg.steps do
+  marks[#marks + 1] = m
+  m = (#marks % 2 == 1) and m * 3 or m * 10 // 3
+end
+marks[#marks + 1] = cfg.steps
+print(("\ncumulative expected regret (mean of %d run%s)"):format(cfg.repeats, cfg.repeats > 1 and "s" or ""))
+local head = { ("%8s"):format("step") }
+for _, name in ipairs(names) do head[#head + 1] = ("%18s"):format(BY_NAME[name].title) end
+print(table.concat(head))
+for _, s in ipairs(marks) do
+  local row = { ("%8d"):format(s) }
+  for _, name in ipairs(names) do row[#row + 1] = ("%18.0f"):format(mean_e[name][s]) end
+  print(table.concat(row))
+end
+local row = { ("%8s"):format("realised") }
+for _, name in ipairs(names) do row[#row + 1] = ("%18.0f"):format(mean_r[name][cfg.steps]) end
+print(table.concat(row))
+if cfg.repeats > 1 then
+  row = { ("%8s"):format("sd") }
+  for _, name in ipairs(names) do
+    local v, mu = 0, mean_e[name][cfg.steps]
+    for _, x in ipairs(finals[name]) do v = v + (x - mu) ^ 2 end
+    row[#row + 1] = ("%18.0f"):format(math.sqrt(v / (cfg.repeats - 1)))
+  end
+  print(table.concat(row))
+end
+
+local order = table.move(names, 1, #names, 1, {})
+table.sort(order, function(x, y) return mean_e[x][cfg.steps] < mean_e[y][cfg.steps] end)
+local titles = {}
+for i, name in ipairs(order) do titles[i] = BY_NAME[name].title end
+print("\nordering at the end (lowest regret first): " .. table.concat(titles, " < "))
+local paper = {}
+for _, name in ipairs(PAPER_AGENTS) do if mean_e[name] then paper[#paper + 1] = name end end
+if #paper >= 2 and mean_e.bbb then
+  local lowest = true
+  for _, name in ipairs(paper) do
+    if name ~= "bbb" and mean_e[name][cfg.steps] <= mean_e.bbb[cfg.steps] then lowest = false end
+  end
+  print(("paper (figure 6): Bayes by Backprop ends lowest of the BBB / epsilon-greedy agents; "
+    .. "here: %s"):format(lowest and "yes" or "no"))
+  if mean_e.eps5 then
+    print(("BBB / 5%% greedy regret ratio: %.3f (paper, 50,000 steps: at most 1/5)")
+      :format(mean_e.bbb[cfg.steps] / math.max(1, mean_e.eps5[cfg.steps])))
+  end
+end
+print(("wall time %.1f s"):format(wall))
+
+-- The raw curves and the plot.
+local csv = out .. "/bandit_curves.csv"
+f = assert(io.open(csv, "w"))
+local cols = { "step" }
+for _, name in ipairs(names) do
+  cols[#cols + 1] = name .. "_expected"
+  cols[#cols + 1] = name .. "_realised"
+end
+f:write(table.concat(cols, ","), "\n")
+for i = 1, cfg.steps do
+  local vals = { i }
+  for _, name in ipairs(names) do
+    vals[#vals + 1] = ("%.10g"):format(mean_e[name][i])
+    vals[#vals + 1] = ("%.10g"):format(mean_r[name][i])
+  end
+  f:write(table.concat(vals, ","), "\n")
+end
+f:close()
+print("curves: " .. csv)
+
+if not args.no_plot then
+  local series, top = {}, 1
+  local stride = math.max(1, cfg.steps // 1000)
+  for _, name in ipairs(names) do
+    local xs, ys = {}, {}
+    for i = 1, cfg.steps do
+      local v = mean_e[name][i]
+      if v > 0 and (i % stride == 0 or i == cfg.steps) then xs[#xs + 1], ys[#ys + 1] = i, v end
+      if v > top then top = v end
+    end
+    if #xs > 0 then series[#series + 1] = { x = xs, y = ys, title = BY_NAME[name].title } end
+  end
+  if #series > 0 then
+    local file = bbb.plot.lines{
+      file = out .. "/bandit_regret.png",
+      title = ("Mushroom bandit: cumulative expected regret (%d steps, mean of %d run%s)")
+        :format(cfg.steps, cfg.repeats, cfg.repeats > 1 and "s" or ""),
+      xlabel = "step", ylabel = "cumulative expected regret", logy = true,
+      yrange = { 1, top * 30 },   -- headroom: the legend sits above the curves
+      series = series,
+    }
+    print("plot: " .. file)
+  end
+end

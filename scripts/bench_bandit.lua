@@ -1,0 +1,130 @@
+--- Speed of the Mushroom bandit's network updates (119-100-100-1 at batch
+-- 64, one thread, as each bandit worker runs) against the GEMMs they
+-- contain, measured in the same run, and the wall time this projects for
+-- the paper's protocol (50,000 steps x 64 updates, four agents).
+-- bbblua scripts/bench_bandit.lua --help
+local bbb = require "bbb"
+local argparse = require "argparse"
+local cli = require "bbb.cli"
+local bench = require "bbb.bench"
+local bandit = require "bbb.bandit"
+
+local parser = argparse("bench_bandit.lua", "Time the bandit agents' minibatch updates "
+  .. "(forward, Gaussian ELBO, backward, Adam) for the Bayesian and the plain 119-100-100-1 "
+  .. "network against the bare sgemm calls of an update, time whole bandit steps, and project "
+  .. "the paper protocol's wall time on this machine. The machine may be shared: the numbers "
+  .. "are medians, but still noisy.")
+parser:option("--threads", "Threads (the bandit workers use 1).", "1"):convert(cli.threads())
+parser:option("--updates", "Timed updates per network.", "2000"):convert(cli.positive_integer())
+parser:option("--steps", "Timed bandit steps (64 updates each) per agent.", "20")
+  :convert(cli.positive_integer())
+parser:option("--cores", "Cores to project the paper protocol on (default: this machine's).")
+  :convert(cli.positive_integer())
+local args = cli.parse(parser)
+bbb.set_num_threads(args.threads)
+local clock = bbb.core.clock
+local B, SIZES = 64, { 119, 100, 100, 1 }
+
+local function median(t)
+  local s = table.move(t, 1, #t, 1, {})
+  table.sort(s)
+  local n = #s
+  return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
+end
+
+-- The sgemm calls of one update: per layer, forward x W^T, then backward
+-- g^T x (grad W) and g W (grad x, not for the input layer).
+local function gemm_floor(reps)
+  local total = 0
+  for l = 1, #SIZES - 1 do
+    local n_in, n_out = SIZES[l], SIZES[l + 1]
+    total = total + bench.sgemm(B, n_out, n_in, false, true, reps)
+    total = total + bench.sgemm(n_out, n_in, B, true, false, reps)
+    if l > 1 then total = total + bench.sgemm(B, n_in, n_out, false, false, reps) end
+  end
+  return total
+end
+
+-- Median time of one update by phase, in seconds.
+local function time_updates(kind)
+  local gen = bbb.Generator(1)
+  local net = kind == "bayes"
+    and bbb.nn.bayes_mlp(SIZES, { prior = bbb.prior.Gaussian{ sigma = 0.1 }, generator = gen, rho_init = -3 })
+    or bbb.nn.mlp(SIZES, { generator = gen })
+  local opt = bbb.optim.Adam(net, { lr = 1e-3 })
+  local elbo = bbb.elbo.ELBO{ n_data = 4096, batch_size = B, likelihood = "gaussian", sigma = 1,
+    kl_weight = B / 4096 }
+  local x = bbb.rand({ B, SIZES[1] }, 0, 1, gen)
+  local y = bbb.randn({ B, 1 }, 0, 5, gen)
+  local ph = { fwd = {}, bwd = {}, opt = {}, all = {} }
+  for i = 1, args.updates + 50 do
+    local t0 = clock()
+    opt:zero_grad()
+    local loss = elbo:loss(net, x, y)
+    local t1 = clock()
+    loss:backward()
+    local t2 = clock()
+    opt:step()
+    local t3 = clock()
+    if i > 50 then
+      ph.fwd[#ph.fwd + 1], ph.bwd[#ph.bwd + 1], ph.opt[#ph.opt + 1] = t1 - t0, t2 - t1, t3 - t2
+      ph.all[#ph.all + 1] = t3 - t0
+    end
+  end
+  return { all = median(ph.all), fwd = median(ph.fwd), bwd = median(ph.bwd), opt = median(ph.opt) }
+end
+
+-- Median time of whole bandit steps (decide, act, store, 64 updates).
+local function time_steps(make)
+  local env = bandit.Mushroom{ seed = 1 }
+  local agent = make()
+  local times = {}
+  bandit.run(env, agent, 5)   -- warm up
+  for _ = 1, args.steps do
+    local t0 = clock()
+    bandit.run(env, agent, 1)
+    times[#times + 1] = clock() - t0
+  end
+  return median(times)
+end
+
+local cores = args.cores
+if not cores then
+  local p = io.popen("nproc 2>/dev/null")
+  cores = p and math.tointeger(tonumber(p:read("l") or "")) or 1
+  if p then p:close() end
+end
+
+print(("bbb %s, %d thread(s), network %s at batch %d, Adam, Gaussian likelihood; medians of %d updates")
+  :format(bbb.version, args.threads, table.concat(SIZES, "-"), B, args.updates))
+local gemm = gemm_floor(201)
+print(("%-10s %10s %10s %8s %10s %9s %9s %9s"):format("network", "update ms", "GEMMs ms", "ratio",
+  "updates/s", "fwd ms", "bwd ms", "opt ms"))
+local res = {}
+for _, kind in ipairs { "bayes", "plain" } do
+  local r = time_updates(kind)
+  res[kind] = r
+  print(("%-10s %10.3f %10.3f %8.1f %10.0f %9.3f %9.3f %9.3f"):format(kind, r.all * 1e3, gemm * 1e3,
+    r.all / gemm, 1 / r.all, r.fwd * 1e3, r.bwd * 1e3, r.opt * 1e3))
+end
+
+local step_bbb = time_steps(function() return bandit.BBB{ seed = 2 } end)
+local step_eps = time_steps(function() return bandit.EpsilonGreedy{ epsilon = 0.05, seed = 2 } end)
+print(("bandit step (decide + 64 updates): BBB %.1f ms, epsilon-greedy %.1f ms"):format(step_bbb * 1e3,
+  step_eps * 1e3))
+
+-- The paper's protocol: 50,000 steps for BBB and three epsilon-greedy
+-- agents, one worker process per agent, `cores` at a time; the longest job
+-- first, then each next job on the first core to come free.
+local jobs = { 50000 * step_bbb, 50000 * step_eps, 50000 * step_eps, 50000 * step_eps }
+local free = {}
+for c = 1, math.min(cores, #jobs) do free[c] = 0 end
+for _, j in ipairs(jobs) do
+  table.sort(free)
+  free[1] = free[1] + j
+end
+table.sort(free)
+local wall = free[#free]
+print(("paper protocol (50,000 steps x 64 updates, 4 agents) on %d core(s): projected %.0f min "
+  .. "(target: at most 60 min)"):format(cores, wall / 60))
+print("the machine may be shared with other work: these timings are noisy")

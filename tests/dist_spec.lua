@@ -1,0 +1,127 @@
+-- bbb.dist over Open MPI: collectives, data-parallel mnist.lua against one
+-- process, resume, bad launches. Skipped, saying why, when this build or
+-- machine has no MPI.
+local bbb = require "bbb"
+
+local build = os.getenv("BBB_BUILD") or "build"
+local root = os.getenv("BBB_ROOT") or "."
+local bbblua = build .. "/bbblua"
+
+local function sh(cmd)
+  local p = assert(io.popen(("cd %q && %s 2>&1; echo \"exit=$?\""):format(root, cmd)))
+  local out = p:read("a")
+  p:close()
+  return tonumber(out:match("exit=(%d+)%s*$")), out
+end
+
+local have_mpirun = os.execute("command -v mpirun >/dev/null 2>&1")
+local have_module = io.open(build .. "/bbb/dist_mpi.so") ~= nil
+local root_flag = ""
+do
+  local p = io.popen("id -u")
+  if p:read("l") == "0" then root_flag = "--allow-run-as-root " end
+  p:close()
+end
+local MPIRUN = ("timeout 120 mpirun %s--oversubscribe -np 2 "):format(root_flag)
+
+local tmp = os.tmpname()
+os.remove(tmp)
+os.execute("mkdir -p " .. tmp)
+
+describe("bbb.dist without mpirun", function()
+  it("says why it cannot run", function()
+    assert.is_false(bbb.dist.available)
+    local ok, err = pcall(bbb.dist.rank)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("bbb.dist.rank: ", 1, true), err)
+    local status, out = sh(bbblua .. " scripts/mnist.lua --distributed --epochs 1 --limit 64")
+    assert.are_not.equal(0, status)
+    assert.truthy(out:find("--distributed: ", 1, true), out)
+  end)
+end)
+
+if not (have_mpirun and have_module) then
+  describe("bbb.dist under mpirun", function()
+    pending(("skipped: %s (install libopenmpi-dev and openmpi-bin, then rebuild)"):format(
+      not have_mpirun and "mpirun not found" or "this build has no MPI module"))
+  end)
+  return
+end
+
+local function max_diff(a, b)
+  local ta, tb = bbb.checkpoint.read(a), bbb.checkpoint.read(b)
+  local m, n = 0, 0
+  for k, t in pairs(ta) do
+    if k:match("^model%.") then
+      n = n + 1
+      m = math.max(m, (t - tb[k]):abs():max():item())
+    end
+  end
+  return m, n
+end
+
+describe("bbb.dist under mpirun -np 2", function()
+  it("sums, broadcasts and gathers", function()
+    local status, out = sh(MPIRUN .. bbblua .. " tests/dist/basics.lua")
+    assert.are.equal(0, status, out)
+    for r = 0, 1 do
+      assert.truthy(out:find(("rank %d of 2: sum 3 flat 2 1 extra 1 bcast 7 gather 0,10 string from rank 0 numbers 3 1")
+        :format(r), 1, true), out)
+    end
+  end)
+
+  it("data-parallel training with the weight estimator matches one process within float32 rounding", function()
+    -- 8 SGD steps of a global batch of 64; the ranks see 32 each. The
+    -- tolerance allows for the different order of the float32 sums.
+    for _, model in ipairs { "bbb", "mlp" } do
+      local a = (" scripts/mnist.lua --model %s --limit 512 --test-limit 100 --hidden 32 --epochs 1 --batch 64 "
+        .. "--optim sgd --lr 0.001 --momentum 0 --test-samples 1 --threads 1"):format(model)
+      local s1, o1 = sh(bbblua .. a .. " --save " .. tmp .. "/one.st")
+      assert.are.equal(0, s1, o1)
+      local s2, o2 = sh(MPIRUN .. bbblua .. a .. " --distributed --save " .. tmp .. "/two.st")
+      assert.are.equal(0, s2, o2)
+      local _, count = o2:gsub("test accuracy:", "")
+      assert.are.equal(1, count, "only rank 0 prints:\n" .. o2)
+      local m, n = max_diff(tmp .. "/one.st", tmp .. "/two.st")
+      assert.truthy(n >= 6)
+      assert.truthy(m < 1e-5, ("%s: weights differ by %g"):format(model, m))
+    end
+  end)
+
+  it("the per-example estimators' gradient averaged over many steps agrees with one process", function()
+    local status, out = sh(MPIRUN .. bbblua .. " tests/dist/grad_mean.lua 300")
+    assert.are.equal(0, status, out)
+    local z = tonumber(out:match("max z ([%d.]+)"))
+    assert.truthy(z and z < 4.5, out)
+  end)
+
+  it("resumes a 2-rank run bit for bit", function()
+    local a = " scripts/mnist.lua --distributed --limit 512 --test-limit 100 --hidden 16 --batch 64 "
+      .. "--estimator local --test-samples 2 --threads 1"
+    local s1, o1 = sh(MPIRUN .. bbblua .. a .. " --epochs 3 --save " .. tmp .. "/full.st")
+    assert.are.equal(0, s1, o1)
+    local s2, o2 = sh(MPIRUN .. bbblua .. a .. " --epochs 1 --checkpoint " .. tmp .. "/half.ckpt")
+    assert.are.equal(0, s2, o2)
+    local s3, o3 = sh(MPIRUN .. bbblua .. " scripts/mnist.lua --distributed --resume " .. tmp
+      .. "/half.ckpt --epochs 3 --save " .. tmp .. "/res.st")
+    assert.are.equal(0, s3, o3)
+    assert.are.equal(0, (max_diff(tmp .. "/full.st", tmp .. "/res.st")))
+    local s4, o4 = sh(bbblua .. " scripts/mnist.lua --resume " .. tmp .. "/half.ckpt")
+    assert.are_not.equal(0, s4)
+    assert.truthy(o4:find("was written by a run on 2 rank(s); resume it with 2", 1, true), o4)
+  end)
+
+  it("stops the job when ranks disagree on the flags or a rank fails", function()
+    local cmd = ("timeout 120 mpirun %s--oversubscribe -np 1 %s scripts/mnist.lua --distributed --hidden 8 "
+      .. "--epochs 1 --limit 64 : -np 1 %s scripts/mnist.lua --distributed --hidden 16 --epochs 1 --limit 64")
+      :format(root_flag, bbblua, bbblua)
+    local status, out = sh(cmd)
+    assert.are_not.equal(0, status)
+    assert.truthy(out:find("rank 1: --hidden is 16 here but 8 on rank 0", 1, true), out)
+    status, out = sh(MPIRUN .. bbblua .. " tests/dist/fail.lua")
+    assert.are_not.equal(0, status)
+    assert.are_not.equal(124, status, "the job hung")
+    assert.truthy(out:find("rank 1 gives up", 1, true), out)
+    assert.falsy(out:find("passed the barrier", 1, true), out)
+  end)
+end)
