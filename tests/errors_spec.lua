@@ -376,7 +376,8 @@ describe("load_idx on bad files", function()
 
   it("a missing file", function()
     local path = base .. ".missing"
-    assert.has_error(function() return core.load_idx(path) end, ("idx: cannot open '%s'"):format(path))
+    assert.has_error(function() return core.load_idx(path) end,
+      ("idx: cannot open '%s': No such file or directory"):format(path))
   end)
   it("a bad magic number", function()
     local path = write(".magic", "\0\0\9\1\0\0\0\2ab")
@@ -387,7 +388,7 @@ describe("load_idx on bad files", function()
   it("a file shorter than the magic", function()
     local path = write(".short", "\0\0")
     assert.has_error(function() return core.load_idx(path) end,
-      ("idx: '%s' is too short for an IDX header"):format(path))
+      ("idx: '%s' is too short for an IDX header (2 bytes)"):format(path))
   end)
   it("a file that ends inside its dimensions", function()
     local path = write(".header", "\0\0\8\2\0\0\0\3\0\0")
@@ -397,7 +398,7 @@ describe("load_idx on bad files", function()
   it("a file with fewer data bytes than its header promises", function()
     local path = write(".trunc", "\0\0\8\2\0\0\0\3\0\0\0\2abc")
     assert.has_error(function() return core.load_idx(path) end,
-      ("idx: '%s' is truncated: 3 of 6 data bytes"):format(path))
+      ("idx: '%s' declares 6 data bytes, so 18 bytes in all, but holds 15"):format(path))
   end)
   it("an intact file still loads", function()
     local path = write(".good", "\0\0\8\2\0\0\0\2\0\0\0\2\1\2\3\4")

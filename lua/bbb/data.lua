@@ -59,6 +59,10 @@ local function check_options(opts, what)
   if opts.scale ~= nil and type(opts.scale) ~= "number" then
     error(("%s: scale must be a number, got %s"):format(what, type(opts.scale)), 4)
   end
+  local mb = opts.max_bytes
+  if mb ~= nil and (math.type(mb) ~= "integer" or mb < 1) then
+    error(("%s: max_bytes must be a positive integer, got %s"):format(what, tostring(mb)), 4)
+  end
 end
 
 local function load_pair(opts, spec)
@@ -66,10 +70,18 @@ local function load_pair(opts, spec)
   check_options(opts, spec.what)
   local images, labels = find_pair(opts, spec, FILE_PREFIX[opts.split or "train"])
   local limit = opts.limit or -1
-  local x = core.load_idx(images, opts.scale or 1 / 126, 0, limit)
-  local y = core.load_idx(labels, 1, 1, limit)   -- digit d becomes label d + 1
+  local x = core.load_idx(images, opts.scale or 1 / 126, 0, limit, opts.max_bytes)
+  local y = core.load_idx(labels, 1, 1, limit, opts.max_bytes)   -- digit d becomes label d + 1
   local n = x:size()[1]
-  if y:size()[1] ~= n or y:dim() ~= 1 then
+  if x:dim() ~= 3 then
+    error(("%s: %s is not an image file: it has %d dimension%s (%s), images have 3 (N, rows, columns)")
+      :format(spec.what, images, x:dim(), x:dim() == 1 and "" or "s", table.concat(x:size(), "x")), 3)
+  end
+  if y:dim() ~= 1 then
+    error(("%s: %s is not a label file: it has %d dimensions (%s), labels have 1")
+      :format(spec.what, labels, y:dim(), table.concat(y:size(), "x")), 3)
+  end
+  if y:size()[1] ~= n then
     error(("%s: %s holds %d images but %s holds %d labels")
       :format(spec.what, images, n, labels, y:size()[1]), 3)
   end
@@ -77,7 +89,8 @@ local function load_pair(opts, spec)
   return { x = x:reshape(n, -1), y = y, n = n, classes = classes }
 end
 
---- load_mnist{root = "data/mnist", split = "train"|"test", scale = 1/126, limit = n}
+--- load_mnist{root = "data/mnist", split = "train"|"test", scale = 1/126, limit = n,
+--             max_bytes = 2^31 (refuse files declaring more data bytes)}
 -- -> {x = (N, 784), y = (N) labels 1..10, n = N, classes = {"0", ..., "9"}}.
 -- The default scale is the paper's "pixels / 126".
 function data.load_mnist(opts)

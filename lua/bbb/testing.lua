@@ -15,7 +15,23 @@ end
 -- requires_grad is checked element by element against central differences.
 -- opts: eps (1e-3), atol (1e-3), rtol (1e-2), max_checks per input (all).
 function testing.gradcheck(fn, inputs, opts)
+  if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
+    error(("gradcheck: fn must be a function, got %s"):format(type(fn)), 2)
+  end
+  if type(inputs) ~= "table" then
+    error(("gradcheck: inputs must be a list of tensors, got %s"):format(type(inputs)), 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("gradcheck: opts must be a table, got %s"):format(type(opts)), 2)
+  end
   opts = opts or {}
+  for _, k in ipairs { "eps", "atol", "rtol" } do
+    local v = opts[k]
+    if v ~= nil and (type(v) ~= "number" or v ~= v or v == math.huge or v < 0 or (k == "eps" and v == 0)) then
+      error(("gradcheck: %s must be a finite number %s, got %s"):format(k, k == "eps" and "> 0" or ">= 0",
+        tostring(v)), 2)
+    end
+  end
   local eps, atol, rtol = opts.eps or 1e-3, opts.atol or 1e-3, opts.rtol or 1e-2
   local out0 = bbb.no_grad(fn, table.unpack(inputs))
   if not bbb.is_tensor(out0) then

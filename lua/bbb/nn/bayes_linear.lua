@@ -9,7 +9,7 @@
 --              "flipout" (one shared perturbation, decorrelated by signs)
 --   kl         "mc" (log q(w) - log p(w) at the sample) or "analytic"
 --              (Gaussian prior only)
---   mu_scale   mu starts uniform in [-s, s] (default 1 / sqrt(in))
+--   mu_scale   mu starts uniform in [-s, s] (default 1 / sqrt(in); 0: all zero)
 --   rho_init   rho starts at this value (default -5: sigma ~ 0.0067)
 --   mode       "sample" or "mean" (posterior means) for evaluation
 --   bias       false for no bias (default true)
@@ -45,6 +45,17 @@ local function choice(v, allowed, what)
   return v
 end
 
+-- A number option: finite, and >= lo when lo is given; default when absent.
+local function finite_option(opts, key, default, lo)
+  local v = opts[key]
+  if v == nil then return default end
+  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge or (lo and v < lo) then
+    error(("BayesLinear: %s must be a finite number%s, got %s"):format(key, lo and (" >= " .. lo) or "",
+      type(v) == "string" and ("'" .. v .. "'") or tostring(v)), 4)
+  end
+  return v
+end
+
 function BayesLinear:init(n_in, n_out, opts)
   opts = opts or {}
   if math.type(n_in) ~= "integer" or n_in < 1 or math.type(n_out) ~= "integer" or n_out < 1 then
@@ -59,12 +70,17 @@ function BayesLinear:init(n_in, n_out, opts)
     error(("BayesLinear: kl = \"analytic\" needs a Gaussian prior, got %s"):format(tostring(self.prior)), 3)
   end
   self.generator = opts.generator
-  local s = opts.mu_scale or 1 / math.sqrt(n_in)
-  local rho = opts.rho_init or -5
-  self.weight_mu = bbb.rand({ n_out, n_in }, -s, s, opts.generator):requires_grad(true)
+  local s = finite_option(opts, "mu_scale", 1 / math.sqrt(n_in), 0)
+  local rho = finite_option(opts, "rho_init", -5)
+  -- mu_scale = 0 starts every mean at 0
+  local function init_mu(shape)
+    if s == 0 then return bbb.zeros(shape) end
+    return bbb.rand(shape, -s, s, opts.generator)
+  end
+  self.weight_mu = init_mu({ n_out, n_in }):requires_grad(true)
   self.weight_rho = bbb.full({ n_out, n_in }, rho):requires_grad(true)
   if opts.bias ~= false then
-    self.bias_mu = bbb.rand({ n_out }, -s, s, opts.generator):requires_grad(true)
+    self.bias_mu = init_mu({ n_out }):requires_grad(true)
     self.bias_rho = bbb.full({ n_out }, rho):requires_grad(true)
   end
   if opts.masked then

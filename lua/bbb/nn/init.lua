@@ -9,8 +9,25 @@ for k, v in pairs(layers) do
   if k ~= "check_input" then nn[k] = v end
 end
 
+-- sizes: a list of at least two positive integers (inputs, ..., outputs).
+local function check_sizes(sizes, what)
+  if type(sizes) ~= "table" then
+    error(("nn.%s: sizes must be a list of layer sizes, got %s"):format(what, type(sizes)), 3)
+  end
+  if #sizes < 2 then
+    error(("nn.%s: sizes must list at least two sizes (inputs and outputs), got %d: {%s}")
+      :format(what, #sizes, table.concat(sizes, ", ")), 3)
+  end
+  for i, n in ipairs(sizes) do
+    if math.type(n) ~= "integer" or n < 1 then
+      error(("nn.%s: sizes[%d] must be a positive integer, got %s"):format(what, i, tostring(n)), 3)
+    end
+  end
+end
+
 --- An MLP of BayesLinear layers with ReLU between: mlp{784, 400, 400, 10, prior=..., ...}
 function nn.bayes_mlp(sizes, opts)
+  check_sizes(sizes, "bayes_mlp")
   local net = nn.Sequential{}
   for i = 1, #sizes - 1 do
     net:add(nn.BayesLinear(sizes[i], sizes[i + 1], opts))
@@ -21,6 +38,7 @@ end
 
 --- The deterministic counterpart, optionally with dropout.
 function nn.mlp(sizes, opts)
+  check_sizes(sizes, "mlp")
   local net = nn.Sequential{}
   for i = 1, #sizes - 1 do
     net:add(nn.Linear(sizes[i], sizes[i + 1], opts))
