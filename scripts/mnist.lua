@@ -9,11 +9,12 @@ local cli = require "bbb.cli"
 -- that were not given explicitly.
 local E = math.exp
 local PRESETS = {
-  s1 = { about = "seed 001: 784-512-512-10 sigmoid, Gaussian prior sigma 1, mu ~ U(-0.6, 0.6), "
-         .. "rho -6, pixels in [0, 1], Adam lr 1e-3 divided by 1.1 per epoch, batch 128, 20 epochs",
-         flags = { hidden = 512, layers = 2, activation = "sigmoid", prior = "gaussian", sigma1 = 1,
-                   mu_init = 0.6, rho_init = -6, pixel_scale = 255, optim = "adam", lr = 1e-3,
-                   lr_decay = 1 / 1.1, batch = 128, epochs = 20 } },
+  s1 = { about = "seed 001: 784-512-512-10 sigmoid, Gaussian prior N(0, 6^2) (its prior_var=6 is "
+         .. "passed to Normal as the standard deviation), mu ~ U(-0.6, 0.6), rho -6, pixels in [0, 1], "
+         .. "NLL summed over the batch, Adam lr 1e-3 divided by 1.1 per epoch, batch 128, 20 epochs",
+         flags = { hidden = 512, layers = 2, activation = "sigmoid", prior = "gaussian", sigma1 = 6,
+                   mu_init = 0.6, rho_init = -6, pixel_scale = 255, reduction = "sum", optim = "adam",
+                   lr = 1e-3, lr_decay = 1 / 1.1, batch = 128, epochs = 20 } },
   s0 = { about = "seed 000: Fashion-MNIST, 784-400-400-10 ReLU, mixture pi 0.5, sigma1 1, "
          .. "sigma2 e^-6, batch 100, Adam (reports 87.7% with posterior means, 88.3% with 100 samples)",
          flags = { dataset = "fashion", hidden = 400, layers = 2, activation = "relu", prior = "mixture",
@@ -24,6 +25,20 @@ local PRESETS = {
          flags = { hidden = 400, layers = 2, activation = "relu", prior = "gaussian", sigma1 = 1,
                    rho_init = -3, mu_init = 0.1, optim = "sgd", momentum = 0, lr = 1e-3,
                    lr_decay = 1, reduction = "sum", batch = 128, pixel_scale = 126, epochs = 10 } },
+  -- Seed 004 counts 1000 iterations (minibatches) and no batch size: with
+  -- 120 images per batch, 2 epochs are exactly 1000 of them. Its beta weighs
+  -- the KL against the mean log-likelihood of a minibatch; bbb's kl_weight
+  -- weighs it against the summed one, hence 0.001 x 120.
+  s4 = { about = "seed 004: 784-1024-10 ReLU, Gaussian prior sigma 1, initial variance 1e-3 (rho -3.44), "
+         .. "beta 0.001 on the mean log-likelihood (kl weight 0.001 x batch 120), Adam lr 1e-3, pixels / 255, "
+         .. "batch 120 so that 2 epochs are its 1000 iterations, its four curves in out/mnist-s4-curves.png "
+         .. "(it reports train 0.987, test 0.979, ELBO -2.914, log-likelihood -0.0727, KL 2841)",
+         flags = { hidden = 1024, layers = 1, activation = "relu", prior = "gaussian", sigma1 = 1,
+                   rho_init = math.log(math.exp(math.sqrt(1e-3)) - 1), kl_weight = 0.001 * 120, batch = 120,
+                   optim = "adam", lr = 1e-3, lr_decay = 1, epochs = 2, pixel_scale = 255,
+                   curves = "out/mnist-s4-curves.png" },
+         seed = { beta = 0.001, train = { acc = 0.987, elbo = -2.88892, ll = -0.04794 },
+                  test = { acc = 0.979, elbo = -2.91372, ll = -0.07274 }, kl = 2840.97729 } },
 }
 for _, units in ipairs { 400, 800, 1200 } do
   PRESETS["paper-" .. units] = {
@@ -100,6 +115,9 @@ parser:option("--checkpoint-every", "Epochs between checkpoints.", "1"):convert(
 parser:option("--resume", "Continue the run saved in this checkpoint (same flags, or none).")
 parser:option("--save", "Write the trained model as a checkpoint (safetensors) here.")
   :convert(cli.output_path())
+parser:option("--curves", "Plot the minibatch ELBO, log-likelihood, KL and accuracy against iterations "
+  .. "here (seed 004's four curves; ELBO = mean log-likelihood - beta KL).")
+  :convert(cli.output_path { ext = { "png", "svg" } })
 parser:option("--summary", "Write the final figures and the per-epoch history as JSON here.")
   :convert(cli.output_path { ext = { "json" } })
 parser:flag("--distributed", "Data-parallel training over MPI: mpirun -np N bbblua scripts/mnist.lua "
@@ -256,6 +274,24 @@ for k, v in pairs(args) do
   if k ~= "resume" and k ~= "distributed" then saved_args[k] = v end
 end
 
+-- Seed 004's four curves, per minibatch, averaged over windows of 20
+-- iterations (the MC complexity of one step is noisy).
+local curves, window = { it = {}, elbo = {}, ll = {}, kl = {}, acc = {} }, { n = 0 }
+local function on_step(_, terms)
+  if not args.curves then return end
+  local B = terms.nll ~= 0 and terms.nll_sum / terms.nll or args.batch
+  for k, v in pairs { elbo = -(terms.nll + terms.complexity_per_example), ll = -terms.nll,
+                      kl = terms.complexity, acc = (terms.correct or 0) / B } do
+    window[k] = (window[k] or 0) + v
+  end
+  window.n = window.n + 1
+  if window.n == 20 then
+    curves.it[#curves.it + 1] = opt.t
+    for _, k in ipairs { "elbo", "ll", "kl", "acc" } do curves[k][#curves[k] + 1] = window[k] / 20 end
+    window = { n = 0 }
+  end
+end
+
 local clock = bbb.core.clock
 local t_start = clock()
 local result = bbb.train.fit{
@@ -266,6 +302,7 @@ local result = bbb.train.fit{
   log = args.log, checkpoint = args.checkpoint or args.resume,
   checkpoint_every = args.checkpoint_every,
   interrupt_checkpoint = "mnist-interrupted.ckpt", resume = resume_info, args = saved_args,
+  on_step = args.curves and on_step or nil,
 }
 
 if result.status == "interrupted" then
@@ -285,6 +322,41 @@ local total = clock() - t_start
 print(("test accuracy: posterior means %.2f%%, MC ensemble of %d samples %.2f%% (test error %.2f%%)")
   :format(100 * acc_mean, args.test_samples, 100 * acc_mc, 100 * (1 - acc_mc)))
 print(("total %.1f s"):format(total))
+
+-- The seed's figures beside ours (seed 004: ELBO = mean log-likelihood - beta KL).
+local seed = args.preset and PRESETS[args.preset].seed
+if seed and lead and type(args.kl_weight) == "number" then
+  local beta = args.kl_weight / args.batch
+  local last = result.history[#result.history]
+  local kl = last.complexity_total / (n_batches * args.kl_weight)
+  local function ll_of(ds)
+    local total = 0
+    for _, xb, yb in bbb.data.batches(ds, 1000) do
+      total = total + bbb.metrics.nll(net:predict(xb, { samples = args.test_samples }), yb) * xb:size(1)
+    end
+    return -total / ds.n
+  end
+  local train_acc = bbb.train.accuracy(net, train_set)
+  local ll_train, ll_test = ll_of(train_set), ll_of(test_set)
+  print(("%-6s %9s %9s %10s %10s %10s   (beta %g; ours: accuracy with posterior means, log-likelihood of "
+    .. "the %d-sample ensemble, KL = MC complexity of the last epoch)"):format("", "accuracy", "ELBO",
+    "log-lik", "KL", "", beta, args.test_samples))
+  for _, row in ipairs { { "train", train_acc, ll_train, seed.train }, { "test", acc_mean, ll_test, seed.test } } do
+    print(("%-6s %9.4f %9.4f %10.5f %10.1f   ours"):format(row[1], row[2], row[3] - beta * kl, row[3], kl))
+    print(("%-6s %9.4f %9.4f %10.5f %10.1f   seed"):format("", row[4].acc, row[4].elbo, row[4].ll, seed.kl))
+  end
+end
+if args.curves and lead and #curves.it > 0 then
+  local panels = {}
+  for _, c in ipairs { { "elbo", "ELBO per example" }, { "acc", "accuracy (minibatch, one weight sample)" },
+                       { "ll", "log-likelihood per example" }, { "kl", "KL (nats, MC estimate)" } } do
+    panels[#panels + 1] = { title = c[2], xlabel = "iteration", key = "off",
+      series = { { x = curves.it, y = curves[c[1]], color = "#08519c" } } }
+  end
+  print("wrote " .. bbb.plot.panels{ file = args.curves, size = { 1200, 800 }, layout = { 2, 2 },
+    page_title = ("%s, %s: minibatch figures averaged over 20 iterations"):format(args.dataset,
+      args.preset and ("preset " .. args.preset) or "bbb"), panels = panels })
+end
 if args.save and lead then
   bbb.save(args.save, { model = net, args = saved_args })
   print(("model saved to %s"):format(args.save))

@@ -34,15 +34,18 @@ local PRESET_NAMES = { "s1", "s4" }
 local preset_help = { "Presets (explicit flags override them):" }
 for _, k in ipairs(PRESET_NAMES) do preset_help[#preset_help + 1] = ("  %s: %s."):format(k, PRESETS[k].about) end
 
--- "lo:hi" (or "lo,hi") with lo < hi, both finite.
-local function range_converter(s)
-  local a, b = tostring(s):match("^%s*([^:,]+)%s*[:,]%s*([^:,]+)%s*$")
-  local num = cli.number()
-  local lo, hi = a and num(a), b and num(b)
-  if not (lo and hi) then return nil, ("expected lo:hi in finite numbers, got '%s'"):format(s) end
-  if lo >= hi then return nil, ("lo must be below hi, got %s"):format(s) end
-  return { lo, hi }
+-- "lo:hi" (or "lo,hi") with lo < hi, both finite; messages name the flag.
+local function range_of(flag)
+  return function(s)
+    local a, b = tostring(s):match("^%s*([^:,]+)%s*[:,]%s*([^:,]+)%s*$")
+    local num = cli.number()
+    local lo, hi = a and num(a), b and num(b)
+    if not (lo and hi) then return nil, ("%s: expected lo:hi in finite numbers, got '%s'"):format(flag, s) end
+    if lo >= hi then return nil, ("%s: lo must be below hi, got %s"):format(flag, s) end
+    return { lo, hi }
+  end
 end
+local range_converter = range_of("--xrange")
 
 -- One beta or a comma-separated list of them, each finite and >= 0.
 local function beta_list(s)
@@ -50,7 +53,7 @@ local function beta_list(s)
   local list = {}
   for word in (tostring(s) .. ","):gmatch("([^,]*),") do
     local v, err = num(word)
-    if v == nil then return nil, err end
+    if v == nil then return nil, "--beta: " .. err end
     list[#list + 1] = v
   end
   return list
@@ -97,9 +100,9 @@ parser:option("--band-of", "y (the posterior predictive of y: weights and noise)
   .. "function f(x, w): weights only).", "y"):convert(cli.choice { "y", "f" })
 parser:option("--pred-samples", "MC samples for the predictive band.", "300"):convert(cli.positive_integer { max = 100000 })
 parser:option("--xrange", "Plot range lo:hi (default: the task's); repeat for one panel per range.")
-  :count("*"):convert(range_converter)
+  :count("*"):convert(range_of("--xrange"))
 parser:option("--yrange", "Plot y range lo:hi (default: the data and the truth over the training range).")
-  :convert(range_converter)
+  :convert(range_of("--yrange"))
 parser:flag("--no-mlp", "Skip the MLP baseline.")
 parser:option("--mlp-layers", "MLP hidden layers (default: --layers)."):convert(cli.positive_integer { max = 16 })
 parser:option("--mlp-hidden", "MLP units per hidden layer (default: --hidden).")

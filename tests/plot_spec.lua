@@ -57,6 +57,29 @@ describe("plot", function()
     assert.are.equal("\137PNG", read_file(file):sub(1, 4))
   end)
 
+  it("draws grouped bars, in one chart or in panels", function()
+    local file = dir .. "/bars.svg"
+    plot.bars { file = file, title = "class probabilities", xlabel = "class", ylabel = "p",
+      categories = { 0, 1, 2 }, series = { { values = { 0.1, 0.5, 0.4 }, title = "BNN" },
+                                           { values = bbb.tensor { 0, 1, 0 }, title = "MLP" } } }
+    local svg = read_file(file)
+    assert.truthy(svg and svg:find("class probabilities", 1, true))
+    assert.truthy(svg:find("MLP", 1, true))
+    file = dir .. "/panels.svg"
+    plot.bars { file = file, title = "passes", categories = { "a", "b" }, layout = { 1, 2 },
+      panels = { { title = "image one", series = { { values = { 3, 1 } } } },
+                 { title = "image two", series = { { values = { 0, 4 } } } } } }
+    svg = read_file(file)
+    assert.truthy(svg and svg:find("image one", 1, true) and svg:find("image two", 1, true))
+    assert_error_has(function()
+      plot.bars { file = dir .. "/x.png", categories = { 1, 2 }, series = { { values = { 1 } } } }
+    end, "plot.bars: bars.series[1].values has 1 values for 2 categories")
+    assert_error_has(function()
+      plot.bars { file = dir .. "/x.png", categories = { 1 }, layout = { 1, 1 },
+        panels = { { series = { { values = { 1 } } } }, { series = { { values = { 1 } } } } } }
+    end, "plot.bars: layout must be {rows, cols} in positive integers with room for 2 panels")
+  end)
+
   it("renders to text with the dumb terminal", function()
     local text = plot.terminal { title = "training curve", size = { 60, 20 },
                                  series = { { y = { 1, 4, 9, 16 }, title = "squares" } } }
@@ -84,6 +107,61 @@ describe("plot", function()
       "plot.histogram: series[1] has no values")
     assert_error_has(function() plot.terminal { series = { { y = { 1 } } }, size = { 0, 10 } } end,
       "plot.terminal: size must be")
+  end)
+
+  it("draws shaded spans, bands with edges, a caption and a title in lines", function()
+    local file = dir .. "/look.svg"
+    plot.lines { file = file, title = { "first line", "second line" }, key = "below",
+      caption = { "coverage 95.0%", "width 0.3" }, xrange = { -1, 4 }, yrange = { -2, 2 },
+      shade = { { lo = 0, hi = 2, color = "#fdf0c2", title = "training range" } },
+      bands = { { x = x, lo = y - 0.1, hi = y + 0.1, opacity = 0.5, edges = true, edge_color = "#2171b5", title = "band" } },
+      series = { { x = x, y = y, title = "truth", dash = 2, width = 1.5 },
+                 { x = { 1, 2 }, y = { 0.5, 1 }, style = "points", pointtype = 7, pointsize = 1.5, title = "data" } } }
+    local svg = read_file(file)
+    for _, text in ipairs { "first line", "second line", "coverage 95.0%", "width 0.3", "training range", "data" } do
+      assert.truthy(svg:find(text, 1, true), text)
+    end
+    -- the caption's two lines are two texts, not one
+    assert.is_nil(svg:find("coverage 95.0% width", 1, true))
+  end)
+
+  it("draws several panels on one page", function()
+    local file = dir .. "/panels.png"
+    assert.are.equal(file, plot.panels { file = file, size = { 900, 400 }, page_title = { "sweep", "two panels" },
+      layout = { 1, 2 }, panels = {
+        { title = { "beta = 1", "ELBO -1" }, series = { { x = x, y = y, title = "a" } } },
+        { title = "beta = 0.1", key = "off", bands = { { x = x, lo = y - 1, hi = y + 1, edges = true } },
+          shade = { { lo = 1, hi = 2 } } } } })
+    assert.are.equal("\137PNG", read_file(file):sub(1, 4))
+    local svg_file = dir .. "/panels.svg"
+    plot.panels { file = svg_file, panels = { { title = "left", series = { { y = { 1, 2 } } } },
+                                               { title = "right", series = { { y = { 2, 1 } } } } } }
+    local svg = read_file(svg_file)
+    assert.truthy(svg:find("left", 1, true) and svg:find("right", 1, true))
+  end)
+
+  it("refuses bad panels and looks with a message naming the function", function()
+    local one = { { y = { 1, 2 } } }
+    assert_error_has(function() plot.panels { file = dir .. "/p.png", layout = { 1, 1 },
+      panels = { { series = one }, { series = one } } } end, "plot.panels: layout must be {rows, columns}")
+    assert_error_has(function() plot.panels { file = dir .. "/p.png", panels = {} } end,
+      "plot.panels: nothing to plot: give panels")
+    assert_error_has(function() plot.panels { file = dir .. "/p.png", panels = { { series = one }, { series = {} } } } end,
+      "plot.panels: panels[2]: nothing to plot")
+    assert_error_has(function() plot.panels { file = dir .. "/p.png", panels = { { series = one, caption = "c" } } } end,
+      "plot.panels: panels[1]: a panel has no caption")
+    assert_error_has(function() plot.lines { file = dir .. "/a.png", series = one, key = "inside" } end,
+      "plot.lines: key must be right, below or off, got inside")
+    assert_error_has(function() plot.lines { file = dir .. "/a.png", bands = { { x = { 1 }, lo = { 0 }, hi = { 1 }, opacity = 2 } } } end,
+      "plot.lines: bands[1].opacity must be a number in [0, 1], got 2")
+    assert_error_has(function() plot.lines { file = dir .. "/a.png", series = one, shade = { { lo = 0 } } } end,
+      "plot.lines: shade[1].hi must be a finite number, got nil")
+    assert_error_has(function() plot.lines { file = dir .. "/a.png", series = { { y = { 1 }, dash = 9 } } } end,
+      "plot.lines: series[1].dash must be an integer in 1..5")
+    assert_error_has(function() plot.lines { file = dir .. "/a.png", series = one, title = { "a", {} } } end,
+      "plot.lines: title[2] is table, not a string")
+    assert_error_has(function() plot.lines { file = dir .. "/a.png", series = one, caption = { 1, true } } end,
+      "plot.lines: caption[2] is boolean, not a string")
   end)
 
   it("says so when gnuplot is not installed", function()

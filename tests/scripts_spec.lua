@@ -42,6 +42,18 @@ describe("scripts", function()
     f:close()
     assert.are.equal(2, #log.epochs)
   end)
+  it("mnist.lua --preset s4 plots seed 004's four curves and prints its table beside ours", function()
+    local png = tmp .. "/s4-curves.png"
+    local out = ok("scripts/mnist.lua --preset s4 --epochs 1 --batch 12 --limit 600 --test-limit 200 --hidden 16 "
+      .. "--test-samples 2 --curves " .. png, "preset s4", "kl weight 0.12", "(beta 0.01;", "wrote " .. png)
+    local rows = 0
+    for what in out:gmatch("\n(%a*)%s+[%d.]+%s+%-[%d.]+%s+%-[%d.]+%s+[%d.]+%s+(%a+)") do rows = rows + 1 end
+    assert.are.equal(4, rows, out)   -- train and test, ours and the seed's
+    assert.truthy(out:find("0.9870   -2.8889   -0.04794     2841.0   seed", 1, true), out)
+    local f = assert(io.open(png, "rb"))
+    assert.are.equal("\137PNG", f:read(4))
+    f:close()
+  end)
   it("plot_run.lua draws the curves of a run and the posterior of its checkpoint", function()
     ok("scripts/mnist.lua --epochs 2 --limit 600 --test-limit 200 --hidden 16 --val 100 --test-samples 2 --log "
       .. tmp .. "/pr.jsonl --save " .. tmp .. "/pr.st", "epoch  2")
@@ -73,17 +85,6 @@ describe("scripts", function()
     status, out = run("scripts/mnist.lua --epochs 1 --limit 64 --pi 1.5")
     assert.are_not.equal(0, status)
     assert.truthy(out:find("--pi: number '1.5' is out of range: must be in (0, 1)", 1, true), out)
-  end)
-  it("regression.lua writes a plot and reports coverage and band widths", function()
-    for _, task in ipairs{ "toy", "paper", "sine" } do
-      local png = tmp .. "/" .. task .. ".png"
-      local out = ok(("scripts/regression.lua --task %s --steps 60 --pred-samples 20 --n 50 --out %s"):format(task, png),
-        "mean band width: inside the training range", "wrote " .. png)
-      if task ~= "toy" then assert.truthy(out:find("coverage of the 95% band", 1, true), out) end
-      local f = assert(io.open(png, "rb"))
-      assert.are.equal("\137PNG", f:read(4))
-      f:close()
-    end
   end)
   it("the benchmarks run and print their ratios", function()
     ok("scripts/bench_core.lua --reps 3", "matmul", "softplus")

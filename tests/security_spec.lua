@@ -56,9 +56,9 @@ describe("plot file names and texts", function()
     assert.are.equal("", entries(dir), "the working folder must stay empty")
   end)
 
-  it("bbb.plot.lines and histogram refuse a pipe name before creating anything", function()
+  it("bbb.plot.lines, histogram and panels refuse a pipe name before creating anything", function()
     local dir = sandbox()
-    for _, fn in ipairs { "lines", "histogram" } do
+    for _, fn in ipairs { "lines", "histogram", "panels" } do
       local code = ("bbb.plot.%s{file = %q, series = {{y = {1, 2, 3}, values = {1, 2, 3}}}}"):format(fn, PIPE)
       local status, out = run_in(dir, "-e " .. sh_quote(code))
       assert.are_not.equal(0, status, out)
@@ -84,6 +84,10 @@ describe("plot file names and texts", function()
           series = {{y = {1, 2, 3}, title = p}}, bands = {{x = {1, 2}, lo = {0, 0}, hi = {1, 1}, title = p}}}
         bbb.plot.histogram{file = "h.svg", title = p, series = {{values = {1, 2, 2}, title = p}}}
         io.write(bbb.plot.terminal{title = p, series = {{y = {1, 2, 3}, title = p}}})
+        bbb.plot.lines{file = "t.svg", title = {p, p}, caption = {p, p}, series = {{y = {1, 2}}},
+          shade = {{lo = 1, hi = 2, title = p}}, bands = {{x = {1, 2}, lo = {0, 0}, hi = {1, 1}, edges = true}}}
+        bbb.plot.panels{file = "m.svg", page_title = {p, p}, panels = {{title = {p, p}, series = {{y = {1, 2}, title = p}},
+          shade = {{lo = 1, hi = 2, title = p}}}, {title = p, series = {{y = {2, 1}}}}}}
         local ok, err = pcall(bbb.plot.lines, {file = "c.svg", series = {{y = {1, 2}, color = p}}})
         print(ok, err)]]):format(p)
       local status, out = run_in(dir, "-e " .. sh_quote(code))
@@ -93,6 +97,11 @@ describe("plot file names and texts", function()
       local svg = f:read("a")
       f:close()
       assert.truthy(svg:find("system(", 1, true), "the text itself is drawn")
+      for _, name in ipairs { "t.svg", "m.svg" } do
+        local g = assert(io.open(dir .. "/" .. name), name)
+        assert.truthy(g:read("a"):find("system(", 1, true), name)
+        g:close()
+      end
     end
     assert.is_nil(entries(dir):find("pwned", 1, true), entries(dir))
   end)
