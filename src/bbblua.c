@@ -160,9 +160,43 @@ static int dostring(lua_State *L, const char *s, const char *name) {
 
 /* -------------------------------------------------------------- bbb setup */
 
-static void prepend_lua_dir(lua_State *L) {
+/*
+ * The library's folder: $BBB_LUA_DIR; else an installed one next to this
+ * executable: <bin>/BBB_LUA_DIR_FROM_BIN (cmake --install) or
+ * <bin>/../share/lua/5.4 (a luarocks tree, whose files move after the
+ * build); else the source tree's lua/ this bbblua was built from.
+ */
+static const char *lua_dir(char *buf, size_t n) {
   const char *dir = getenv("BBB_LUA_DIR");
-  if (dir == NULL || dir[0] == '\0') dir = BBB_LUA_DIR;
+  char exe[4096];
+  ssize_t len;
+  if (dir != NULL && dir[0] != '\0') return dir;
+  len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len > 0) {
+    static const char *const rel[] = {
+#ifdef BBB_LUA_DIR_FROM_BIN
+      BBB_LUA_DIR_FROM_BIN,
+#endif
+      "../share/lua/5.4",
+    };
+    char *slash;
+    exe[len] = '\0';
+    slash = strrchr(exe, '/');
+    if (slash != NULL) *slash = '\0';
+    for (size_t i = 0; slash != NULL && i < sizeof rel / sizeof rel[0]; i++) {
+      snprintf(buf, n, "%s/%s/bbb/init.lua", exe, rel[i]);
+      if (access(buf, R_OK) == 0) {
+        snprintf(buf, n, "%s/%s", exe, rel[i]);
+        return buf;
+      }
+    }
+  }
+  return BBB_LUA_DIR;
+}
+
+static void prepend_lua_dir(lua_State *L) {
+  char buf[4200];
+  const char *dir = lua_dir(buf, sizeof buf);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "path");
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir,
@@ -427,9 +461,13 @@ static int input_ended_line(void) {
 #endif
 }
 
+/* Set while the chunk being read is a "?name" line rewritten into a call
+ * of bbb.help: history keeps what was typed, not the rewrite. */
+static int keep_typed_line = 0;
+
 static void saveline(const char *line) {
   HIST_ENTRY *last;
-  if (!use_readline || line[0] == '\0') return;
+  if (!use_readline || line[0] == '\0' || keep_typed_line) return;
   last = history_get(history_base + history_length - 1);
   if (last != NULL && strcmp(last->line, line) == 0) return;
   add_history(line);
@@ -560,8 +598,15 @@ static int pushline(lua_State *L, int firstline) {
   len = strlen(line);
   if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
   /* "?name" is help on name: ?bbb.randn, ?randn, ? alone for the summary. */
+#if defined(BBB_USE_READLINE)
+  keep_typed_line = 0;
+#endif
   if (firstline && line[0] == '?') {
     const char *what = line + 1;
+#if defined(BBB_USE_READLINE)
+    saveline(line);
+    keep_typed_line = 1;
+#endif
     while (*what == ' ') what++;
     if (*what == '\0') {
       lua_pushliteral(L, "bbb.help()");

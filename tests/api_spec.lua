@@ -6,7 +6,7 @@ local core = require "bbb.core"
 describe("bbb's public namespace", function()
   it("keeps internals under bbb.core only", function()
     for _, k in ipairs{ "adam_update", "sgd_update", "rmsprop_update", "sqnorm", "bayes_sample",
-                        "prior_log_prob", "check_prior", "load_idx", "default_generator", "clock",
+                        "prior_log_prob", "check_prior", "load_idx", "default_generator",
                         "last_error", "Tensor" } do
       assert.is_nil(rawget(bbb, k), "bbb." .. k .. " is public")
       assert.is_not_nil(core[k], "bbb.core." .. k .. " is missing")

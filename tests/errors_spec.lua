@@ -3,10 +3,9 @@
 local bbb = require "bbb"
 local core = require "bbb.core"
 
--- Some binding messages are formatted with %g, which lua_pushfstring does
--- not know: the error is still raised, but its text becomes this. Such
--- cases show up as pending (not passing) until the format is fixed, and
--- then check the intended message without any change here.
+-- lua_pushfstring (and so luaL_error) does not know %g: a binding message
+-- formatted with it is still raised, but its text becomes this. errors_with
+-- fails on such a message, so a %g that slips into the binding is caught.
 local LOST_FORMAT = "invalid option '%g' to 'lua_pushfstring'"
 
 -- The essential part of a message, for texts with values we do not want to

@@ -115,6 +115,21 @@ describe("entropies in bits and per-pass samples", function()
   end)
 end)
 
+describe("MC dropout through predict", function()
+  it("samples dropout layers whose mode is sample, and mode = mean turns them off", function()
+    local gen = bbb.Generator(9)
+    local net = bbb.nn.mlp({ 4, 16, 3 }, { dropout = 0.5, generator = gen })
+    local x = bbb.randn({ 6, 4 }, 0, 1, gen)
+    local _, plain = net:predict(x, { samples = 5, keep_samples = "tensor" })
+    assert.are.equal(0, metrics.uncertainty(plain).mutual_information:max():item())
+    net:apply(function(m) if m.__name == "Dropout" then m.mode = "sample" end end)
+    local _, mc = net:predict(x, { samples = 5, keep_samples = "tensor" })
+    assert(metrics.uncertainty(mc).mutual_information:max():item() > 1e-4)
+    assert.are.equal(0, (net:predict(x, { mode = "mean" }) - plain[1]):abs():max():item())
+    assert.are.equal("sample", net:children()[3].mode)   -- restored after predict
+  end)
+end)
+
 describe("entropy at the extremes against float64", function()
   it("stays finite and non-negative for probabilities near 0 and 1", function()
     local tiny = { 1e-30, 1e-8, 1e-4 }

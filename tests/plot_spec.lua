@@ -57,6 +57,29 @@ describe("plot", function()
     assert.are.equal("\137PNG", read_file(file):sub(1, 4))
   end)
 
+  it("draws grouped bars, in one chart or in panels", function()
+    local file = dir .. "/bars.svg"
+    plot.bars { file = file, title = "class probabilities", xlabel = "class", ylabel = "p",
+      categories = { 0, 1, 2 }, series = { { values = { 0.1, 0.5, 0.4 }, title = "BNN" },
+                                           { values = bbb.tensor { 0, 1, 0 }, title = "MLP" } } }
+    local svg = read_file(file)
+    assert.truthy(svg and svg:find("class probabilities", 1, true))
+    assert.truthy(svg:find("MLP", 1, true))
+    file = dir .. "/panels.svg"
+    plot.bars { file = file, title = "passes", categories = { "a", "b" }, layout = { 1, 2 },
+      panels = { { title = "image one", series = { { values = { 3, 1 } } } },
+                 { title = "image two", series = { { values = { 0, 4 } } } } } }
+    svg = read_file(file)
+    assert.truthy(svg and svg:find("image one", 1, true) and svg:find("image two", 1, true))
+    assert_error_has(function()
+      plot.bars { file = dir .. "/x.png", categories = { 1, 2 }, series = { { values = { 1 } } } }
+    end, "plot.bars: bars.series[1].values has 1 values for 2 categories")
+    assert_error_has(function()
+      plot.bars { file = dir .. "/x.png", categories = { 1 }, layout = { 1, 1 },
+        panels = { { series = { { values = { 1 } } } }, { series = { { values = { 1 } } } } } }
+    end, "plot.bars: layout must be {rows, cols} in positive integers with room for 2 panels")
+  end)
+
   it("renders to text with the dumb terminal", function()
     local text = plot.terminal { title = "training curve", size = { 60, 20 },
                                  series = { { y = { 1, 4, 9, 16 }, title = "squares" } } }

@@ -8,7 +8,8 @@
 -- Functions: rank(), size(), allreduce(t) (in place, sum), allreduce_flat(
 -- {t1, t2, ...}, extra) (one call for a list of tensors), allreduce_numbers
 -- {..}, allgather_number(x), broadcast(t, root), broadcast_string(s, root),
--- barrier(), finalize(), abort(code), launched() (started by mpirun?).
+-- send_string(s, dest), recv_string([source]) -> s, source, barrier(),
+-- finalize(), abort(code), launched() (started by mpirun?).
 -- A build without MPI has them all raise "this build of bbb has no MPI".
 local dist = {}
 
@@ -23,7 +24,8 @@ end
 dist.launched = launched
 
 local NAMES = { "rank", "size", "allreduce", "allreduce_flat", "allreduce_numbers", "allgather_number",
-                "broadcast", "broadcast_string", "barrier", "finalize", "abort", "wtime" }
+                "broadcast", "broadcast_string", "send_string", "recv_string", "barrier", "finalize",
+                "abort", "wtime" }
 
 local mpi, err
 if launched() then

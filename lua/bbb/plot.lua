@@ -437,6 +437,68 @@ local function histogram_script(what, opts, data_path)
     number_str(width)) .. "plot " .. table.concat(clauses, ", \\\n     ")
 end
 
+-- One chart of grouped bars: category i at x = i, its series side by side.
+local function bars_panel(what, panel, field, categories, data_path, blocks)
+  local series = check_list(what, panel.series, field .. ".series")
+  if #series == 0 then fail(what, "%s: nothing to plot: give series", field) end
+  local width = 0.8 / #series
+  local clauses = {}
+  for k, s in ipairs(series) do
+    local label = ("%s.series[%d].values"):format(field, k)
+    if s.values == nil then fail(what, "%s.series[%d] has no values", field, k) end
+    local v = to_list(s.values, what, label)
+    if #v ~= #categories then
+      fail(what, "%s has %d values for %d categories", label, #v, #categories)
+    end
+    local xs = {}
+    for i = 1, #v do xs[i] = i - 0.4 + (k - 0.5) * width end
+    blocks[#blocks + 1] = { xs, v }
+    clauses[k] = ("%s index %d using 1:2 with boxes lc rgb %s %s"):format(gp_quote(data_path),
+      #blocks - 1, gp_quote(color_of(s, k)), title_clause(s))
+  end
+  return ("set boxwidth %s absolute\n"):format(number_str(width))
+    .. "plot " .. table.concat(clauses, ", \\\n     ")
+end
+
+local function bars_script(what, opts, data_path)
+  if type(opts.categories) ~= "table" or #opts.categories == 0 then
+    fail(what, "categories must list at least one category")
+  end
+  local categories = {}
+  for i, c in ipairs(opts.categories) do categories[i] = tostring(c) end
+  local tics = {}
+  for i, c in ipairs(categories) do tics[i] = ("%s %d"):format(gp_quote(c), i) end
+  local lines = { "set style fill solid 0.7 border", ("set xtics (%s)"):format(table.concat(tics, ", ")),
+                  ("set xrange [0.4:%s]"):format(number_str(#categories + 0.6)) }
+  if opts.yrange == nil then lines[#lines + 1] = "set yrange [0:*]" end   -- bars start at 0
+  local longest = 0
+  for _, c in ipairs(categories) do longest = math.max(longest, #c) end
+  if longest > 3 then lines[#lines + 1] = "set xtics rotate by -45" end   -- names, not digits
+  local blocks = {}
+  if opts.panels == nil then
+    lines[#lines + 1] = bars_panel(what, opts, "bars", categories, data_path, blocks)
+  else
+    local panels = check_list(what, opts.panels, "panels")
+    if #panels == 0 then fail(what, "panels is empty") end
+    local layout = opts.layout or { #panels, 1 }
+    if type(layout) ~= "table" or math.type(layout[1]) ~= "integer" or math.type(layout[2]) ~= "integer"
+        or layout[1] < 1 or layout[2] < 1 or layout[1] * layout[2] < #panels then
+      fail(what, "layout must be {rows, cols} in positive integers with room for %d panels", #panels)
+    end
+    lines[#lines + 1] = "unset title"
+    lines[#lines + 1] = "set key outside top center horizontal"   -- a key at the side squeezes small panels
+    lines[#lines + 1] = ("set multiplot layout %d,%d%s"):format(layout[1], layout[2],
+      opts.title and (" title " .. gp_quote(opts.title)) or "")
+    for k, panel in ipairs(panels) do
+      lines[#lines + 1] = panel.title and ("set title " .. gp_quote(panel.title)) or "unset title"
+      lines[#lines + 1] = bars_panel(what, panel, ("panels[%d]"):format(k), categories, data_path, blocks)
+    end
+    lines[#lines + 1] = "unset multiplot"
+  end
+  write_blocks(data_path, blocks)
+  return table.concat(lines, "\n")
+end
+
 local function render(what, opts, body, terminal, output)
   local lines = header(what, opts, terminal, output)
   local data_path = os.tmpname()
@@ -483,6 +545,15 @@ end)
 -- All series share one set of bins spanning their common range.
 plot.histogram = entry_point(function(opts)
   return write_file("histogram", opts, histogram_script)
+end)
+
+--- bars{file =, title, xlabel, ylabel, size, yrange, categories = {"a", "b", ...},
+--       series = {{values =, title =, color =}}} -> file: grouped bars, one
+-- group per category and one bar per series (values: one per category).
+-- panels = {{title =, series = {...}}, ...} with layout = {rows, cols}
+-- draws one such chart per panel under the common title.
+plot.bars = entry_point(function(opts)
+  return write_file("bars", opts, bars_script)
 end)
 
 --- terminal{...} -> string: lines{} (or histogram{} when the series carry

@@ -111,7 +111,7 @@ bbb_float *bbb_grad_of(bbb_tensor *t, int *status) {
   if (!t || !requires(t)) return NULL;
   if (!t->ag->grad) {
     t->ag->grad = bbb_tensor_zeros(t->ndim, t->shape);
-    if (!t->ag->grad) { *status = BBB_EMEM; return NULL; }
+    if (!t->ag->grad) { *status = bbb_errstatus(); return NULL; }
   }
   return bbb_data(t->ag->grad);
 }
@@ -121,7 +121,7 @@ bbb_float *bbb_grad_begin(bbb_tensor *t, int *fresh, int *status) {
   if (!t || !requires(t)) return NULL;
   if (!t->ag->grad) {
     t->ag->grad = bbb_tensor_new(t->ndim, t->shape);
-    if (!t->ag->grad) { *status = BBB_EMEM; return NULL; }
+    if (!t->ag->grad) { *status = bbb_errstatus(); return NULL; }
     *fresh = 1;
   }
   return bbb_data(t->ag->grad);

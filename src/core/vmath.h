@@ -3,9 +3,10 @@
 ** arithmetic, compares, selects and bit casts only. A libm call inside a loop
 ** stops GCC from vectorising it; these inline into plain `for` loops and
 ** vectorise at -O3 (-fno-math-errno, never -ffast-math: NaN and inf behave).
-** Keep the loop body free of ?: around calls (`c ? bbb_expf(a) : b` will not
-** if-convert under the default -ftrapping-math): call unconditionally and
-** pick with bbb_self.
+** Keep the loop body free of ?: around calls (`c ? bbb_expf(a) : b` does not
+** if-convert when trapping math is on, GCC's default; CMakeLists passes
+** -fno-trapping-math, but these loops must not depend on that flag): call
+** unconditionally and pick with bbb_self.
 **
 ** Cephes-style polynomials. Largest error against double libm, over every
 ** float input with a normal result (exhaustive, with FMA):
@@ -39,8 +40,9 @@ static inline float bbb_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; 
 static inline float bbb_absf(float x) { return bbb_u2f(bbb_f2u(x) & 0x7fffffffu); }
 
 /* c ? a : b as bit masking. A plain ?: on a computed value lets GCC sink the
-** computation into a branch, and under -ftrapping-math (the default) it then
-** refuses to if-convert the loop; masks keep everything unconditional. */
+** computation into a branch, which it will not if-convert when trapping math
+** is on (its default, off in our CMake build); masks keep everything
+** unconditional whatever the flags. */
 static inline float bbb_self(int c, float a, float b) {
   uint32_t m = 0u - (uint32_t)(c != 0);
   return bbb_u2f((bbb_f2u(a) & m) | (bbb_f2u(b) & ~m));

@@ -216,6 +216,33 @@ static int l_broadcast_string(lua_State *L) {
   return 1;
 }
 
+/* send_string(s, dest): a message to one rank (for work queues) */
+static int l_send_string(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  int dest = check_root(L, 2, "send_string");
+  check_live(L, "send_string");
+  if (len > INT_MAX) return luaL_error(L, "dist.send_string: message too long");
+  check(L, MPI_Send(s, (int)len, MPI_CHAR, dest, 0, MPI_COMM_WORLD), "send_string");
+  return 0;
+}
+
+/* recv_string([source]) -> s, source: the next message from source, or from
+** any rank when source is nil */
+static int l_recv_string(lua_State *L) {
+  int source = lua_isnoneornil(L, 1) ? MPI_ANY_SOURCE : check_root(L, 1, "recv_string");
+  MPI_Status st;
+  int len = 0;
+  check_live(L, "recv_string");
+  check(L, MPI_Probe(source, 0, MPI_COMM_WORLD, &st), "recv_string");
+  check(L, MPI_Get_count(&st, MPI_CHAR, &len), "recv_string");
+  char *buf = lua_newuserdatauv(L, (size_t)len + 1, 0);
+  check(L, MPI_Recv(buf, len, MPI_CHAR, st.MPI_SOURCE, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "recv_string");
+  lua_pushlstring(L, buf, (size_t)len);
+  lua_pushinteger(L, st.MPI_SOURCE);
+  return 2;
+}
+
 static int l_barrier(lua_State *L) {
   check_live(L, "barrier");
   check(L, MPI_Barrier(MPI_COMM_WORLD), "barrier");
@@ -246,7 +273,8 @@ static const luaL_Reg funcs[] = {
   {"rank", l_rank}, {"size", l_size}, {"allreduce", l_allreduce},
   {"allreduce_flat", l_allreduce_flat}, {"allreduce_numbers", l_allreduce_numbers},
   {"allgather_number", l_allgather_number}, {"broadcast", l_broadcast},
-  {"broadcast_string", l_broadcast_string}, {"barrier", l_barrier},
+  {"broadcast_string", l_broadcast_string}, {"send_string", l_send_string},
+  {"recv_string", l_recv_string}, {"barrier", l_barrier},
   {"finalize", l_finalize}, {"abort", l_abort}, {"wtime", l_wtime}, {NULL, NULL}
 };
 

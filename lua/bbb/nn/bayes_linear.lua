@@ -14,6 +14,14 @@
 --   mode       "sample" or "mean" (posterior means) for evaluation
 --   bias       false for no bias (default true)
 --   generator  a bbb.Generator (default: the module's)
+--   masked     true: start with all-ones pruning masks (what bbb.nn.build
+--              does for a saved pruned layer before loading its state)
+--
+-- Pruning (bbb.nn.prune) sets weight_mask and bias_mask: buffers of 0 and 1,
+-- saved and loaded with the parameters but never trained. Every forward
+-- multiplies the sampled weights (and, in mean mode, the means) by them, so
+-- a removed weight is exactly 0 in every MC sample: sigma = softplus(rho)
+-- can never be 0 itself.
 --
 -- Tests may fix the noise: layer.noise = {w = , b = , out = , s_in = , s_out = }.
 local bbb = require "bbb"
@@ -59,6 +67,42 @@ function BayesLinear:init(n_in, n_out, opts)
     self.bias_mu = bbb.rand({ n_out }, -s, s, opts.generator):requires_grad(true)
     self.bias_rho = bbb.full({ n_out }, rho):requires_grad(true)
   end
+  if opts.masked then
+    self.weight_mask = bbb.ones{ n_out, n_in }
+    self.bias_mask = self.bias_mu and bbb.ones{ n_out } or nil
+  end
+end
+
+function BayesLinear:own_buffers()
+  local out = {}
+  if self.weight_mask then out[1] = { "weight_mask", self.weight_mask } end
+  if self.bias_mask then out[#out + 1] = { "bias_mask", self.bias_mask } end
+  return out
+end
+
+--- set_mask(weight_mask [, bias_mask]): keeps only the weights where the
+-- mask is 1; their means are set to 0 too (the masks are copied).
+function BayesLinear:set_mask(wm, bm)
+  local function check(m, like, what)
+    if not bbb.is_tensor(m) or table.concat(m:size(), "x") ~= table.concat(like:size(), "x") then
+      error(("BayesLinear:set_mask: %s must be a tensor of size %s, got %s"):format(what,
+        table.concat(like:size(), "x"), bbb.is_tensor(m) and table.concat(m:size(), "x") or type(m)), 3)
+    end
+    return m:detach():clone()
+  end
+  self.weight_mask = check(wm, self.weight_mu, "weight_mask")
+  if self.bias_mu then self.bias_mask = check(bm, self.bias_mu, "bias_mask") end
+  bbb.no_grad(function()
+    self.weight_mu:copy(self.weight_mu * self.weight_mask)
+    if self.bias_mu then self.bias_mu:copy(self.bias_mu * self.bias_mask) end
+  end)
+  return self
+end
+
+-- t times the mask m, or t itself when there is no mask
+local function masked(t, m)
+  if t == nil or m == nil then return t end
+  return t * m
 end
 
 function BayesLinear:own_parameters()
@@ -107,23 +151,23 @@ function BayesLinear:forward(x)
   layers.check_input(x, "BayesLinear", self.n_in)
   if self.mode == "mean" and not self.training then
     self.last_kl = nil
-    return bbb.linear(x, self.weight_mu, self.bias_mu)
+    return bbb.linear(x, masked(self.weight_mu, self.weight_mask), masked(self.bias_mu, self.bias_mask))
   end
-  local est = self.estimator
+  local est, wm, bm = self.estimator, self.weight_mask, self.bias_mask
   if est == "weight" then
     local w, klw = self:sample(self.weight_mu, self.weight_rho, "w")
     local b, klb = self:sample_bias()
     self.last_kl = klw + klb
-    return bbb.linear(x, w, b)
+    return bbb.linear(x, masked(w, wm), masked(b, bm))
   elseif est == "local" then
     -- Pre-activations ~ N(x mu^T + b_mu, x^2 sigma^2^T + sigma_b^2). The
     -- complexity term still needs a weight sample (or the analytic KL).
     local _, klw = self:sample(self.weight_mu, self.weight_rho, "w")
     local _, klb = self:sample_bias()
     self.last_kl = klw + klb
-    local mean = bbb.linear(x, self.weight_mu, self.bias_mu)
-    local var = bbb.linear(x:square(), self.weight_rho:softplus():square(),
-      self.bias_rho and self.bias_rho:softplus():square())
+    local mean = bbb.linear(x, masked(self.weight_mu, wm), masked(self.bias_mu, bm))
+    local var = bbb.linear(x:square(), masked(self.weight_rho:softplus():square(), wm),
+      masked(self.bias_rho and self.bias_rho:softplus():square(), bm))
     local eps = noise(self, "out") or bbb.randn({ x:size(1), self.n_out }, 0, 1, self.generator)
     return mean + (var + 1e-16):sqrt() * eps
   else -- flipout: x mu^T + ((x * s_in) dW^T) * s_out with dW = w - mu
@@ -132,7 +176,8 @@ function BayesLinear:forward(x)
     self.last_kl = klw + klb
     local s_in = noise(self, "s_in") or random_signs({ x:size(1), self.n_in }, self.generator)
     local s_out = noise(self, "s_out") or random_signs({ x:size(1), self.n_out }, self.generator)
-    return bbb.linear(x, self.weight_mu, b) + bbb.linear(x * s_in, w - self.weight_mu) * s_out
+    return bbb.linear(x, masked(self.weight_mu, wm), masked(b, bm))
+      + bbb.linear(x * s_in, masked(w - self.weight_mu, wm)) * s_out
   end
 end
 
@@ -141,7 +186,7 @@ function BayesLinear:kl() return self.last_kl end
 function BayesLinear:config()
   return { type = "BayesLinear", n_in = self.n_in, n_out = self.n_out,
            prior = prior_mod.config(self.prior), estimator = self.estimator, kl = self.kl_mode,
-           mode = self.mode, bias = self.bias_mu ~= nil }
+           mode = self.mode, bias = self.bias_mu ~= nil, masked = self.weight_mask ~= nil or nil }
 end
 
 --- Signal-to-noise ratios |mu| / sigma of the weights (a tensor like mu).

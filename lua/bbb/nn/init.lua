@@ -32,6 +32,12 @@ function nn.mlp(sizes, opts)
   return net
 end
 
+local pruning = require "bbb.nn.prune"
+--- prune(net, {fraction =, by = "snr" | "magnitude"}) -> masks, info (see bbb.nn.prune)
+nn.prune = pruning.prune
+--- prune_scores(net [, by]) -> the flat list of scores pruning ranks by
+nn.prune_scores = pruning.scores
+
 local ACTIVATIONS = { ReLU = true, Sigmoid = true, Tanh = true, Softplus = true }
 
 local function build(c, opts, path, scratch)
@@ -59,7 +65,8 @@ local function build(c, opts, path, scratch)
     local ok, p = pcall(require("bbb.prior").from_config, c.prior, opts.prior)
     if not ok then error(("nn.build: %s: %s"):format(path, p), 0) end
     m = nn.BayesLinear(int("n_in"), int("n_out"), { prior = p, estimator = c.estimator,
-      kl = c.kl, mode = c.mode, bias = c.bias ~= false, generator = scratch })
+      kl = c.kl, mode = c.mode, bias = c.bias ~= false, masked = c.masked == true,
+      generator = scratch })
     m.generator = opts.generator
   elseif ty == "Dropout" then
     m = nn.Dropout(c.p, { generator = opts.generator })

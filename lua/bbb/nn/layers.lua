@@ -107,6 +107,9 @@ M.Tanh = activation("Tanh", "tanh")
 M.Softplus = activation("Softplus", "softplus")
 
 --- Dropout(p): zeroes inputs with probability p in training, scales by 1/(1-p).
+-- With layer.mode = "sample" it keeps dropping in evaluation too (MC
+-- dropout): net:predict then samples it like a Bayesian layer, and
+-- predict's mode = "mean" turns it off.
 local Dropout = Module.class("Dropout")
 M.Dropout = Dropout
 
@@ -120,7 +123,7 @@ end
 
 function Dropout:forward(x)
   check_input(x, "Dropout")
-  if not self.training or self.p == 0 then return x end
+  if (not self.training and self.mode ~= "sample") or self.p == 0 then return x end
   local mask = bbb.rand(x:size(), 0, 1, self.generator):gt(self.p) * (1 / (1 - self.p))
   return x * mask
 end

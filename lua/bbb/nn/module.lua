@@ -57,6 +57,23 @@ function Module:named_parameters()
   return out
 end
 
+--- This module's own buffers as {name, tensor} pairs: state that is saved
+-- and loaded with the parameters but never trained (BayesLinear's pruning
+-- masks).
+function Module:own_buffers() return {} end
+
+--- Parameters, then buffers, over the whole tree, named as in
+-- named_parameters: everything state_dict saves.
+function Module:named_state()
+  local out = self:named_parameters()
+  local function walk(m, prefix)
+    for _, b in ipairs(m:own_buffers()) do out[#out + 1] = { prefix .. b[1], b[2] } end
+    for i, c in ipairs(m:children()) do walk(c, prefix .. i .. ".") end
+  end
+  walk(self, "")
+  return out
+end
+
 function Module:parameters()
   local out = {}
   for _, p in ipairs(self:named_parameters()) do out[#out + 1] = p[2] end
@@ -69,10 +86,11 @@ function Module:zero_grad()
   return self
 end
 
---- {name = tensor} for every parameter (the tensors themselves, not copies).
+--- {name = tensor} for every parameter and buffer (the tensors themselves,
+-- not copies).
 function Module:state_dict()
   local sd = {}
-  for _, p in ipairs(self:named_parameters()) do sd[p[1]] = p[2] end
+  for _, p in ipairs(self:named_state()) do sd[p[1]] = p[2] end
   return sd
 end
 
@@ -85,7 +103,7 @@ function Module:load_state_dict(sd)
   if type(sd) ~= "table" then
     error(("load_state_dict: expects a table of tensors, got %s"):format(type(sd)), 2)
   end
-  local params, seen = self:named_parameters(), {}
+  local params, seen = self:named_state(), {}
   for _, p in ipairs(params) do
     local name, t = p[1], p[2]
     local src = sd[name]

@@ -1,0 +1,115 @@
+--- The rows of Table 1 of Blundell et al. (2015) that a budget allows: MNIST
+-- test error of two-hidden-layer networks trained by SGD without and with
+-- dropout and by Bayes by Backprop with a Gaussian or a scale-mixture
+-- prior. Each row is a run of scripts/mnist.lua with the paper-N preset.
+-- bbblua scripts/table1.lua --help
+local bbb = require "bbb"
+local argparse = require "argparse"
+local cli = require "bbb.cli"
+local json = require "bbb.json"
+
+-- Test error (%) in the paper's Table 1, by method and units per layer.
+local PAPER = {
+  sgd = { [400] = 1.83, [800] = 1.84, [1200] = 1.88 },
+  dropout = { [400] = 1.51, [800] = 1.33, [1200] = 1.36 },
+  ["bbb-gaussian"] = { [400] = 1.82, [800] = 1.99, [1200] = 2.04 },
+  ["bbb-mixture"] = { [400] = 1.36, [800] = 1.34, [1200] = 1.32 },
+}
+-- What each method adds to the preset (explicit flags after -- win).
+local METHODS = {
+  sgd = { flags = { "--model", "mlp" }, about = "a plain MLP, no dropout (the preset's optimizer)" },
+  dropout = { flags = { "--model", "dropout" }, about = "an MLP with dropout 0.5 (the preset's optimizer)" },
+  ["bbb-gaussian"] = { flags = { "--prior", "gaussian", "--sigma1", "1" },
+                       about = "Bayes by Backprop, Gaussian prior sigma 1" },
+  ["bbb-mixture"] = { flags = {}, about = "Bayes by Backprop, the preset's scale-mixture prior" },
+}
+local METHOD_NAMES = { "sgd", "dropout", "bbb-gaussian", "bbb-mixture" }
+
+local function list_of(conv, flag)
+  return function(s)
+    local out = {}
+    for item in s:gmatch("[^,]+") do
+      local v, err = conv(item)
+      if v == nil then return nil, ("--%s: %s"):format(flag, err) end
+      out[#out + 1] = v
+    end
+    if #out == 0 then return nil, ("--%s: expected a comma-separated list"):format(flag) end
+    return out
+  end
+end
+
+local about = { "Methods:" }
+for _, m in ipairs(METHOD_NAMES) do about[#about + 1] = ("  %s: %s."):format(m, METHODS[m].about) end
+local parser = argparse("table1.lua", "Reproduce rows of Table 1 of Blundell et al. (2015): MNIST test error "
+  .. "of 2-hidden-layer networks, ours beside the paper's. Every row is a scripts/mnist.lua run with "
+  .. "the paper-N preset.")
+  :epilog(table.concat(about, "\n") .. "\nFlags after -- go to every mnist.lua run (e.g. -- --limit 1000).")
+parser:option("--units", "Units per hidden layer (400, 800, 1200 in the paper).", "400")
+  :convert(list_of(cli.positive_integer { max = 1 << 16 }, "units"))
+parser:option("--methods", "Methods: " .. table.concat(METHOD_NAMES, ","), "bbb-mixture")
+  :convert(list_of(cli.choice(METHOD_NAMES), "methods"))
+parser:option("--epochs", "Training epochs of every run.", "30"):convert(cli.positive_integer { max = 100000 })
+parser:option("--threads", "Threads of every run.", "2"):convert(cli.threads())
+parser:option("--seed", "Random seed.", "1"):convert(cli.integer())
+parser:option("--out", "Write the rows as JSON here.", "out/table1.json"):convert(cli.output_path { ext = { "json" } })
+parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
+local args = cli.parse(parser)
+
+local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local interp = arg and arg[-1] or "bbblua"
+local script_dir = (arg and arg[0] or "scripts/table1.lua"):match("^(.*)/[^/]*$") or "."
+local out_dir = args.out:match("^(.*)/[^/]*$")
+if out_dir then os.execute("mkdir -p " .. quote(out_dir)) end
+
+local rows = {}
+for _, units in ipairs(args.units) do
+  for _, method in ipairs(args.methods) do
+    local preset = "paper-" .. units
+    local summary = args.out:gsub("%.json$", "") .. ("-%s-%d.json"):format(method, units)
+    local parts = { quote(interp), quote(script_dir .. "/mnist.lua"), "--epochs", tostring(args.epochs),
+      "--threads", tostring(args.threads), "--seed", tostring(args.seed), "--summary", quote(summary) }
+    -- the paper-N presets exist for 400, 800 and 1200 units; other sizes take paper-400's recipe
+    local known = units == 400 or units == 800 or units == 1200
+    parts[#parts + 1] = "--preset " .. (known and preset or "paper-400")
+    if not known then parts[#parts + 1] = "--hidden " .. units end
+    for _, f in ipairs(METHODS[method].flags) do parts[#parts + 1] = quote(f) end
+    for _, f in ipairs(args.mnist_flags) do parts[#parts + 1] = quote(f) end
+    local cmd = table.concat(parts, " ")
+    print(("== %s, 2x%d: %s"):format(method, units, cmd))
+    io.stdout:flush()
+    local t0 = os.time()
+    os.remove(summary)
+    local ok = os.execute(cmd)
+    local f = io.open(summary, "r")
+    local okj, sum = false, nil
+    if f then
+      okj, sum = pcall(json.decode, f:read("a"))
+      f:close()
+    end
+    local row = { method = method, units = units, epochs = args.epochs, seconds = os.time() - t0,
+                  paper = PAPER[method][units] }
+    if ok and okj and type(sum) == "table" then
+      row.test_error_mean = 100 * (1 - sum.test_acc_mean)
+      row.test_error_mc = 100 * (1 - sum.test_acc_mc)
+      -- deterministic nets: the plain forward pass; Bayesian: the MC ensemble
+      row.test_error = method:find("^bbb") and row.test_error_mc or row.test_error_mean
+    else
+      row.failed = true
+    end
+    rows[#rows + 1] = row
+  end
+end
+
+print(("\nTable 1 (MNIST test error, %d epochs each; ours: MC ensemble for Bayes by Backprop, "
+  .. "the plain forward pass otherwise)"):format(args.epochs))
+print(("%-14s %6s %9s %9s %9s %8s"):format("method", "units", "ours", "means", "paper", "wall"))
+for _, r in ipairs(rows) do
+  local function pct(v) return v and ("%.2f%%"):format(v) or "failed" end
+  print(("%-14s %6d %9s %9s %9s %7ds"):format(r.method, r.units, pct(r.test_error), r.failed and "-" or pct(r.test_error_mean),
+    r.paper and ("%.2f%%"):format(r.paper) or "-", r.seconds))
+end
+cli.write_file(args.out, json.encode{ epochs = args.epochs, rows = rows })
+print("rows written to " .. args.out)
+local failed = false
+for _, r in ipairs(rows) do failed = failed or r.failed end
+if failed then os.exit(1) end

@@ -1,0 +1,114 @@
+-- scripts/ood.lua end to end on tiny settings, through the real interpreter:
+-- the table, the pictures, reuse of saved models, and bad input refused
+-- before any work.
+local bbb = require "bbb"
+local build = os.getenv("BBB_BUILD") or "build"
+local root = os.getenv("BBB_ROOT") or "."
+local bbblua = build .. "/bbblua"
+
+local function run(args)
+  local cmd = ("cd %q && %q scripts/ood.lua %s 2>&1; echo \"exit=$?\""):format(root, bbblua, args)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  return tonumber(out:match("exit=(%d+)%s*$")), out
+end
+
+local function has(out, text)
+  assert.truthy(out:find(text, 1, true), ("expected %q in:\n%s"):format(text, out))
+end
+
+local function refused(args, text)
+  local status, out = run(args)
+  assert.are_not.equal(0, status, out)
+  has(out, text)
+  assert.falsy(out:find("training", 1, true), "work started before the error:\n" .. out)
+  return out
+end
+
+local tmp = os.tmpname()
+os.remove(tmp)
+os.execute("mkdir -p " .. tmp)
+local TINY = " --limit 1500 --test-limit 300 --noise-n 60 --hidden 24 --epochs 2 --lr 0.005 --samples 4 --chunk 128"
+
+-- Table rows: model, set, then the figures (a "-" where there is none).
+local function row(out, model, set)
+  local line = out:match("\n(" .. model:gsub("%p", "%%%0") .. "%s+" .. set:gsub("%p", "%%%0") .. "[^\n]*)")
+  assert.truthy(line, ("no row %s / %s in:\n%s"):format(model, set, out))
+  local cells = {}
+  for c in line:sub(#model + 1):gsub("^%s+", ""):sub(#set + 1):gmatch("%S+") do cells[#cells + 1] = c end
+  return cells
+end
+
+describe("ood.lua", function()
+  teardown(function() os.execute("rm -rf '" .. tmp .. "'") end)
+
+  it("answers --help with the presets and the units", function()
+    local status, out = run("--help")
+    assert.are.equal(0, status, out)
+    has(out, "Usage:")
+    has(out, "s0: seed 000")
+    has(out, "s1: seed 001")
+    has(out, "in bits")
+  end)
+
+  local saved = tmp .. "/m"
+  it("trains the three models and reports every set, AUROC, calibration and pictures", function()
+    local status, out = run(TINY .. " --out " .. tmp .. "/p/ood --save-models " .. saved)
+    assert.are.equal(0, status, out)
+    has(out, "in bits")
+    for _, m in ipairs { "bbb", "mlp", "dropout" } do has(out, "training " .. m) end
+    local r = row(out, "BBB MC 4", "MNIST test (in)")
+    local acc = tonumber(r[1])
+    assert(acc and acc > 30 and acc <= 100, out)        -- chance is 10%
+    for _, set in ipairs { "Fashion-MNIST test", "N(0,1) noise", "uniform noise" } do
+      local c = row(out, "BBB MC 4", set)
+      assert.are.equal("-", c[1])                       -- no accuracy off the in-distribution set
+      local h, mi, eh = tonumber(c[3]), tonumber(c[4]), tonumber(c[5])
+      assert(h >= 0 and h <= math.log(10, 2) + 1e-4, out)
+      assert(mi >= 0 and math.abs(h - mi - eh) < 2e-4, out)   -- H = MI + E[H]
+      for k = 7, 8 do
+        local a = tonumber(c[k])
+        assert(a and a >= 0 and a <= 1, out)
+      end
+      local m = row(out, "MLP", set)
+      assert.are.equal("-", m[4])                       -- a point estimate has no MI
+      assert(tonumber(m[7]) >= 0 and tonumber(m[7]) <= 1, out)
+    end
+    has(out, "Calibration on MNIST test (15 equal-width confidence bins)")
+    local ece = tonumber(out:match("\nMC dropout 4%s+([%d.]+)"))
+    assert(ece and ece >= 0 and ece <= 1, out)
+    has(out, "MNIST vs Fashion-MNIST: BBB AUROC by MI >= 0.90")
+    local line = out:match("AUROC by MI >= 0.90[^\n]*")
+    assert.truthy(line:match("%s[%d.]+%s+met$") or line:match("%s[%d.]+%s+missed$"), out)
+    for _, f in ipairs { "entropy-bbb_mc", "entropy-bbb_mean", "entropy-mlp", "entropy-dropout_mc",
+                         "reliability", "noise-bars", "passes" } do
+      local fh = assert(io.open(tmp .. "/p/ood-" .. f .. ".png", "rb"), "missing " .. f .. "\n" .. out)
+      assert.are.equal("\137PNG", fh:read(4))
+      fh:close()
+    end
+  end)
+
+  it("loads the saved models with --from-* instead of training", function()
+    local status, out = run(TINY .. " --sets normal --out " .. tmp .. "/q/ood --from-bbb " .. saved
+      .. "-bbb.safetensors --from-mlp " .. saved .. "-mlp.safetensors --from-dropout " .. saved .. "-dropout.safetensors")
+    assert.are.equal(0, status, out)
+    assert.falsy(out:find("training", 1, true), out)
+    has(out, "bbb: loaded " .. saved .. "-bbb.safetensors")
+    row(out, "BBB MC 4", "N(0,1) noise")
+    assert.falsy(out:find("Fashion-MNIST test", 1, true), out)
+  end)
+
+  it("refuses bad input before any work", function()
+    refused("--samples 0", "--samples: integer '0' is out of range")
+    refused("--preset s9", "--preset: expected one of s0, s1, got 's9'")
+    refused("--sets normal cifar", "--sets: expected one of mnist, fashion, normal, uniform, got 'cifar'")
+    local wrong = tmp .. "/wrong.safetensors"
+    bbb.save(wrong, bbb.nn.bayes_mlp({ 100, 8, 10 }, {}))
+    refused("--from-bbb " .. wrong, "--from-bbb: " .. wrong .. " takes inputs of 100 values, but mnist images have 784 pixels")
+    refused("--from-mlp " .. saved .. "-bbb.safetensors", "is a Bayesian model (use --from-bbb)")
+    refused("--from-bbb " .. tmp .. "/missing.safetensors", "--from-bbb: ")
+    refused("--dataset fashion --from-mlp " .. saved .. "-mlp.safetensors",
+      "was trained on mnist, but the in-distribution set is fashion")
+  end)
+end)

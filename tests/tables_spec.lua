@@ -1,0 +1,195 @@
+-- The paper's tables: smoke runs of prune.lua, grid.lua and table1.lua on
+-- tiny settings, the grid's resume after SIGKILL, and their bad input.
+local build = os.getenv("BBB_BUILD") or "build"
+local root = os.getenv("BBB_ROOT") or "."
+local bbblua = build .. "/bbblua"
+local json = require "bbb.json"
+
+local function run(args)
+  local cmd = ("cd %q && %q %s 2>&1; echo \"exit=$?\""):format(root, bbblua, args)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  return tonumber(out:match("exit=(%d+)%s*$")), out
+end
+
+local function has(out, want)
+  assert.truthy(out:find(want, 1, true), ("expected %q in:\n%s"):format(want, out))
+end
+
+local function ok(args, ...)
+  local status, out = run(args)
+  assert.are.equal(0, status, out)
+  for _, want in ipairs{...} do has(out, want) end
+  return out
+end
+
+local function fails(args, ...)
+  local status, out = run(args)
+  assert.are_not.equal(0, status, out)
+  for _, want in ipairs{...} do has(out, want) end
+  return out
+end
+
+local function lines(path)
+  local out = {}
+  local f = io.open(path)
+  if not f then return out end
+  for l in f:lines() do out[#out + 1] = l end
+  f:close()
+  return out
+end
+
+local function png(path)
+  local f = assert(io.open(path, "rb"), path)
+  assert.are.equal("\137PNG", f:read(4))
+  f:close()
+end
+
+local tmp = os.tmpname()
+os.remove(tmp)
+os.execute("mkdir -p " .. tmp)
+
+local TINY = "--epochs 1 --limit 600 --test-limit 100 --hidden 12 --test-samples 2"
+local GRID = "scripts/grid.lua --lr 0.001,0.01 --pi 0.5 --log-sigma1 0 --log-sigma2 6,7 --samples 1 "
+  .. "--epochs 1 --val 100 --limit 500 --hidden 8 --jobs 1"
+
+describe("the table scripts", function()
+  it("answer --help", function()
+    for _, s in ipairs { "prune", "grid", "table1" } do ok("scripts/" .. s .. ".lua --help", "Usage:") end
+  end)
+
+  it("prune.lua trains through mnist.lua, prints the table, saves a pruned model and draws", function()
+    local prefix = tmp .. "/p"
+    local out = ok("scripts/prune.lua --fractions 0,0.5,0.95,1 --test-limit 200 --test-samples 2 --out " .. prefix
+      .. " -- " .. TINY, "training: ", "removed", "SNR mean", "|mu| MC", "paper", "seed003",
+      "pruned model (95% removed by SNR) saved to " .. prefix .. "-pruned.ckpt",
+      "wrote " .. prefix .. "-snr-hist.png", "wrote " .. prefix .. "-error.png")
+    png(prefix .. "-snr-hist.png")
+    png(prefix .. "-error.png")
+    -- weights left: 784*12+12 + 12*12+12 + 12*10+10 = 9706 in all
+    has(out, "9706")
+    assert.are.equal("4853", out:match("\n50%%%s+(%d+)"), out)
+    -- everything removed: every output is 0, the prediction is class 1 for
+    -- every image, so the error is the share of the other digits (not 0)
+    local f = assert(io.open(prefix .. "-table.json"))
+    local t = json.decode(f:read("a"))
+    f:close()
+    assert.are.equal(4, #t.rows)
+    assert.are.equal(0, t.rows[4].kept)
+    assert.is_true(t.rows[4].snr_mc > 50)
+    -- the pruned checkpoint holds its masks: 95% of the weights are 0
+    local bbb = require "bbb"
+    local net = bbb.load(prefix .. "-pruned.ckpt")
+    local kept = 0
+    net:apply(function(m)
+      if m.weight_mask then kept = kept + m.weight_mask:sum():item() + m.bias_mask:sum():item() end
+    end)
+    assert.are.equal(9706 - math.floor(0.95 * 9706 + 0.5), kept)
+    -- and prunes again from it with --from, without training
+    out = ok("scripts/prune.lua --from " .. prefix .. "-pruned.ckpt --fractions 0,0.99 --test-limit 100 --no-plots --out "
+      .. tmp .. "/p2", "removed")
+    assert.falsy(out:find("training: ", 1, true), out)
+  end)
+
+  it("prune.lua refuses bad input", function()
+    fails("scripts/prune.lua --fractions 0,1.5", "--fractions: number '1.5' is out of range: must be in [0, 1]")
+    fails("scripts/prune.lua --fractions=-0.1", "--fractions: number '-0.1' is out of range")
+    fails("scripts/prune.lua --from " .. tmp .. "/missing.ckpt", "prune.lua: --from:", "missing.ckpt")
+    ok("scripts/mnist.lua --model mlp --save " .. tmp .. "/mlp.ckpt " .. TINY, "model saved")
+    fails("scripts/prune.lua --from " .. tmp .. "/mlp.ckpt",
+      "has no Bayesian layers (BayesLinear) to prune")
+  end)
+
+  it("grid.lua runs, ranks, resumes after SIGKILL without rerunning a finished configuration", function()
+    local results = tmp .. "/grid.jsonl"
+    -- killed (the whole process group, as a terminal would) once the first
+    -- configuration is in the file
+    local pidfile = tmp .. "/grid.pid"
+    os.execute(("cd %q && (setsid %q %s --results %q > %q 2>&1 & echo $! > %q)"):format(root, bbblua, GRID,
+      results, tmp .. "/grid1.log", pidfile))
+    local pid = tonumber(lines(pidfile)[1])
+    assert.truthy(pid)
+    for _ = 1, 1200 do
+      if #lines(results) >= 1 then break end
+      os.execute("sleep 0.1")
+    end
+    os.execute("kill -9 -" .. pid .. " 2>/dev/null")
+    os.execute("sleep 0.3")
+    local before = lines(results)
+    assert.is_true(#before >= 1, table.concat(lines(tmp .. "/grid1.log"), "\n"))
+    assert.is_true(#before < 4, "the grid finished before it was killed")
+    local finished = {}
+    for _, l in ipairs(before) do finished[json.decode(l).key] = true end
+
+    local out = ok(GRID .. " --results " .. results, ("%d finished in %s"):format(#before, results),
+      ("%d to run"):format(4 - #before), "ranking by validation error")
+    for key in pairs(finished) do
+      assert.falsy(out:find("start " .. key, 1, true), "reran " .. key .. ":\n" .. out)
+    end
+    local after, seen = lines(results), {}
+    assert.are.equal(4, #after)
+    for _, l in ipairs(after) do
+      local r = json.decode(l)
+      assert.is_nil(seen[r.key])
+      seen[r.key] = true
+      assert.are.equal("ok", r.status)
+      assert.is_true(r.val_error >= 0 and r.val_error <= 100)
+    end
+    -- the ranking lists all four, best first
+    local errs = {}
+    for e in out:gmatch("\n%s*%d+%.%s+([%d.]+)%%") do errs[#errs + 1] = tonumber(e) end
+    assert.are.equal(4, #errs)
+    for i = 2, 4 do assert.is_true(errs[i - 1] <= errs[i]) end
+
+    -- a third run has nothing to do
+    ok(GRID .. " --results " .. results, "4 finished", "0 to run")
+  end)
+
+  it("grid.lua skips a corrupted line with a warning, counts failures per axis, refuses another grid's file", function()
+    local results = tmp .. "/grid2.jsonl"
+    ok(GRID .. " --results " .. results, "0 finished", "4 to run")
+    local ls = lines(results)
+    -- one configuration marked as diverged, one line cut short by a kill
+    local r = json.decode(ls[2])
+    r.status, r.val_error, r.message = "diverged", nil, "Adam: step 7: the gradient of 1.weight_mu is not finite"
+    ls[2] = json.encode(r)
+    local f = assert(io.open(results, "w"))
+    f:write(table.concat(ls, "\n"), "\n", '{"grid": "', r.grid, '", "key": "lr=0')
+    f:close()
+    local out = ok(GRID .. " --results " .. results, "warning: skipping line 5 of " .. results,
+      "4 finished", "0 to run", "diverged, gave non-finite values or failed: 1 of 4")
+    -- the diverged configuration is lr=0.001, log_sigma2=7 (the second line)
+    has(out, "lr         0.001: 1/2  0.01: 0/2")
+    has(out, "log_sigma2 6: 0/2  7: 1/2")
+    -- the corrupted line did not swallow the next append
+    ok(GRID:gsub("%-%-log%-sigma2 6,7", "--log-sigma2 6,7,8") .. " --results " .. tmp .. "/grid3.jsonl", "6 to run")
+    fails(GRID .. " --epochs 2 --results " .. results, "holds results of a different grid",
+      "Give another --results file")
+  end)
+
+  it("grid.lua --final retrains the best configuration and tests it", function()
+    ok("scripts/grid.lua --lr 0.001 --pi 0.5 --log-sigma1 0 --log-sigma2 6 --samples 1 --epochs 1 --val 100 "
+      .. "--limit 400 --hidden 8 --jobs 1 --final --final-threads 1 --results " .. tmp .. "/final.jsonl -- --test-limit 100",
+      "final: lr=0.001", "test error")
+  end)
+
+  it("grid.lua refuses bad axes", function()
+    fails("scripts/grid.lua --pi 0.5,2", "--pi: number '2' is out of range")
+    fails("scripts/grid.lua --kl-weight uniform,sometimes", "--kl-weight: expected uniform, blundell or a number")
+    fails("scripts/grid.lua --optim adam,lbfgs", "--optim: expected one of adam, sgd, rmsprop, got 'lbfgs'")
+  end)
+
+  it("table1.lua runs the rows and prints the paper's numbers beside ours", function()
+    local out = ok("scripts/table1.lua --units 400 --methods sgd,bbb-mixture --epochs 1 --threads 1 --out "
+      .. tmp .. "/t1.json -- --limit 300 --test-limit 100 --test-samples 2 --hidden 10",
+      "== sgd, 2x400", "== bbb-mixture, 2x400", "Table 1", "1.83%", "1.36%")
+    has(out, "rows written to " .. tmp .. "/t1.json")
+    local f = assert(io.open(tmp .. "/t1.json"))
+    local t = json.decode(f:read("a"))
+    f:close()
+    assert.are.equal(2, #t.rows)
+    for _, r in ipairs(t.rows) do assert.is_true(r.test_error >= 0 and r.test_error <= 100) end
+    fails("scripts/table1.lua --methods sgd,bayes", "--methods: expected one of sgd, dropout, bbb-gaussian, bbb-mixture")
+  end)
+end)
