@@ -41,7 +41,7 @@ parser:option("--fractions", "Fractions of the weights to remove.", DEFAULT_FRAC
 parser:option("--save-fraction", "Fraction for the pruned checkpoint.", "0.95"):convert(fraction)
 parser:option("--test-samples", "MC samples for the ensemble.", "10"):convert(cli.positive_integer { max = 100000 })
 parser:option("--test-limit", "Use only the first N test images."):convert(cli.positive_integer())
-parser:option("--out", "Prefix of the files written.", "out/prune"):convert(cli.output_path())
+parser:option("--out", "Prefix of the files written.", "out/prune/run"):convert(cli.output_path())
 parser:option("--threads", "Threads.", "2"):convert(cli.threads())
 parser:option("--seed", "Seed of the MC ensemble (and of the training run).", "1"):convert(cli.integer())
 parser:argument("mnist_flags", "Without --from: flags for scripts/mnist.lua after --, "

@@ -95,9 +95,9 @@ describe("the table scripts", function()
   it("prune.lua refuses bad input", function()
     fails("scripts/prune.lua --fractions 0,1.5", "--fractions: number '1.5' is out of range: must be in [0, 1]")
     fails("scripts/prune.lua --fractions=-0.1", "--fractions: number '-0.1' is out of range")
-    fails("scripts/prune.lua --from " .. tmp .. "/missing.ckpt", "prune.lua: --from:", "missing.ckpt")
+    fails("scripts/prune.lua --out " .. tmp .. "/bad --from " .. tmp .. "/missing.ckpt", "prune.lua: --from:", "missing.ckpt")
     ok("scripts/mnist.lua --model mlp --save " .. tmp .. "/mlp.ckpt " .. TINY, "model saved")
-    fails("scripts/prune.lua --from " .. tmp .. "/mlp.ckpt",
+    fails("scripts/prune.lua --out " .. tmp .. "/bad --from " .. tmp .. "/mlp.ckpt",
       "has no Bayesian layers (BayesLinear) to prune")
   end)
 
