@@ -3,7 +3,10 @@
 -- scripts/mnist.lua (the shared training loop) in its own process with one
 -- thread. Each finished configuration is appended to the results file as
 -- one JSON line at once; rerunning the same command skips those, so a killed
--- grid resumes where it stopped.
+-- grid resumes where it stopped. Under mpirun the configurations are spread
+-- over the ranks: rank 0 hands them out one at a time (a rank that finishes
+-- takes the next) and alone writes the results file.
+--   mpirun -np 8 bbblua scripts/grid.lua
 -- bbblua scripts/grid.lua --help
 local bbb = require "bbb"
 local argparse = require "argparse"
@@ -70,6 +73,19 @@ parser:option("--final-threads", "Threads of the --final run (default: the cores
 parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
 local args = cli.parse(parser)
 args.jobs = args.jobs or cores()
+
+-- Under mpirun: rank 0 coordinates, the other ranks train.
+local dist = bbb.dist.available and bbb.dist.size() > 1 and bbb.dist or nil
+local rank = dist and dist.rank() or 0
+if dist then
+  -- every rank must run the same grid: rank 0's flags are the job's
+  local mine = json.encode(args)
+  if dist.broadcast_string(rank == 0 and mine or nil, 0) ~= mine then
+    io.stderr:write(("grid.lua: rank %d was started with other flags than rank 0\n"):format(rank))
+    dist.abort(2)
+  end
+end
+local print = rank == 0 and print or function() end
 
 local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 local function num(v) return type(v) == "number" and ("%.17g"):format(v) or tostring(v) end
@@ -156,12 +172,23 @@ end
 
 local todo = {}
 for _, c in ipairs(configs) do if not done[c.key] then todo[#todo + 1] = c end end
+if dist then   -- the results file is rank 0's: its list of what is left is the job's
+  local keys = {}
+  for i, c in ipairs(todo) do keys[i] = c.key end
+  local by_key = {}
+  for _, c in ipairs(configs) do by_key[c.key] = c end
+  todo = {}
+  for _, k in ipairs(json.decode(dist.broadcast_string(rank == 0 and json.encode(keys) or nil, 0))) do
+    todo[#todo + 1] = by_key[k]
+  end
+end
 local results_dir = args.results:match("^(.*)/[^/]*$")
 if results_dir then os.execute("mkdir -p " .. quote(results_dir)) end
 local work = args.results:gsub("%.jsonl$", "") .. ".runs"
 os.execute("mkdir -p " .. quote(work))
 print(("grid %s: %d configurations (%s), %d finished in %s, %d to run, %d at once, %d epochs each")
-  :format(grid_id, #configs, grid_text, #configs - #todo, args.results, #todo, args.jobs, args.epochs))
+  :format(grid_id, #configs, grid_text, #configs - #todo, args.results, #todo,
+    dist and dist.size() - 1 or args.jobs, args.epochs))
 io.stdout:flush()
 
 local interp = arg and arg[-1] or "bbblua"
@@ -225,6 +252,61 @@ local function append(r)
   f:close()
 end
 
+-- Under mpirun: a work queue. Workers ask rank 0 for a configuration, train
+-- it in a child process with one thread and send the result line back.
+local function report(r, n_done, t_start)
+  append(r)
+  results[#results + 1] = r
+  local left = #todo - n_done
+  local eta = n_done > 0 and (os.time() - t_start) / n_done * left or 0
+  print(("done %d/%d: %s: %s%s  (%d s; %d left, about %d min)"):format(n_done, #todo, r.key, r.status,
+    r.val_error and ("  validation error %.2f%%"):format(r.val_error) or (r.message and ("  " .. r.message) or ""),
+    r.seconds, left, math.ceil(eta / 60)))
+  io.stdout:flush()
+end
+
+local function run_mpi()
+  if rank == 0 then
+    local t_start, next_i, n_done, workers = os.time(), 1, 0, dist.size() - 1
+    while workers > 0 do
+      local msg, from = dist.recv_string()
+      if msg ~= "ready" then
+        n_done = n_done + 1
+        report(json.decode(msg), n_done, t_start)
+      end
+      if next_i <= #todo then
+        print(("[%d/%d] start %s on rank %d"):format(next_i, #todo, todo[next_i].key, from))
+        io.stdout:flush()
+        dist.send_string(tostring(next_i), from)
+        next_i = next_i + 1
+      else
+        dist.send_string("stop", from)
+        workers = workers - 1
+      end
+    end
+  else
+    dist.send_string("ready", 0)
+    while true do
+      local msg = dist.recv_string(0)
+      if msg == "stop" then break end
+      local c = todo[tonumber(msg)]
+      local base = ("%s/%s-r%d"):format(work, fnv1a(c.key), rank)
+      local cmd = command(c, { threads = 1, epochs = args.epochs, val = args.val, summary = base .. ".json" })
+      local t0 = os.time()
+      local ok, _, code = os.execute(("%s > %s 2>&1"):format(cmd, quote(base .. ".log")))
+      local r = outcome(c, ok and 0 or (code or 1), base .. ".json", base .. ".log", os.time() - t0)
+      for _, ext in ipairs { ".json", ".log" } do
+        if r.status == "ok" or ext ~= ".log" then os.remove(base .. ext) end
+      end
+      dist.send_string(json.encode(r), 0)
+    end
+  end
+end
+
+if dist then
+  run_mpi()
+  if rank ~= 0 then dist.finalize(); os.exit(0) end
+else
 -- Runs the configurations, args.jobs at a time, each a background process
 -- that leaves its exit code in a file; polled twice a second.
 local running, next_i, finished = {}, 1, 0
@@ -268,6 +350,7 @@ while next_i <= #todo or #running > 0 do
       end
     end
   end
+end
 end
 
 -- Ranking by validation error
@@ -324,3 +407,4 @@ if args.final then
   print(("final %s: test error %.2f%% (posterior means), %.2f%% (MC ensemble)"):format(best.key,
     100 * (1 - sum.test_acc_mean), 100 * (1 - sum.test_acc_mc)))
 end
+if dist then dist.finalize() end

@@ -111,6 +111,27 @@ describe("bbb.dist under mpirun -np 2", function()
     assert.truthy(o4:find("was written by a run on 2 rank(s); resume it with 2", 1, true), o4)
   end)
 
+  it("spreads a grid over the ranks, rank 0 writing the one results file", function()
+    local res = tmp .. "/grid/g.jsonl"
+    local g = (" scripts/grid.lua --limit 300 --epochs 1 --val 100 --hidden 8 --lr 1e-3 --pi 0.5 "
+      .. "--log-sigma1 0 --log-sigma2 6,7,8 --samples 1 --results %s -- --test-limit 100 --test-samples 1"):format(res)
+    local three = MPIRUN:gsub("%-np 2", "-np 3")
+    local status, out = sh(three .. bbblua .. g)
+    assert.are.equal(0, status, out)
+    assert.truthy(out:find("on rank 1", 1, true) and out:find("on rank 2", 1, true), out)
+    local keys, n = {}, 0
+    for line in io.lines(res) do
+      local r = require("cjson").decode(line)
+      assert.are.equal("ok", r.status, line)
+      assert.is_nil(keys[r.key], "a configuration ran twice")
+      keys[r.key], n = true, n + 1
+    end
+    assert.are.equal(3, n)
+    status, out = sh(three .. bbblua .. g)
+    assert.are.equal(0, status, out)
+    assert.truthy(out:find("3 finished in", 1, true) and out:find("0 to run", 1, true), out)
+  end)
+
   it("stops the job when ranks disagree on the flags or a rank fails", function()
     local cmd = ("timeout 120 mpirun %s--oversubscribe -np 1 %s scripts/mnist.lua --distributed --hidden 8 "
       .. "--epochs 1 --limit 64 : -np 1 %s scripts/mnist.lua --distributed --hidden 16 --epochs 1 --limit 64")

@@ -227,4 +227,3 @@ char *bbb_shape_str(const bbb_tensor *t, char *buf, size_t n) {
   return buf;
 }
 
-void bbb_tensor_touch(bbb_tensor *t) { t->storage->version++; }

@@ -80,7 +80,8 @@ void bbb_autograd_release(bbb_tensor *t);
 int bbb_shape_check(int ndim, const int64_t *shape, int64_t *numel);
 int bbb_same_shape(const bbb_tensor *a, const bbb_tensor *b);
 char *bbb_shape_str(const bbb_tensor *t, char *buf, size_t n);  /* "(2, 3)" */
-void bbb_tensor_touch(bbb_tensor *t);     /* mark an in-place write */
+/* Marks an in-place write (autograd checks the version of what it saved). */
+static inline void bbb_tensor_touch(bbb_tensor *t) { t->storage->version++; }
 
 /* Bytes of tensor storage currently allocated (for GC pressure and RSS checks). */
 int64_t bbb_bytes_allocated(void);
