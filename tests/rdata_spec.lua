@@ -98,6 +98,11 @@ describe("load_mushroom", function()
 end)
 
 describe("rdata reader", function()
+  it("refuses a long-vector length beyond 2^63 (found by fuzzing: the signed shift overflowed)", function()
+    local root = os.getenv("BBB_ROOT") or "."
+    expect_error(read_file(root .. "/tests/fuzz/corpus/rdata/long-length-overflow"),
+      "vector length 18446744073709551615 at byte 40 is not a valid length")
+  end)
   it("reads a small frame, plain and xz-compressed alike", function()
     for _, bytes in ipairs{ W.tiny(), W.xz(W.tiny()) } do
       local f = core.rdata_frame_bytes(bytes)

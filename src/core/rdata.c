@@ -133,7 +133,13 @@ static int read_length(rd_parser *ps, size_t min_bytes, int64_t *len) {
   if (v == -1) {
     int32_t hi = 0, lo = 0;
     if ((st = read_int(ps, &hi)) || (st = read_int(ps, &lo))) return st;
-    l = (int64_t)(uint32_t)hi << 32 | (uint32_t)lo;
+    /* a long vector: the length as two 32-bit halves, built unsigned (a
+    ** signed shift of a large high half would overflow) */
+    uint64_t u = (uint64_t)(uint32_t)hi << 32 | (uint32_t)lo;
+    if (u > (uint64_t)INT64_MAX)
+      return bbb_error(BBB_EIO, "rdata: vector length %llu at byte %zu is not a valid length",
+                       (unsigned long long)u, at);
+    l = (int64_t)u;
   }
   if (l < 0 || (uint64_t)l > (ps->n - ps->pos) / min_bytes)
     return bbb_error(BBB_EIO, "rdata: vector length %lld at byte %zu exceeds the %zu bytes left",
