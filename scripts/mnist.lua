@@ -214,13 +214,9 @@ local activation = ({ relu = bbb.nn.ReLU, sigmoid = bbb.nn.Sigmoid, tanh = bbb.n
 
 local net, prior
 if args.model == "bbb" then
-  if args.prior == "mixture" then
-    prior = bbb.prior.ScaleMixture{ pi = args.pi, sigma1 = args.sigma1, sigma2 = args.sigma2 }
-  elseif args.prior == "gaussian" then
-    prior = bbb.prior.Gaussian{ sigma = args.sigma1 }
-  else
-    prior = bbb.prior.Laplace{ b = args.sigma1 }
-  end
+  -- --sigma1 is the Gaussian's sigma and the Laplace's b too
+  prior = bbb.prior.from_config{ kind = args.prior, pi = args.pi, sigma1 = args.sigma1,
+    sigma2 = args.sigma2, sigma = args.sigma1, b = args.sigma1 }
   net = bbb.nn.bayes_mlp(sizes, { prior = prior, estimator = args.estimator, activation = activation,
     rho_init = args.rho_init, mu_scale = args.mu_init, generator = gen })
 else

@@ -224,14 +224,9 @@ end
 
 local function build(kind, gen)
   if kind == "bbb" then
-    local prior
-    if args.prior == "mixture" then
-      prior = bbb.prior.ScaleMixture { pi = args.pi, sigma1 = args.sigma1, sigma2 = args.sigma2 }
-    elseif args.prior == "gaussian" then
-      prior = bbb.prior.Gaussian { sigma = args.sigma1 }
-    else
-      prior = bbb.prior.Laplace { b = args.sigma1 }
-    end
+    -- --sigma1 is the Gaussian's sigma and the Laplace's b too
+    local prior = bbb.prior.from_config { kind = args.prior, pi = args.pi, sigma1 = args.sigma1,
+      sigma2 = args.sigma2, sigma = args.sigma1, b = args.sigma1 }
     return bbb.nn.bayes_mlp(sizes_for(args.hidden), { prior = prior, activation = ACT[args.activation],
       rho_init = args.rho_init, mu_scale = args.mu_init, generator = gen })
   end
