@@ -27,13 +27,11 @@ local NAMES = { "rank", "size", "allreduce", "allreduce_flat", "allreduce_number
                 "broadcast", "broadcast_string", "send_string", "recv_string", "barrier", "finalize",
                 "abort", "wtime" }
 
-local mpi, err
+-- Loading MPI outside mpirun would start a singleton job: only under a launcher.
+local mpi
 if launched() then
   local ok, m = pcall(require, "bbb.dist_mpi")
-  if ok then mpi = m else err = m end
-else
-  -- Loading MPI outside mpirun would start a singleton job: only on demand.
-  err = "not started by mpirun"
+  if ok then mpi = m end
 end
 
 dist.available = mpi ~= nil
@@ -48,7 +46,6 @@ else
   for _, k in ipairs(NAMES) do
     dist[k] = function() error("bbb.dist." .. k .. ": " .. reason, 2) end
   end
-  local _ = err
 end
 
 return dist
