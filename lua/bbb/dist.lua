@@ -28,10 +28,10 @@ local NAMES = { "rank", "size", "allreduce", "allreduce_flat", "allreduce_number
                 "abort", "wtime" }
 
 -- Loading MPI outside mpirun would start a singleton job: only under a launcher.
-local mpi
+local mpi, load_error
 if launched() then
   local ok, m = pcall(require, "bbb.dist_mpi")
-  if ok then mpi = m end
+  if ok then mpi = m else load_error = tostring(m) end
 end
 
 dist.available = mpi ~= nil
@@ -40,8 +40,10 @@ if mpi then
   for _, k in ipairs(NAMES) do dist[k] = mpi[k] end
 else
   local has_module = package.searchpath("bbb.dist_mpi", package.cpath) ~= nil
-  local reason = has_module and "this process was not started by mpirun (mpirun -np N bbblua ...)"
-    or "this build of bbb has no MPI (install libopenmpi-dev and openmpi-bin, then rebuild)"
+  local reason = not has_module
+    and "this build of bbb has no MPI (install libopenmpi-dev and openmpi-bin, then rebuild)"
+    or load_error and ("MPI could not start: " .. load_error)
+    or "this process was not started by mpirun (mpirun -np N bbblua ...)"
   dist.reason = reason
   for _, k in ipairs(NAMES) do
     dist[k] = function() error("bbb.dist." .. k .. ": " .. reason, 2) end
