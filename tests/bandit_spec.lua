@@ -4,8 +4,8 @@
 local bbb = require "bbb"
 local bandit = require "bbb.bandit"
 
-local build = os.getenv("BBB_BUILD") or "build"
-local root = os.getenv("BBB_ROOT") or "."
+local helpers = require "helpers"
+local run, has = helpers.run, helpers.has
 
 -- Three mushrooms with 4 one-hot features: edible, poisonous, edible.
 local function tiny_data()
@@ -13,17 +13,7 @@ local function tiny_data()
            edible = { true, false, true }, n = 3 }
 end
 
-local function run(args)
-  local cmd = ("cd %q && %q %s 2>&1; echo \"exit=$?\""):format(root, build .. "/bbblua", args)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  return tonumber(out:match("exit=(%d+)%s*$")), out
-end
 
-local function has(out, want)
-  assert.truthy(out:find(want, 1, true), ("expected %q in:\n%s"):format(want, out))
-end
 
 describe("rewards and regret", function()
   it("follow the rules: pass 0, edible +5, poisonous +5 or -35", function()

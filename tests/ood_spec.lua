@@ -2,21 +2,11 @@
 -- the table, the pictures, reuse of saved models, and bad input refused
 -- before any work.
 local bbb = require "bbb"
-local build = os.getenv("BBB_BUILD") or "build"
-local root = os.getenv("BBB_ROOT") or "."
-local bbblua = build .. "/bbblua"
+local helpers = require "helpers"
+local function run(args) return helpers.run("scripts/ood.lua " .. args) end
+local has = helpers.has
 
-local function run(args)
-  local cmd = ("cd %q && %q scripts/ood.lua %s 2>&1; echo \"exit=$?\""):format(root, bbblua, args)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  return tonumber(out:match("exit=(%d+)%s*$")), out
-end
 
-local function has(out, text)
-  assert.truthy(out:find(text, 1, true), ("expected %q in:\n%s"):format(text, out))
-end
 
 local function refused(args, text)
   local status, out = run(args)

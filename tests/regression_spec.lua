@@ -2,26 +2,11 @@
 -- tasks and the seeds' presets on tiny settings, the band's behaviour on
 -- fixed seeds (what a scientist would check by eye), and bad input refused
 -- before any training.
-local build = os.getenv("BBB_BUILD") or "build"
-local root = os.getenv("BBB_ROOT") or "."
-local bbblua = build .. "/bbblua"
+local helpers = require "helpers"
 
-local function run(args)
-  local cmd = ("cd %q && %q scripts/regression.lua %s 2>&1; echo \"exit=$?\""):format(root, bbblua, args)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  return tonumber(out:match("exit=(%d+)%s*$")), out
-end
 
-local function ok(args, ...)
-  local status, out = run(args)
-  assert.are.equal(0, status, out)
-  for _, want in ipairs { ... } do
-    assert.truthy(out:find(want, 1, true), ("expected %q in:\n%s"):format(want, out))
-  end
-  return out
-end
+local function run(args) return helpers.run("scripts/regression.lua " .. args) end
+local function ok(args, ...) return helpers.ok("scripts/regression.lua " .. args, ...) end
 
 local function is_png(path)
   local f = io.open(path, "rb")

@@ -1,26 +1,9 @@
 -- End-to-end smoke runs of every script and example on tiny settings,
 -- through the real interpreter.
-local build = os.getenv("BBB_BUILD") or "build"
-local root = os.getenv("BBB_ROOT") or "."
-local bbblua = build .. "/bbblua"
+local helpers = require "helpers"
+local run, ok = helpers.run, helpers.ok
 
-local function run(args)
-  local cmd = ("cd %q && %q %s 2>&1; echo \"exit=$?\""):format(root, bbblua, args)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  local status = tonumber(out:match("exit=(%d+)%s*$"))
-  return status, out
-end
 
-local function ok(args, ...)
-  local status, out = run(args)
-  assert.are.equal(0, status, out)
-  for _, want in ipairs{...} do
-    assert.truthy(out:find(want, 1, true), ("expected %q in:\n%s"):format(want, out))
-  end
-  return out
-end
 
 local tmp = os.tmpname()
 os.remove(tmp)

@@ -1,28 +1,13 @@
 -- The paper's tables: smoke runs of prune.lua, grid.lua and table1.lua on
 -- tiny settings, the grid's resume after SIGKILL, and their bad input.
-local build = os.getenv("BBB_BUILD") or "build"
-local root = os.getenv("BBB_ROOT") or "."
-local bbblua = build .. "/bbblua"
+local helpers = require "helpers"
+local root = helpers.root
+local bbblua = helpers.bbblua
+local run, has, ok = helpers.run, helpers.has, helpers.ok
 local json = require "bbb.json"
 
-local function run(args)
-  local cmd = ("cd %q && %q %s 2>&1; echo \"exit=$?\""):format(root, bbblua, args)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  return tonumber(out:match("exit=(%d+)%s*$")), out
-end
 
-local function has(out, want)
-  assert.truthy(out:find(want, 1, true), ("expected %q in:\n%s"):format(want, out))
-end
 
-local function ok(args, ...)
-  local status, out = run(args)
-  assert.are.equal(0, status, out)
-  for _, want in ipairs{...} do has(out, want) end
-  return out
-end
 
 local function fails(args, ...)
   local status, out = run(args)

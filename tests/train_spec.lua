@@ -3,21 +3,13 @@
 local bbb = require "bbb"
 local cjson = require "cjson"
 
-local build = os.getenv("BBB_BUILD") or "build"
-local root = os.getenv("BBB_ROOT") or "."
-local bbblua = build .. "/bbblua"
+local helpers = require "helpers"
+local run = helpers.run
 
 local tmp = os.tmpname()
 os.remove(tmp)
 os.execute("mkdir -p " .. tmp)
 
-local function run(args)
-  local cmd = ("cd %q && %q %s 2>&1; echo \"exit=$?\""):format(root, bbblua, args)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  return tonumber(out:match("exit=(%d+)%s*$")), out
-end
 
 local function lines_of(path)
   local out = {}

@@ -1,0 +1,33 @@
+-- What the specs share: where the build and the repository are, and running
+-- bbblua from the repository root with its output and exit status.
+local assert = require "luassert"
+
+local helpers = {}
+
+helpers.build = os.getenv("BBB_BUILD") or "build"
+helpers.root = os.getenv("BBB_ROOT") or "."
+helpers.bbblua = helpers.build .. "/bbblua"
+
+--- run(args) -> exit status, output (stdout and stderr) of `bbblua args`
+function helpers.run(args)
+  local cmd = ("cd %q && %q %s 2>&1; echo \"exit=$?\""):format(helpers.root, helpers.bbblua, args)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  return tonumber(out:match("exit=(%d+)%s*$")), out
+end
+
+--- has(out, want): want appears in out, as plain text
+function helpers.has(out, want)
+  assert.truthy(out:find(want, 1, true), ("expected %q in:\n%s"):format(want, out))
+end
+
+--- ok(args, ...) -> output: `bbblua args` exits 0 and prints every ... text
+function helpers.ok(args, ...)
+  local status, out = helpers.run(args)
+  assert.are.equal(0, status, out)
+  for _, want in ipairs { ... } do helpers.has(out, want) end
+  return out
+end
+
+return helpers
