@@ -100,6 +100,103 @@ describe("optimizer steps that would overflow", function()
     end)
   end
 
+  -- After a clean step the check uses the bound that step left: it must
+  -- still refuse whatever would overflow.
+  for _, c in ipairs(cases) do
+    it(c[1] .. " still refuses an overflowing step after clean ones", function()
+      local function fresh()
+        local a, b = param { 1, 2, 3 }, param { 1, -3e38 }
+        local opt = c[2]({ { "a", a }, { "b", b } })
+        opt.lr = 1e-3
+        for _ = 1, 3 do
+          set_grad(a, { 0.1, 0.1, 0.1 }); set_grad(b, { 1, 1 })
+          opt:step()
+        end
+        assert.are.equal(3, opt.t)
+        return opt, b
+      end
+      local function refused(opt, b)
+        local before = b:totable()
+        errors_with(function() opt:step() end, c[1] .. ": step 4: the update would make ")
+        assert.are.same(before, b:totable())
+        assert.are.equal(3, opt.t)
+      end
+      -- a huge learning rate
+      local opt, b = fresh()
+      opt.lr = 1e38
+      refused(opt, b)
+      -- a huge gradient (Adam's and RMSprop's squares overflow)
+      opt, b = fresh()
+      opt.lr = 1
+      set_grad(b, { 1, 3.3e38 })
+      refused(opt, b)
+      -- and a sane step goes through after all of it
+      opt.lr = 1e-3
+      set_grad(b, { 1, 1 })
+      opt:step()
+      assert.are.equal(4, opt.t)
+    end)
+  end
+
+  it("SGD refuses a step on a parameter written in place since the last step", function()
+    local a = param { 1, -2 }
+    local opt = optim.SGD({ { "a", a } }, { lr = 1e-3, momentum = 0.9 })
+    for _ = 1, 3 do set_grad(a, { 1, 1 }); opt:step() end
+    -- the bound of the last step (|a| <= 2) would prove this step finite
+    a[2] = -3.402e38
+    opt.lr = 1e35
+    set_grad(a, { 1, 1 })
+    errors_with(function() opt:step() end, "SGD: step 4: the update would make 1 value of a NaN")
+  end)
+
+  it("the bound an update leaves holds the largest values it wrote", function()
+    local core = bbb.core
+    local p, g, m, v = bbb.tensor { 1, -5, 2 }, bbb.tensor { 0.5, -0.25, 4 }, bbb.zeros { 3 }, bbb.zeros { 3 }
+    local bound = {}
+    local h = { lr = 0.1, step = 1, gmax = 4, bound = bound }
+    core.adam_update(p, g, m, v, h)
+    local function maxabs(t)
+      local r = 0
+      for _, x in ipairs(t:totable()) do r = math.max(r, math.abs(x)) end
+      return r
+    end
+    assert.is_true(bound.known)
+    assert.are.equal(maxabs(p), bound.p)
+    assert.are.equal(maxabs(m), bound.a)
+    assert.are.equal(maxabs(v), bound.b)
+    -- an infinity written (a NaN here: 0 weight decay times inf) shows in
+    -- the bound, which then proves nothing
+    p[2] = 1 / 0
+    h.lr, h.step = 0, 2
+    core.adam_update(p, g, m, v, h)
+    assert.is_false(bound.p <= 3.4e38)
+    h.lr, h.step, h.dry = 0.1, 3, true
+    assert.are.equal(1, core.adam_update(p, g, m, v, h))
+    -- a current bound is trusted without reading the data (shown by a lie) ...
+    bound.p, bound.a, bound.b = 5, 1, 1
+    assert.are.equal(0, core.adam_update(p, g, m, v, h))
+    -- ... until a write makes it stale: then the data are read again
+    p[1] = 1
+    assert.are.equal(1, core.adam_update(p, g, m, v, h))
+    -- the same for each moment buffer
+    for _, buf in ipairs { m, v } do
+      p:copy(bbb.tensor { 1, -5, 2 }); m:fill(0); v:fill(0)
+      h.dry = false
+      core.adam_update(p, g, m, v, h)
+      h.dry = true
+      assert.are.equal(0, core.adam_update(p, g, m, v, h))
+      buf[3] = 1 / 0
+      assert.are.equal(1, core.adam_update(p, g, m, v, h))
+      buf[3] = 0
+    end
+    -- a NaN shows too
+    local q, gq = bbb.tensor { 0 / 0 }, bbb.tensor { 1 }
+    local bq = {}
+    core.sgd_update(q, gq, nil, { lr = 0.1, gmax = 1, bound = bq })
+    assert.is_true(bq.p ~= bq.p)
+    assert.are.equal(1, core.sgd_update(q, gq, nil, { lr = 0.1, gmax = 1, bound = bq, dry = true }))
+  end)
+
   it("Adam at lr = inf is refused before any step", function()
     errors_with(function() optim.Adam({ param { 1 } }, { lr = math.huge }) end, "Adam: lr must be a finite number")
   end)

@@ -111,7 +111,8 @@ function Optimizer:zero_grad()
   for _, p in ipairs(self.params) do p.t:set_grad(nil) end
 end
 
---- Global L2 norm of the gradients; errors on a non-finite one.
+--- Global L2 norm of the gradients; errors on a non-finite one. Keeps each
+-- parameter's own norm (p.gnorm) for the update's bound.
 function Optimizer:grad_norm(step)
   local total = 0
   for _, p in ipairs(self.params) do
@@ -121,6 +122,7 @@ function Optimizer:grad_norm(step)
       if s ~= s or s == math.huge then
         error(("%s: step %d: the gradient of %s is not finite"):format(self.kind, step, p.name), 3)
       end
+      p.gnorm = math.sqrt(s)
       total = total + s
     end
   end
@@ -128,7 +130,13 @@ function Optimizer:grad_norm(step)
 end
 
 -- One parameter's update (or, dry, the count of values it would make non-finite).
+-- Every |element| of g * gscale is at most the gradient's norm times gscale:
+-- with the bound the last update left (p.bound), the dry run can usually
+-- prove the step finite without a pass over the data.
 local function update(self, p, g, h)
+  h.gmax = p.gnorm * h.gscale
+  p.bound = p.bound or {}
+  h.bound = p.bound
   if self.kind == "Adam" then
     return core.adam_update(p.t, g, p.m, p.v, h)
   elseif self.kind == "SGD" then

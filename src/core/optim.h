@@ -22,7 +22,20 @@ typedef struct {
   double alpha;          /* RMSprop: in [0, 1) */
   double eps;            /* Adam, RMSprop: finite, > 0 */
   int64_t step;          /* Adam: counts from 1 (bias correction) */
+  double gmax;           /* a bound on every |g * gscale| (from the gradient's
+                         ** norm); NaN when unknown */
 } bbb_optim_hyper;
+
+/* What an applied update wrote: the largest |p|, |first buffer| and |second
+** buffer| (NaN if it wrote a NaN; 0 for an absent buffer), and the storage
+** versions right after the write. While those versions are current, a dry
+** run proves the next update finite from these numbers and gmax alone,
+** without reading the tensors. */
+typedef struct {
+  int known;
+  double p, a, b;
+  unsigned vp, va, vb;
+} bbb_optim_bound;
 
 /* Checks the fields `kind` ("sgd", "adam", "rmsprop") uses; BBB_EARG names
 ** the first bad one. The updates below call it too. */
@@ -31,12 +44,17 @@ int bbb_optim_check(const char *kind, const bbb_optim_hyper *h);
 /* Each update either applies itself (dry == 0), or, with dry != 0, changes
 ** nothing and stores in *nonfinite how many parameter values the update would
 ** make NaN or infinite: a caller checks every parameter first and applies
-** the step only if all are clean. buf may be NULL when momentum is 0. */
+** the step only if all are clean. buf may be NULL when momentum is 0.
+**
+** bd (may be NULL) carries the bound between calls: an applied update fills
+** it in; a dry run whose bound is current and proves the update finite
+** stores 0 without a pass over the data, and otherwise counts exactly. An
+** applied update runs to its end even on an interrupt. */
 int bbb_sgd_update(bbb_tensor *p, const bbb_tensor *g, bbb_tensor *buf,
-                   const bbb_optim_hyper *h, int dry, int64_t *nonfinite);
+                   const bbb_optim_hyper *h, bbb_optim_bound *bd, int dry, int64_t *nonfinite);
 int bbb_adam_update(bbb_tensor *p, const bbb_tensor *g, bbb_tensor *m, bbb_tensor *v,
-                    const bbb_optim_hyper *h, int dry, int64_t *nonfinite);
+                    const bbb_optim_hyper *h, bbb_optim_bound *bd, int dry, int64_t *nonfinite);
 int bbb_rmsprop_update(bbb_tensor *p, const bbb_tensor *g, bbb_tensor *sq,
-                       const bbb_optim_hyper *h, int dry, int64_t *nonfinite);
+                       const bbb_optim_hyper *h, bbb_optim_bound *bd, int dry, int64_t *nonfinite);
 
 #endif

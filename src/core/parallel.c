@@ -57,23 +57,34 @@ int bbb_get_num_threads(void) {
   return nthreads > 0 ? nthreads : omp_get_max_threads();
 }
 
-void bbb_parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx) {
+static void parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx, int sliced) {
   int64_t nt = bbb_get_num_threads();
   if (grain < 1) grain = 1;
   if (n / grain < nt) nt = n / grain;
   int64_t slice = grain * SLICE_GRAINS;
   if (nt <= 1) {
-    if (n > 0) run_sliced(fn, ctx, 0, n, slice);
+    if (n > 0 && sliced) run_sliced(fn, ctx, 0, n, slice);
+    else if (n > 0) fn(ctx, 0, n);
     return;
   }
   #pragma omp parallel num_threads((int)nt)
   {
     int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
     int64_t lo = n * t / k, hi = n * (t + 1) / k;
-    if (hi > lo) run_sliced(fn, ctx, lo, hi, slice);
+    if (hi > lo) {
+      if (sliced) run_sliced(fn, ctx, lo, hi, slice);
+      else fn(ctx, lo, hi);
+    }
   }
 }
 
+void bbb_parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx) {
+  parallel_for(n, grain, fn, ctx, 1);
+}
+
+void bbb_parallel_for_whole(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx) {
+  parallel_for(n, grain, fn, ctx, 0);
+}
 
 typedef struct { bbb_chunk_sum_fn fn; const void *ctx; int64_t n; double *part; } sum_ctx;
 

@@ -37,6 +37,11 @@ typedef void (*bbb_range_fn)(void *ctx, int64_t lo, int64_t hi);
 ** (the caller then checks bbb_interrupted()). */
 void bbb_parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx);
 
+/* The same split, but every range runs to its end whatever the interrupt
+** flag says: for passes that must not stop half way (an optimizer step
+** changes all of a parameter or none of it). */
+void bbb_parallel_for_whole(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx);
+
 /* Sum of fn over the whole of [0, n), in double: fn sums one chunk of a
 ** fixed size and the chunks are added in order, so the result is the same
 ** for any thread count. */

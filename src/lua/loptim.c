@@ -5,6 +5,12 @@
 **                            gscale =, step =, dry =})
 ** With dry = true nothing changes and the call returns how many values the
 ** update would make non-finite.
+** Optional: gmax = a bound on every |g * gscale| (the gradient's norm times
+** gscale serves), bound = a table the update keeps its bound in (fields
+** known, p, a, b, vp, va, vb; see optim.h). With both, a dry run after an
+** applied update usually proves the step finite without reading the data.
+** An applied update is never cut short by Ctrl-C: the interrupt is raised
+** by the next operation.
 */
 #include <math.h>
 
@@ -43,6 +49,7 @@ static bbb_optim_hyper check_hyper(lua_State *L, int i, const char *op, int *dry
   if (!(step >= 1 && step < 9e15) || step != (double)(int64_t)step)
     luaL_error(L, "%s: option step must be an integer >= 1, got %f", op, step);
   h.step = (int64_t)step;
+  h.gmax = hyper_number(L, i, op, "gmax", NAN);
   lua_getfield(L, i, "nesterov");
   h.nesterov = lua_toboolean(L, -1);
   lua_getfield(L, i, "dry");
@@ -51,41 +58,95 @@ static bbb_optim_hyper check_hyper(lua_State *L, int i, const char *op, int *dry
   return h;
 }
 
-static int push_count(lua_State *L, int dry, int64_t n) {
+/* The options' bound table (field "bound") into *bd; 0 when there is none. */
+static int read_bound(lua_State *L, int i, const char *op, bbb_optim_bound *bd) {
+  *bd = (bbb_optim_bound){ 0, 0, 0, 0, 0, 0, 0 };
+  int t = lua_getfield(L, i, "bound");
+  if (t == LUA_TNIL) { lua_pop(L, 1); return 0; }
+  if (t != LUA_TTABLE) luaL_error(L, "%s: option bound must be a table, got %s", op, luaL_typename(L, -1));
+  int top = lua_gettop(L);
+  lua_getfield(L, top, "known");
+  bd->known = lua_toboolean(L, -1);
+  double *d[3] = { &bd->p, &bd->a, &bd->b };
+  unsigned *v[3] = { &bd->vp, &bd->va, &bd->vb };
+  const char *dk[3] = { "p", "a", "b" }, *vk[3] = { "vp", "va", "vb" };
+  for (int j = 0; j < 3; j++) {
+    lua_getfield(L, top, dk[j]);
+    lua_getfield(L, top, vk[j]);
+    int ok;
+    lua_Integer ver = lua_tointegerx(L, -1, &ok);
+    if (lua_type(L, -2) != LUA_TNUMBER || !ok) bd->known = 0;
+    *d[j] = lua_tonumber(L, -2);
+    *v[j] = (unsigned)ver;
+  }
+  lua_settop(L, top - 1);
+  return 1;
+}
+
+static void write_bound(lua_State *L, int i, const bbb_optim_bound *bd) {
+  lua_getfield(L, i, "bound");
+  int top = lua_gettop(L);
+  lua_pushboolean(L, bd->known);
+  lua_setfield(L, top, "known");
+  const double d[3] = { bd->p, bd->a, bd->b };
+  const unsigned v[3] = { bd->vp, bd->va, bd->vb };
+  const char *dk[3] = { "p", "a", "b" }, *vk[3] = { "vp", "va", "vb" };
+  for (int j = 0; j < 3; j++) {
+    lua_pushnumber(L, d[j]);
+    lua_setfield(L, top, dk[j]);
+    lua_pushinteger(L, (lua_Integer)v[j]);
+    lua_setfield(L, top, vk[j]);
+  }
+  lua_settop(L, top - 1);
+}
+
+/* The common tail: an applied update that succeeded is not turned into an
+** "interrupted" error (it ran to its end); the flag stays for the next op. */
+static int finish(lua_State *L, int i, int st, int dry, int has_bound, const bbb_optim_bound *bd,
+                  int64_t n) {
+  if (st || dry) lbbb_check(L, st);
+  else lbbb_account(L);
+  if (!dry && has_bound) write_bound(L, i, bd);
   if (!dry) return 0;
   lua_pushinteger(L, (lua_Integer)n);
   return 1;
 }
 
-/* sgd_update(p, g, buf|nil, {lr, momentum, nesterov, weight_decay, gscale, dry}) */
+/* sgd_update(p, g, buf|nil, {lr, momentum, nesterov, weight_decay, gscale, gmax, bound, dry}) */
 static int l_sgd_update(lua_State *L) {
   bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2), *buf = lbbb_opt_tensor(L, 3);
   int dry;
   bbb_optim_hyper h = check_hyper(L, 4, "sgd_update", &dry);
+  bbb_optim_bound bd;
+  int has = read_bound(L, 4, "sgd_update", &bd);
   int64_t n = 0;
-  lbbb_check(L, bbb_sgd_update(p, g, buf, &h, dry, &n));
-  return push_count(L, dry, n);
+  int st = bbb_sgd_update(p, g, buf, &h, has ? &bd : NULL, dry, &n);
+  return finish(L, 4, st, dry, has, &bd, n);
 }
 
-/* adam_update(p, g, m, v, {lr, beta1, beta2, eps, weight_decay, gscale, step, dry}) */
+/* adam_update(p, g, m, v, {lr, beta1, beta2, eps, weight_decay, gscale, step, gmax, bound, dry}) */
 static int l_adam_update(lua_State *L) {
   bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2);
   bbb_tensor *m = lbbb_check_tensor(L, 3), *v = lbbb_check_tensor(L, 4);
   int dry;
   bbb_optim_hyper h = check_hyper(L, 5, "adam_update", &dry);
+  bbb_optim_bound bd;
+  int has = read_bound(L, 5, "adam_update", &bd);
   int64_t n = 0;
-  lbbb_check(L, bbb_adam_update(p, g, m, v, &h, dry, &n));
-  return push_count(L, dry, n);
+  int st = bbb_adam_update(p, g, m, v, &h, has ? &bd : NULL, dry, &n);
+  return finish(L, 5, st, dry, has, &bd, n);
 }
 
-/* rmsprop_update(p, g, sq, {lr, alpha, eps, weight_decay, gscale, dry}) */
+/* rmsprop_update(p, g, sq, {lr, alpha, eps, weight_decay, gscale, gmax, bound, dry}) */
 static int l_rmsprop_update(lua_State *L) {
   bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2), *sq = lbbb_check_tensor(L, 3);
   int dry;
   bbb_optim_hyper h = check_hyper(L, 4, "rmsprop_update", &dry);
+  bbb_optim_bound bd;
+  int has = read_bound(L, 4, "rmsprop_update", &bd);
   int64_t n = 0;
-  lbbb_check(L, bbb_rmsprop_update(p, g, sq, &h, dry, &n));
-  return push_count(L, dry, n);
+  int st = bbb_rmsprop_update(p, g, sq, &h, has ? &bd : NULL, dry, &n);
+  return finish(L, 4, st, dry, has, &bd, n);
 }
 
 static const luaL_Reg funcs[] = {
