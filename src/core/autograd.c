@@ -14,6 +14,7 @@ struct bbb_autograd {
   int requires_grad;
   int graph_freed;               /* its graph was released by backward() */
   bbb_tensor *grad;              /* accumulated gradient */
+  int grad_unset;                /* grad allocated but never written: it reads as zeros */
   bbb_node *node;                /* the op that made it; NULL for leaves */
   unsigned visit;                /* scratch mark for graph walks */
 };
@@ -27,6 +28,14 @@ static struct bbb_autograd *ag_get(bbb_tensor *t) {
 }
 
 static int requires(const bbb_tensor *t) { return t->ag && t->ag->requires_grad; }
+
+/* Fills a gradient that bbb_grad_mark left unwritten with its zeros. */
+static void settle(struct bbb_autograd *a) {
+  if (a->grad && a->grad_unset) {
+    memset(bbb_data(a->grad), 0, (size_t)a->grad->numel * sizeof(bbb_float));
+    a->grad_unset = 0;
+  }
+}
 static bbb_node *node_of(const bbb_tensor *t) { return t->ag ? t->ag->node : NULL; }
 
 static void node_free(bbb_node *n) {
@@ -47,7 +56,11 @@ int bbb_set_grad_enabled(int on) { int old = grad_on; grad_on = on; return old; 
 int bbb_grad_enabled(void) { return grad_on; }
 
 int bbb_tensor_requires_grad(const bbb_tensor *t) { return requires(t); }
-bbb_tensor *bbb_tensor_grad(const bbb_tensor *t) { return t->ag ? t->ag->grad : NULL; }
+bbb_tensor *bbb_tensor_grad(const bbb_tensor *t) {
+  if (!t->ag) return NULL;
+  settle(t->ag);
+  return t->ag->grad;
+}
 bbb_node *bbb_node_of(const bbb_tensor *t) { return node_of(t); }
 
 static const char *const op_names[BBB_OP_COUNT] = {
@@ -113,7 +126,15 @@ bbb_float *bbb_grad_of(bbb_tensor *t, int *status) {
     t->ag->grad = bbb_tensor_zeros(t->ndim, t->shape);
     if (!t->ag->grad) { *status = bbb_errstatus(); return NULL; }
   }
+  settle(t->ag);
   return bbb_data(t->ag->grad);
+}
+
+void bbb_grad_mark(bbb_tensor *t, int *status) {
+  if (!t || !requires(t) || t->ag->grad) return;
+  t->ag->grad = bbb_tensor_new(t->ndim, t->shape);
+  if (!t->ag->grad) { *status = bbb_errstatus(); return; }
+  t->ag->grad_unset = 1;
 }
 
 bbb_float *bbb_grad_begin(bbb_tensor *t, int *fresh, int *status) {
@@ -122,6 +143,9 @@ bbb_float *bbb_grad_begin(bbb_tensor *t, int *fresh, int *status) {
   if (!t->ag->grad) {
     t->ag->grad = bbb_tensor_new(t->ndim, t->shape);
     if (!t->ag->grad) { *status = bbb_errstatus(); return NULL; }
+    *fresh = 1;
+  } else if (t->ag->grad_unset) {
+    t->ag->grad_unset = 0;
     *fresh = 1;
   }
   return bbb_data(t->ag->grad);
@@ -143,6 +167,7 @@ int bbb_grad_set(bbb_tensor *t, const bbb_tensor *g) {
   }
   bbb_tensor_release(t->ag->grad);
   t->ag->grad = c;
+  t->ag->grad_unset = 0;
   return BBB_OK;
 }
 
@@ -255,14 +280,17 @@ int bbb_backward(bbb_tensor *root, const bbb_tensor *seed, int retain_graph) {
   for (int i = order.n - 1; !st && i >= 0; i--) {
     bbb_tensor *t = order.v[i];
     if (bbb_interrupted()) st = bbb_error(BBB_EINTR, "backward: interrupted");
-    else if (node_of(t) && t->ag->grad)
+    else if (node_of(t) && t->ag->grad) {
+      settle(t->ag);   /* marked, but nothing flowed in: its gradient is zero */
       st = t->ag->node->backward(t->ag->node, t, bbb_data(t->ag->grad));
+    }
   }
   for (int i = order.n - 1; i >= 0; i--) {
     bbb_tensor *t = order.v[i];
     if (!node_of(t)) continue;
     bbb_tensor_release(t->ag->grad);
     t->ag->grad = NULL;
+    t->ag->grad_unset = 0;
     if (!retain_graph) {
       node_free(t->ag->node);
       t->ag->node = NULL;

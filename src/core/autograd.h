@@ -78,6 +78,12 @@ bbb_float *bbb_grad_of(bbb_tensor *t, int *status);
 ** a zero-filling pass over the big gradients. */
 bbb_float *bbb_grad_begin(bbb_tensor *t, int *fresh, int *status);
 
+/* Makes sure t's node runs in this backward pass even if no gradient
+** reaches t, without a zero-filling pass: t gets a gradient buffer that
+** reads as zeros (bbb_grad_of fills it then; bbb_grad_begin hands it out as
+** fresh). For an op that hands its gradient to another node's pass. */
+void bbb_grad_mark(bbb_tensor *t, int *status);
+
 /* backward from root. seed may be NULL for a one-element root (seed 1).
 ** retain_graph keeps the nodes for a second backward. */
 int bbb_backward(bbb_tensor *root, const bbb_tensor *seed, int retain_graph);

@@ -222,7 +222,7 @@ static int kl_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   bbb_node *wn = bbb_node_of(w);
   if (!wn) return BBB_OK;
   ((prior_saved *)bbb_node_ctx(wn))->kl_grad += g[0];
-  bbb_grad_of(w, &st);   /* makes sure the sample node runs */
+  bbb_grad_mark(w, &st);   /* makes sure the sample node runs */
   return st;
 }
 
