@@ -142,24 +142,29 @@ static inline float bbb_log1pf(float u) {
   return bbb_self(u != u, u, r);
 }
 
+/* log(1 + t) for t in [0, 1] only (NaN passes), with no division:
+** t + t^2 q(t), where 1 + t q(t) is a degree-9 fit of log1p(t) / t at
+** Chebyshev nodes of [0, 1] (fit error 5e-9 relative). At most 1.38 ulp
+** over every float of [0, 1] (exhaustive, with FMA). */
+static inline float bbb_log1p_unit(float t) {
+  float p = -3.1760569291e-03f;
+  p = BBB_FMAF(p, t, 1.9542526862e-02f);
+  p = BBB_FMAF(p, t, -5.6373612086e-02f);
+  p = BBB_FMAF(p, t, 1.0543623720e-01f);
+  p = BBB_FMAF(p, t, -1.5269667029e-01f);
+  p = BBB_FMAF(p, t, 1.9663274241e-01f);
+  p = BBB_FMAF(p, t, -2.4951616260e-01f);
+  p = BBB_FMAF(p, t, 3.3329710499e-01f);
+  p = BBB_FMAF(p, t, -4.9999892648e-01f);
+  return BBB_FMAF(p * t, t, t);
+}
+
 /* log(1 + e^x) = max(x, 0) + log1p(t), t = e^-|x| in (0, 1]: no overflow for
 ** large x, and for very negative x the result is e^x to full relative
-** accuracy until e^x itself underflows below ~-103.97. On this range log1p
-** needs no range reduction: with s = t / (2 + t) in [0, 1/3],
-** log1p(t) = 2 atanh(s) = 2 (s + s^3/3 + s^5/5 + ...), and the series to s^13
-** is within 2^-26 relative. That is half the work of bbb_log1pf. */
+** accuracy until e^x itself underflows below ~-103.97. */
 static inline float bbb_softplusf(float x) {
   float m = bbb_self(x > 0.0f, x, 0.0f);
-  float t = bbb_expf_neg(-bbb_absf(x));
-  float s2 = 2.0f * t / (2.0f + t);
-  float z = 0.25f * s2 * s2;
-  float p = 1.0f / 13.0f;
-  p = BBB_FMAF(p, z, 1.0f / 11.0f);
-  p = BBB_FMAF(p, z, 1.0f / 9.0f);
-  p = BBB_FMAF(p, z, 1.0f / 7.0f);
-  p = BBB_FMAF(p, z, 1.0f / 5.0f);
-  p = BBB_FMAF(p, z, 1.0f / 3.0f);
-  return m + BBB_FMAF(s2 * z, p, s2);
+  return m + bbb_log1p_unit(bbb_expf_neg(-bbb_absf(x)));
 }
 
 /* 1 / (1 + e^-x), written with e^-|x| so negative x keeps relative accuracy
