@@ -120,3 +120,49 @@ describe("Gaussian predictive standard deviation", function()
     assert(math.abs(b * b - (a * a + 0.09)) < 1e-4, ("%g vs %g"):format(b, math.sqrt(a * a + 0.09)))
   end)
 end)
+
+describe("the fused sampling pass's log q", function()
+  -- log(1 + t) for t in [0, 1], in doubles without cancellation
+  local function log1p(t) return t < 1e-5 and t * (1 - t / 2 + t * t / 3) or math.log(1 + t) end
+  local function softplus(r) return r > 0 and r + log1p(math.exp(-r)) or log1p(math.exp(r)) end
+
+  -- log q(w) = sum of -log sigma - eps^2 / 2 - log(2 pi) / 2, in doubles.
+  local function logq_ref(rho, eps)
+    local s = 0
+    for i = 1, #rho do
+      local logs = math.log(softplus(rho[i]))
+      s = s + (-logs - 0.5 * eps[i] * eps[i] - 0.5 * math.log(2 * math.pi))
+    end
+    return s
+  end
+
+  -- Two fixed chunks (16384 weights each): every rho <= 0 in the first,
+  -- some > 0 in the second.
+  it("matches a float64 reference from rho = -80 to 6", function()
+    local n = 2 * 16384
+    local rho, eps = {}, {}
+    for i = 1, n do
+      local u = ((i * 7919) % 16384) / 16384
+      rho[i] = i <= 16384 and -80 * u ^ 3 or -80 * u ^ 3 + 6 * (1 - u) ^ 8
+      eps[i] = ((i * 104729) % 2001) / 1000 - 1
+    end
+    local trho, teps = bbb.tensor(rho), bbb.tensor(eps)
+    rho, eps = trho:totable(), teps:totable()   -- the float32 values
+    for _, half in ipairs { { 1, 16384 }, { 16385, n } } do
+      local r = trho:narrow(1, half[1], 16384):clone()
+      local e = teps:narrow(1, half[1], 16384):clone()
+      local rs, es = {}, {}
+      for i = half[1], half[2] do rs[#rs + 1], es[#es + 1] = rho[i], eps[i] end
+      local mu = bbb.zeros(16384)
+      local w, logq = bbb.core.bayes_sample(mu, r, nil, nil, e)
+      local ref = logq_ref(rs, es)
+      assert(math.abs(logq:item() - ref) <= 2e-6 * math.abs(ref), ("%.9g vs %.9g"):format(logq:item(), ref))
+      -- and the weights are mu + sigma eps to a few ulp
+      local wt = w:totable()
+      for i = 1, 16384, 97 do
+        local want = softplus(rs[i]) * es[i]
+        assert(math.abs(wt[i] - want) <= 4e-7 * math.abs(want) + 1e-45, ("w %.9g vs %.9g"):format(wt[i], want))
+      end
+    end
+  end)
+end)
