@@ -70,7 +70,7 @@ static inline __attribute__((always_inline)) float prior_logp(const prior_k *k, 
     ** the subnormals, which cost a microcode assist per element. */
     float m = bbb_self(a1 > a2, a1, a2), d = -bbb_absf(a1 - a2);
     d = bbb_self(d < -80.0f, -80.0f, d);
-    return m + bbb_log1pf(bbb_expf(d));
+    return m + bbb_log1p_unit(bbb_expf_neg(d));
   }
   case BBB_PRIOR_LAPLACE: return k->c1 - bbb_absf(w) * k->h1;
   }
@@ -169,7 +169,10 @@ INLINE void backward_loop(int kind, int fresh, fused_ctx *u, int64_t lo, int64_t
   float gkl = u->gkl;
   #pragma omp simd
   for (int64_t i = lo; i < hi; i++) {
-    float r = rho[i], e = eps[i], s = bbb_softplusf(r), sg = bbb_sigmoidf(r);
+    /* softplus and sigmoid from one e^-|rho| */
+    float r = rho[i], e = eps[i], x = bbb_expf_neg(-bbb_absf(r));
+    float s = bbb_self(r > 0.0f, r, 0.0f) + bbb_log1p_unit(x);
+    float sg = bbb_self(r < 0.0f, x, 1.0f) / (1.0f + x);
     float t = gw[i];
     if (kind != BBB_PRIOR_NONE) t -= gkl * prior_dlogp(&k, mu[i] + s * e);
     float inv = bbb_self(r < -20, 1.0f, sg / s);   /* sigmoid/softplus -> 1 as rho -> -inf */
