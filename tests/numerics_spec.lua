@@ -136,8 +136,9 @@ describe("the fused sampling pass's log q", function()
     return s
   end
 
-  -- Two fixed chunks (16384 weights each): every rho <= 0 in the first,
-  -- some > 0 in the second.
+  -- Two fixed chunks (16384 weights each): every rho <= 0 in the first (the
+  -- path with log sigma from a polynomial), some > 0 in the second (softplus
+  -- and log).
   it("matches a float64 reference from rho = -80 to 6", function()
     local n = 2 * 16384
     local rho, eps = {}, {}

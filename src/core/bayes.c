@@ -126,8 +126,10 @@ typedef struct {
 ** so the compiler drops the dispatch and vectorises them. */
 #define INLINE static inline __attribute__((always_inline))
 
-INLINE void sample_loop(int kind, fused_ctx *u, int64_t ch) {
-  int64_t a = ch * CHUNK, b = a + CHUNK < u->n ? a + CHUNK : u->n;
+/* neg: every rho of the chunk is <= 0 (the usual case, sigma < log 2), so
+** with t = e^rho, sigma = log1p(t) and log sigma = rho + log(log1p(t) / t)
+** come from polynomials in t, with no log. */
+INLINE void sample_loop(int kind, int neg, fused_ctx *u, int64_t a, int64_t b, float *lqo, float *lpo) {
   const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps;
   bbb_float *wout = u->w;
   prior_k k = u->k;
@@ -135,14 +137,35 @@ INLINE void sample_loop(int kind, fused_ctx *u, int64_t ch) {
   float lq = 0, lp = 0;
   #pragma omp simd reduction(+:lq, lp)
   for (int64_t i = a; i < b; i++) {
-    float r = rho[i], e = eps[i];
-    float s = bbb_softplusf(r);
+    float r = rho[i], e = eps[i], s, logs;
+    if (neg) {
+      float t = bbb_expf_neg(r);
+      s = bbb_log1p_unit(t);
+      logs = r + bbb_loglog1p_ratio(t);
+    } else {
+      s = bbb_softplusf(r);
+      /* log sigma ~ rho where softplus(rho) ~ e^rho would underflow */
+      logs = bbb_self(r < -20, r, bbb_logf(s));
+    }
     float w = mu[i] + s * e;
     wout[i] = w;
-    /* log sigma ~ rho where softplus(rho) ~ e^rho would underflow */
-    lq += -bbb_self(r < -20, r, bbb_logf(s)) - 0.5f * e * e;
+    lq += -logs - 0.5f * e * e;
     if (kind != BBB_PRIOR_NONE) lp += prior_logp(&k, w);
   }
+  *lqo = lq;
+  *lpo = lp;
+}
+
+INLINE void sample_kind(int kind, fused_ctx *u, int64_t ch) {
+  int64_t a = ch * CHUNK, b = a + CHUNK < u->n ? a + CHUNK : u->n;
+  const bbb_float *rho = u->rho;
+  float mx = -INFINITY;
+  #pragma omp simd reduction(max:mx)
+  for (int64_t i = a; i < b; i++) mx = rho[i] > mx ? rho[i] : mx;
+  float lq, lp;
+  /* a NaN rho is not counted in mx; either path turns it into NaN */
+  if (mx <= 0.0f) sample_loop(kind, 1, u, a, b, &lq, &lp);
+  else sample_loop(kind, 0, u, a, b, &lq, &lp);
   u->logq[ch] = lq;
   u->logp[ch] = lp;
 }
@@ -151,10 +174,10 @@ static void sample_chunk(void *c, int64_t lo, int64_t hi) {
   fused_ctx *u = c;
   for (int64_t ch = lo; ch < hi; ch++) {
     switch (u->k.kind) {
-    case BBB_PRIOR_GAUSSIAN: sample_loop(BBB_PRIOR_GAUSSIAN, u, ch); break;
-    case BBB_PRIOR_MIXTURE: sample_loop(BBB_PRIOR_MIXTURE, u, ch); break;
-    case BBB_PRIOR_LAPLACE: sample_loop(BBB_PRIOR_LAPLACE, u, ch); break;
-    default: sample_loop(BBB_PRIOR_NONE, u, ch); break;
+    case BBB_PRIOR_GAUSSIAN: sample_kind(BBB_PRIOR_GAUSSIAN, u, ch); break;
+    case BBB_PRIOR_MIXTURE: sample_kind(BBB_PRIOR_MIXTURE, u, ch); break;
+    case BBB_PRIOR_LAPLACE: sample_kind(BBB_PRIOR_LAPLACE, u, ch); break;
+    default: sample_kind(BBB_PRIOR_NONE, u, ch); break;
     }
   }
 }
