@@ -1,9 +1,11 @@
 --- bench_core: core op speed against floors measured in the same run.
 -- The matmul of a 1200-unit MNIST layer against a bare cblas_sgemm of the
--- same shape, and softplus over 2.4M floats (the weights of that network)
--- against a scalar libm loop. Ratios, not absolute times, are what carry
--- over between machines.
---   build/bbblua scripts/bench_core.lua [--threads N] [--reps R]
+-- same shape, softplus over 2.4M floats (the weights of that network)
+-- against a scalar libm loop, and our vector math (vmath.h) against SLEEF's
+-- vector functions: speed on one thread from cache, and the largest error
+-- in ulp over a sweep of every binade. Ratios, not absolute times, are what
+-- carry over between machines.
+--   build/bbblua scripts/bench_core.lua [--threads N] [--reps R] [--no-vmath]
 local argparse = require "argparse"
 local bbb = require "bbb"
 local core = require "bbb.core"
@@ -14,6 +16,7 @@ local parser = argparse("bench_core", "Times core ops against floors measured in
 parser:option("--threads", "Threads for OpenMP and OpenBLAS.", "2"):convert(cli.threads())
 parser:option("--reps", "Timed repetitions per measurement; the median is reported (1..1000).", "20")
   :convert(cli.integer { min = 1, max = 1000 })
+parser:flag("--no-vmath", "Skip the vector math table (its error sweeps take a few seconds).")
 local args = cli.parse(parser)
 
 local clock = core.clock
@@ -109,5 +112,40 @@ for r, row in ipairs(rows) do
     local rule = {}
     for i = 1, #widths do rule[i] = ("-"):rep(widths[i]) end
     print((table.concat(rule, "  "):gsub("%s+$", "")))
+  end
+end
+
+-- Our vector math against SLEEF (libsleef-dev): M/s on one thread over 64K
+-- floats that stay in cache, and the worst error in ulp against double libm
+-- over a stride-257 sweep of every float (its input named where it is not
+-- finite). Softplus and sigmoid from SLEEF are composed the way ours are.
+if not args.no_vmath then
+  local N = 65536
+  local impls = { "ours", "sleef_u10", "sleef_u35" }
+  print(("\nvector math, 1 thread, %dK floats in cache (M/s, worst ulp)%s"):format(N // 1024,
+    bench.has_sleef and "" or ": this build has no SLEEF (install libsleef-dev), ours alone"))
+  local head = ("%-9s"):format("function")
+  for _, i in ipairs(impls) do
+    if i == "ours" or bench.has_sleef then head = head .. ("  %-22s"):format(i) end
+  end
+  print(head .. "  faster at equal accuracy")
+  for _, f in ipairs { "exp", "log", "log1p", "tanh", "softplus", "sigmoid" } do
+    local line, res = ("%-9s"):format(f), {}
+    for _, i in ipairs(impls) do
+      local t = best_of(ROUNDS, function() return bench.vmath(f, i, N, args.reps) end)
+      if t then
+        local ulp, at = bench.vmath_ulp(f, i)
+        res[i] = { mps = N / t / 1e6, ulp = ulp }
+        local err = ulp < math.huge and ("%.2f"):format(ulp) or ("inf at %.3g"):format(at)
+        line = line .. ("  %-22s"):format(("%5.0f  %s"):format(N / t / 1e6, err))
+      end
+    end
+    -- SLEEF wins where it is faster and no less accurate (0.05 ulp slack)
+    local best = "ours"
+    for _, i in ipairs { "sleef_u10", "sleef_u35" } do
+      local r = res[i]
+      if r and r.mps > res.ours.mps * 1.05 and r.ulp <= res.ours.ulp + 0.05 then best = i end
+    end
+    print(line .. "  " .. best)
   end
 end

@@ -11,11 +11,20 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <lua.h>
 #include <lauxlib.h>
+
+#include "vmath.h"
+
+#if defined(BBB_HAVE_SLEEF)
+#include <immintrin.h>
+#include <sleef.h>
+#endif
 
 #define MAX_REPS 1000
 
@@ -109,6 +118,188 @@ static int l_bench_softplus_libm(lua_State *L) {
   return 1;
 }
 
+/* ---- our vector math (vmath.h) against SLEEF's ---- */
+
+enum { VM_EXP, VM_LOG, VM_LOG1P, VM_TANH, VM_SOFTPLUS, VM_SIGMOID, VM_COUNT };
+static const char *const vm_names[] = { "exp", "log", "log1p", "tanh", "softplus", "sigmoid", NULL };
+enum { IMPL_OURS, IMPL_U10, IMPL_U35 };
+static const char *const impl_names[] = { "ours", "sleef_u10", "sleef_u35", NULL };
+
+static double vm_reference(int f, double x) {
+  switch (f) {
+  case VM_EXP: return exp(x);
+  case VM_LOG: return log(x);
+  case VM_LOG1P: return log1p(x);
+  case VM_TANH: return tanh(x);
+  case VM_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+  default: return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+  }
+}
+
+/* Ours: plain loops the compiler vectorises, as the kernels are written. */
+static void vm_ours(int f, const float *x, float *y, int64_t n) {
+  switch (f) {
+  case VM_EXP: for (int64_t i = 0; i < n; i++) y[i] = bbb_expf(x[i]); break;
+  case VM_LOG: for (int64_t i = 0; i < n; i++) y[i] = bbb_logf(x[i]); break;
+  case VM_LOG1P: for (int64_t i = 0; i < n; i++) y[i] = bbb_log1pf(x[i]); break;
+  case VM_TANH: for (int64_t i = 0; i < n; i++) y[i] = bbb_tanhf(x[i]); break;
+  case VM_SOFTPLUS: for (int64_t i = 0; i < n; i++) y[i] = bbb_softplusf(x[i]); break;
+  default: for (int64_t i = 0; i < n; i++) y[i] = bbb_sigmoidf(x[i]); break;
+  }
+}
+
+#if defined(BBB_HAVE_SLEEF)
+/* SLEEF's vector functions at this build's widest vector; softplus and
+** sigmoid composed from them the way ours are (e^-|x|, then log1p or a
+** quotient). u35 exists for log and tanh only: elsewhere it is u10. */
+#if defined(__AVX512F__)
+#define VW 16
+typedef __m512 vf;
+#define VLOAD _mm512_loadu_ps
+#define VSTORE _mm512_storeu_ps
+#define S(name, u) Sleef_##name##f16_##u
+#define VABS(v) _mm512_abs_ps(v)
+#define VNEG(v) _mm512_sub_ps(_mm512_setzero_ps(), v)
+#define VMAX0(v) _mm512_max_ps(v, _mm512_setzero_ps())
+#define VADD _mm512_add_ps
+#define VDIV _mm512_div_ps
+#define VONE _mm512_set1_ps(1.0f)
+#define VSELNEG(x, a, b) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), b, a)
+#elif defined(__AVX2__)
+#define VW 8
+typedef __m256 vf;
+#define VLOAD _mm256_loadu_ps
+#define VSTORE _mm256_storeu_ps
+#define S(name, u) Sleef_##name##f8_##u
+#define VABS(v) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)
+#define VNEG(v) _mm256_sub_ps(_mm256_setzero_ps(), v)
+#define VMAX0(v) _mm256_max_ps(v, _mm256_setzero_ps())
+#define VADD _mm256_add_ps
+#define VDIV _mm256_div_ps
+#define VONE _mm256_set1_ps(1.0f)
+#define VSELNEG(x, a, b) _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ))
+#endif
+#endif
+
+#if defined(VW)
+#define HAVE_SLEEF_VECTORS 1
+static vf sleef_one(int f, int u35, vf v) {
+  switch (f) {
+  case VM_EXP: return S(exp, u10)(v);
+  case VM_LOG: return u35 ? S(log, u35)(v) : S(log, u10)(v);
+  case VM_LOG1P: return S(log1p, u10)(v);
+  case VM_TANH: return u35 ? S(tanh, u35)(v) : S(tanh, u10)(v);
+  case VM_SOFTPLUS: return VADD(VMAX0(v), S(log1p, u10)(S(exp, u10)(VNEG(VABS(v)))));
+  default: {
+    vf e = S(exp, u10)(VNEG(VABS(v)));
+    return VDIV(VSELNEG(v, e, VONE), VADD(VONE, e));
+  }
+  }
+}
+
+static void vm_sleef(int f, int u35, const float *x, float *y, int64_t n) {
+  int64_t i = 0;
+  for (; i + VW <= n; i += VW) VSTORE(y + i, sleef_one(f, u35, VLOAD(x + i)));
+  if (i < n) {   /* the tail through a padded vector */
+    float bx[VW] = {0}, by[VW];
+    for (int64_t k = i; k < n; k++) bx[k - i] = x[k];
+    VSTORE(by, sleef_one(f, u35, VLOAD(bx)));
+    for (int64_t k = i; k < n; k++) y[k] = by[k - i];
+  }
+}
+#endif
+
+static int vm_run(lua_State *L, int f, int impl, const float *x, float *y, int64_t n) {
+  if (impl == IMPL_OURS) { vm_ours(f, x, y, n); return 1; }
+#if defined(HAVE_SLEEF_VECTORS)
+  vm_sleef(f, impl == IMPL_U35, x, y, n);
+  return 1;
+#else
+  (void)L; (void)x; (void)y; (void)n;
+  return 0;
+#endif
+}
+
+/* The inputs of a function's sweep: where its result is a finite normal
+** float (exp above -87.3, log of positive normals, log1p above -1). */
+static int vm_in_domain(int f, float x) {
+  if (!isfinite(x)) return 0;
+  switch (f) {
+  case VM_EXP: return x > -87.3f && x < 88.7f;
+  case VM_LOG: return x >= 1.17549435e-38f;
+  case VM_LOG1P: return x > -1.0f;
+  case VM_SOFTPLUS: case VM_SIGMOID: return x > -87.0f;
+  default: return 1;
+  }
+}
+
+/* vmath(name, impl, n, reps) -> median seconds of one pass over n floats
+** spread over the function's domain, on one thread from a buffer that stays
+** in cache (the arithmetic, not memory, is timed); nil when impl is a SLEEF
+** one and this build has no SLEEF. */
+static int l_bench_vmath(lua_State *L) {
+  int f = luaL_checkoption(L, 1, NULL, vm_names), impl = luaL_checkoption(L, 2, NULL, impl_names);
+  lua_Integer n = luaL_checkinteger(L, 3);
+  int reps = check_reps(L, 4);
+  luaL_argcheck(L, n >= 1 && n <= ((lua_Integer)1 << 24), 3, "n must be in 1..2^24");
+  float *x = filled(n, 6), *y = filled(n, 7);
+  if (!x || !y) {
+    free(x); free(y);
+    return luaL_error(L, "vmath: out of memory");
+  }
+  for (int64_t i = 0; i < n; i++) {   /* [-8, 8) or (0, 16) */
+    if (f == VM_LOG) x[i] += 8.0f + 1e-3f;
+    if (f == VM_LOG1P) x[i] = (x[i] + 8.0f) / 16.0f * 4.0f - 0.99f;
+  }
+  double t[MAX_REPS];
+  int ok = 1;
+  for (int r = -1; r < reps && ok; r++) {
+    double t0 = now_seconds();
+    ok = vm_run(L, f, impl, x, y, n);
+    if (r >= 0) t[r] = now_seconds() - t0;
+  }
+  volatile float sink = y[0];
+  (void)sink;
+  free(x); free(y);
+  if (!ok) { lua_pushnil(L); return 1; }
+  lua_pushnumber(L, median(t, reps));
+  return 1;
+}
+
+/* vmath_ulp(name, impl) -> largest error in ulp, against double libm, over
+** a strided sweep of every float bit pattern (stride 257: every binade and
+** 16.7M inputs) within the function's domain, and the input where it
+** occurs; nil without SLEEF. */
+static int l_bench_vmath_ulp(lua_State *L) {
+  int f = luaL_checkoption(L, 1, NULL, vm_names), impl = luaL_checkoption(L, 2, NULL, impl_names);
+  enum { CH = 4096 };
+  static float x[CH], y[CH];
+  double worst = 0;
+  float worst_x = 0;
+  uint64_t bits = 0;
+  while (bits < (1ull << 32)) {
+    int n = 0;
+    for (; n < CH && bits < (1ull << 32); bits += 257u) {
+      uint32_t b = (uint32_t)bits;
+      float v;
+      memcpy(&v, &b, 4);
+      if (vm_in_domain(f, v)) x[n++] = v;
+    }
+    if (!vm_run(L, f, impl, x, y, n)) { lua_pushnil(L); return 1; }
+    for (int i = 0; i < n; i++) {
+      double r = vm_reference(f, x[i]), ar = fabs(r);
+      if (!(ar >= 1.17549435e-38 && ar <= 3.4028234e38)) continue;   /* normal results only */
+      int e;
+      frexp(ar, &e);
+      double u = fabs((double)y[i] - r) / ldexp(1.0, e - 24);
+      if (!(u <= worst)) { worst = u; worst_x = x[i]; }   /* NaN counts as the worst */
+    }
+  }
+  lua_pushnumber(L, worst);
+  lua_pushnumber(L, worst_x);
+  return 2;
+}
+
 /* clock() -> monotonic seconds, the clock the floors are timed with. */
 static int l_clock(lua_State *L) {
   lua_pushnumber(L, now_seconds());
@@ -117,10 +308,17 @@ static int l_clock(lua_State *L) {
 
 static const luaL_Reg bench_funcs[] = {
   {"sgemm", l_bench_sgemm}, {"softplus_libm", l_bench_softplus_libm},
+  {"vmath", l_bench_vmath}, {"vmath_ulp", l_bench_vmath_ulp},
   {"clock", l_clock}, {NULL, NULL}
 };
 
 LUAMOD_API int luaopen_bbb_bench(lua_State *L) {
   luaL_newlib(L, bench_funcs);
+#if defined(HAVE_SLEEF_VECTORS)
+  lua_pushboolean(L, 1);
+#else
+  lua_pushboolean(L, 0);
+#endif
+  lua_setfield(L, -2, "has_sleef");
   return 1;
 }
