@@ -20,7 +20,8 @@ parser:option("--infer-images", "Images for the inference timing.", "10000")
   :convert(cli.positive_integer())
 parser:option("--estimator", "weight, local or flipout (the main table).", "weight")
   :convert(cli.choice { "weight", "local", "flipout" })
-parser:flag("--no-table", "Skip the estimator x prior table and the thread scaling.")
+parser:flag("--no-table", "Skip the estimator x prior table, the thread scaling and the busy time.")
+parser:flag("--busy-child", "(internal) time steps for the busy-time measurement and print them."):hidden(true)
 local args = cli.parse(parser)
 local threads, B = math.tointeger(args.threads), math.tointeger(args.batch)
 bbb.set_num_threads(threads)
@@ -140,6 +141,37 @@ local function bench_net(sizes)
   return r
 end
 
+-- Busy time: run in a child process whose idle OpenMP threads sleep
+-- (OMP_WAIT_POLICY=PASSIVE) instead of spinning, where process CPU time over
+-- wall time times threads is the share of the threads' time spent working.
+if args.busy_child then
+  local sizes = { 784, 1200, 1200, 10 }
+  local wall, cpu = { 0, 0, 0 }, { 0, 0, 0 }
+  local gen = bbb.Generator(1)
+  local net = bbb.nn.bayes_mlp(sizes, { prior = PRIORS.ScaleMixture(), generator = gen })
+  local opt = bbb.optim.Adam(net, { lr = 1e-3 })
+  local elbo = bbb.elbo.ELBO{ n_data = 60000, batch_size = B }
+  local x = bbb.rand({ B, sizes[1] }, 0, 2, gen)
+  local labels = {}
+  for i = 1, B do labels[i] = (i % 10) + 1 end
+  local y = bbb.tensor(labels)
+  local phases = {
+    function() opt:zero_grad(); return elbo:loss(net, x, y, { batch = 1 }) end,
+    function(loss) loss:backward() end,
+    function() opt:step() end,
+  }
+  for s = -2, math.tointeger(args.steps) do   -- three untimed steps first
+    local v
+    for k, f in ipairs(phases) do
+      local w0, c0 = clock(), os.clock()
+      v = f(v)
+      if s > 0 then wall[k], cpu[k] = wall[k] + clock() - w0, cpu[k] + os.clock() - c0 end
+    end
+  end
+  print(("busy %.6f %.6f %.6f %.6f %.6f %.6f"):format(wall[1], cpu[1], wall[2], cpu[2], wall[3], cpu[3]))
+  os.exit(0)
+end
+
 local TARGET = { ["784-1200-1200-10"] = 1.8, ["784-400-400-10"] = 2.0 }
 local function verdict(ratio, target) return ratio <= target and "met" or "MISS" end
 
@@ -180,6 +212,30 @@ if not args.no_table then
       .. "(target >= 1.7 on 2 threads: %s); the GEMMs alone %.2fx")
       :format(one.step * 1e3, threads, all.step * 1e3, speedup,
         threads == 2 and verdict(1.7, speedup) or "n/a", one_gemm / gemm))
+  end
+
+  -- Busy time by phase, from a child process with sleeping idle threads.
+  if threads > 1 then
+    local function q(w) return "'" .. tostring(w):gsub("'", "'\\''") .. "'" end
+    local cmd = ("OMP_WAIT_POLICY=PASSIVE %s %s --busy-child --threads %d --batch %d --steps %d 2>&1")
+      :format(q(arg[-1] or "bbblua"), q(arg[0]), threads, B, math.tointeger(args.steps))
+    local p = io.popen(cmd)
+    local out = p:read("a")
+    p:close()
+    local v = {}
+    for num in (out:match("busy ([%d%. ]+)") or ""):gmatch("%S+") do v[#v + 1] = tonumber(num) end
+    if #v == 6 then
+      local names, parts = { "forward+ELBO", "backward", "optimizer" }, {}
+      local tw, tc = 0, 0
+      for k = 1, 3 do
+        parts[k] = ("%s %.0f%%"):format(names[k], 100 * v[2 * k] / (v[2 * k - 1] * threads))
+        tw, tc = tw + v[2 * k - 1], tc + v[2 * k]
+      end
+      print(("busy share of %d threads' time (idle threads sleeping), 784-1200-1200-10: %s; whole step %.0f%%")
+        :format(threads, table.concat(parts, ", "), 100 * tc / (tw * threads)))
+    else
+      print("busy time: the child run failed: " .. out:sub(1, 200))
+    end
   end
 
   -- What each estimator and each C prior costs, against the weight

@@ -72,7 +72,7 @@ describe("scripts", function()
   it("the benchmarks run and print their ratios", function()
     ok("scripts/bench_core.lua --reps 3", "matmul", "softplus", "vector math", "sigmoid")
     ok("scripts/bench_bbb.lua --steps 2 --infer-samples 1 --infer-images 1000", "784-1200-1200-10", "784-400-400-10",
-      "thread scaling", "ScaleMixture", "Laplace", "flipout", "peak RSS")
+      "thread scaling", "busy share", "ScaleMixture", "Laplace", "flipout", "peak RSS")
   end)
 end)
 
