@@ -56,6 +56,53 @@ void bbb_philox4x32(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4
   out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+/* a * m for 16 lanes of 32 bits, as the high and low words of the 64-bit
+** products: vpmuludq on the even lanes and on the odd ones shifted down,
+** then each word put back in its lane. (Written out because the compiler
+** widens to 64-bit lanes and uses the slow 64 x 64 multiply.) */
+static inline void mulhilo16(__m512i a, __m512i m, __m512i *hi, __m512i *lo) {
+  __m512i pe = _mm512_mul_epu32(a, m);
+  __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
+  *lo = _mm512_mask_blend_epi32(0xAAAA, pe, _mm512_slli_epi64(po, 32));
+}
+
+/* Blocks base .. base+CHUNK-1 into w[word][block], 16 at a time. */
+static void philox_chunk(uint64_t base, uint64_t seed, uint32_t w[4][CHUNK]) {
+  const __m512i m0 = _mm512_set1_epi32((int)PHILOX_M0), m1 = _mm512_set1_epi32((int)PHILOX_M1);
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i k0[10], k1[10];
+  uint32_t a = (uint32_t)seed, b = (uint32_t)(seed >> 32);
+  for (int r = 0; r < 10; r++, a += PHILOX_W0, b += PHILOX_W1) {
+    k0[r] = _mm512_set1_epi32((int)a);
+    k1[r] = _mm512_set1_epi32((int)b);
+  }
+  const __m512i lo = _mm512_set1_epi32((int)(uint32_t)base), hi = _mm512_set1_epi32((int)(uint32_t)(base >> 32));
+  for (int i = 0; i < CHUNK; i += 16) {
+    __m512i idx = _mm512_add_epi32(lanes, _mm512_set1_epi32(i));
+    __m512i c0 = _mm512_add_epi32(lo, idx);
+    /* carry into the high word where the low word wrapped */
+    __m512i c1 = _mm512_mask_add_epi32(hi, _mm512_cmplt_epu32_mask(c0, idx), hi, _mm512_set1_epi32(1));
+    __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
+    for (int r = 0; r < 10; r++) {
+      __m512i h0, l0, h1, l1;
+      mulhilo16(c0, m0, &h0, &l0);
+      mulhilo16(c2, m1, &h1, &l1);
+      c0 = _mm512_xor_si512(_mm512_xor_si512(h1, c1), k0[r]);
+      c2 = _mm512_xor_si512(_mm512_xor_si512(h0, c3), k1[r]);
+      c1 = l1;
+      c3 = l0;
+    }
+    _mm512_storeu_si512(&w[0][i], c0);
+    _mm512_storeu_si512(&w[1][i], c1);
+    _mm512_storeu_si512(&w[2][i], c2);
+    _mm512_storeu_si512(&w[3][i], c3);
+  }
+}
+#else
 /* Blocks base .. base+CHUNK-1 into w[word][block]. The round keys are the
 ** same for every block, so they are computed once. */
 static void philox_chunk(uint64_t base, uint64_t seed, uint32_t w[4][CHUNK]) {
@@ -75,6 +122,7 @@ static void philox_chunk(uint64_t base, uint64_t seed, uint32_t w[4][CHUNK]) {
     w[0][i] = c0; w[1][i] = c1; w[2][i] = c2; w[3][i] = c3;
   }
 }
+#endif
 
 /* sin and cos of 2 pi t for t in [0, 1). Reduce in turns, which is exact:
 ** t = q/4 + s with |s| <= 1/8, then rotate (sin, cos)(2 pi s) by q quarter
