@@ -301,9 +301,10 @@ INLINE void logp_loop(int kind, lp_ctx *u, int64_t ch) {
   int64_t a = ch * CHUNK, b = a + CHUNK < u->n ? a + CHUNK : u->n;
   prior_k k = u->k;
   k.kind = kind;
+  const bbb_float *w = u->w;   /* hoisted: through u the loads became gathers */
   float s = 0;
   #pragma omp simd reduction(+:s)
-  for (int64_t i = a; i < b; i++) s += prior_logp(&k, u->w[i]);
+  for (int64_t i = a; i < b; i++) s += prior_logp(&k, w[i]);
   u->part[ch] = s;
 }
 

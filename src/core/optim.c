@@ -169,7 +169,7 @@ static int sgd_safe(const bbb_optim_hyper *h, const bbb_optim_bound *bd, int has
 static inline int nonfinite(float x) { return !(x - x == 0); }
 
 static double sgd_count(const void *c, int64_t lo, int64_t hi) {
-  const upd_ctx *u = c;
+  const upd_ctx l = *(const upd_ctx *)c, *u = &l;   /* loop-invariant pointers: no gathers */
   int n = 0;
   #pragma omp simd reduction(+:n)
   for (int64_t i = lo; i < hi; i++) {
@@ -220,7 +220,7 @@ static int adam_safe(const bbb_optim_hyper *h, const bbb_optim_bound *bd, double
 }
 
 static double adam_count(const void *c, int64_t lo, int64_t hi) {
-  const upd_ctx *u = c;
+  const upd_ctx l = *(const upd_ctx *)c, *u = &l;   /* loop-invariant pointers: no gathers */
   int n = 0;
   #pragma omp simd reduction(+:n)
   for (int64_t i = lo; i < hi; i++) {
@@ -269,7 +269,7 @@ static int rmsprop_safe(const bbb_optim_hyper *h, const bbb_optim_bound *bd) {
 }
 
 static double rmsprop_count(const void *c, int64_t lo, int64_t hi) {
-  const upd_ctx *u = c;
+  const upd_ctx l = *(const upd_ctx *)c, *u = &l;   /* loop-invariant pointers: no gathers */
   int n = 0;
   #pragma omp simd reduction(+:n)
   for (int64_t i = lo; i < hi; i++) {
