@@ -67,9 +67,9 @@ local function n_weights(sizes)
   return n
 end
 
--- A network ready to train; run(n) times n training steps and returns the
--- median times, by phase: forward with the ELBO, backward, optimizer.
-local function stepper(sizes, estimator, prior)
+-- A network ready to train, as the three phases of a step: forward with
+-- the ELBO, backward, optimizer. Each phase takes the previous one's result.
+local function phases(sizes, estimator, prior)
   local gen = bbb.Generator(1)
   local net = bbb.nn.bayes_mlp(sizes, { prior = PRIORS[prior](), estimator = estimator, generator = gen })
   local opt = bbb.optim.Adam(net, { lr = 1e-3 })
@@ -78,18 +78,26 @@ local function stepper(sizes, estimator, prior)
   local labels = {}
   for i = 1, B do labels[i] = (i % sizes[#sizes]) + 1 end
   local y = bbb.tensor(labels)
+  return {
+    function() opt:zero_grad(); return elbo:loss(net, x, y, { batch = 1 }) end,
+    function(loss) loss:backward() end,
+    function() opt:step() end,
+  }, net
+end
+
+-- run(n) times n training steps and returns the median times, overall and
+-- by phase.
+local function stepper(sizes, estimator, prior)
+  local ph_fns, net = phases(sizes, estimator, prior)
   local function step(ph)
-    local t0 = clock()
-    opt:zero_grad()
-    local loss = elbo:loss(net, x, y, { batch = 1 })
-    local t1 = clock()
-    loss:backward()
-    local t2 = clock()
-    opt:step()
-    local t3 = clock()
+    local v, t = nil, { clock() }
+    for k, f in ipairs(ph_fns) do
+      v = f(v)
+      t[k + 1] = clock()
+    end
     if ph then
-      ph.fwd[#ph.fwd + 1], ph.bwd[#ph.bwd + 1], ph.opt[#ph.opt + 1] = t1 - t0, t2 - t1, t3 - t2
-      ph.all[#ph.all + 1] = t3 - t0
+      ph.fwd[#ph.fwd + 1], ph.bwd[#ph.bwd + 1], ph.opt[#ph.opt + 1] = t[2] - t[1], t[3] - t[2], t[4] - t[3]
+      ph.all[#ph.all + 1] = t[4] - t[1]
     end
   end
   for _ = 1, 5 do step() end
@@ -145,24 +153,11 @@ end
 -- (OMP_WAIT_POLICY=PASSIVE) instead of spinning, where process CPU time over
 -- wall time times threads is the share of the threads' time spent working.
 if args.busy_child then
-  local sizes = { 784, 1200, 1200, 10 }
   local wall, cpu = { 0, 0, 0 }, { 0, 0, 0 }
-  local gen = bbb.Generator(1)
-  local net = bbb.nn.bayes_mlp(sizes, { prior = PRIORS.ScaleMixture(), generator = gen })
-  local opt = bbb.optim.Adam(net, { lr = 1e-3 })
-  local elbo = bbb.elbo.ELBO{ n_data = 60000, batch_size = B }
-  local x = bbb.rand({ B, sizes[1] }, 0, 2, gen)
-  local labels = {}
-  for i = 1, B do labels[i] = (i % 10) + 1 end
-  local y = bbb.tensor(labels)
-  local phases = {
-    function() opt:zero_grad(); return elbo:loss(net, x, y, { batch = 1 }) end,
-    function(loss) loss:backward() end,
-    function() opt:step() end,
-  }
+  local ph_fns = phases({ 784, 1200, 1200, 10 }, "weight", "ScaleMixture")
   for s = -2, math.tointeger(args.steps) do   -- three untimed steps first
     local v
-    for k, f in ipairs(phases) do
+    for k, f in ipairs(ph_fns) do
       local w0, c0 = clock(), os.clock()
       v = f(v)
       if s > 0 then wall[k], cpu[k] = wall[k] + clock() - w0, cpu[k] + os.clock() - c0 end
