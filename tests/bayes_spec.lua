@@ -420,3 +420,46 @@ describe("Dropout", function()
     assert.has_error(function() bbb.nn.Dropout(1) end, "Dropout: p must be in [0, 1), got 1")
   end)
 end)
+
+describe("the fused passes and the optimizer on 1 and 2 threads", function()
+  -- Sampling (noise, weights, complexity), its backward and two Adam steps
+  -- over 300,000 weights (many fixed chunks, split between threads), with
+  -- rho <= 0 in some chunks and > 0 in others: bit for bit the same.
+  local function run(threads)
+    local old = bbb.get_num_threads()
+    bbb.set_num_threads(threads)
+    local ok, res = pcall(function()
+      local n = 300000
+      local gen = bbb.Generator(5)
+      local mu = (bbb.randn({ n }, 0, 0.1, gen)):requires_grad(true)
+      local rho = bbb.rand({ n }, -7, 0, gen)
+      for i = 250001, 250100 do rho[i] = 0.5 end   -- one chunk takes the general path
+      rho:requires_grad(true)
+      local gout = bbb.randn({ n }, 0, 1, gen)
+      local prior = bbb.prior.ScaleMixture{ pi = 0.25, sigma1 = 1, sigma2 = math.exp(-7) }
+      local opt = bbb.optim.Adam({ { "mu", mu }, { "rho", rho } }, { lr = 1e-2 })
+      local kls = {}
+      for step = 1, 2 do
+        opt:zero_grad()
+        local w, kl = bbb.core.bayes_sample(mu, rho, prior, gen)
+        kls[step] = kl:item()
+        local loss = (w * gout):sum() + kl * 1e-3
+        loss:backward()
+        opt:step()
+      end
+      return { mu = mu:totable(), rho = rho:totable(), kls = kls }
+    end)
+    bbb.set_num_threads(old)
+    assert(ok, res)
+    return res
+  end
+  it("give identical weights, complexity terms and updates", function()
+    local a, b = run(1), run(2)
+    assert.are.same(a.kls, b.kls)
+    local diff = 0
+    for i = 1, #a.mu do
+      if a.mu[i] ~= b.mu[i] or a.rho[i] ~= b.rho[i] then diff = diff + 1 end
+    end
+    assert.are.equal(0, diff)
+  end)
+end)
