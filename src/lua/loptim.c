@@ -100,54 +100,44 @@ static void write_bound(lua_State *L, int i, const bbb_optim_bound *bd) {
   lua_settop(L, top - 1);
 }
 
-/* The common tail: an applied update that succeeded is not turned into an
-** "interrupted" error (it ran to its end); the flag stays for the next op. */
-static int finish(lua_State *L, int i, int st, int dry, int has_bound, const bbb_optim_bound *bd,
-                  int64_t n) {
+enum { SGD, ADAM, RMSPROP };
+
+/* The three updates: the parameter and its gradient, the kind's buffers,
+** then the options table (which may carry gmax and a bound table). An
+** applied update that succeeded is not turned into an "interrupted" error
+** (it ran to its end); the flag stays for the next op. */
+static int update(lua_State *L, int kind) {
+  static const char *const names[] = { "sgd_update", "adam_update", "rmsprop_update" };
+  const int opt_at[] = { 4, 5, 4 };
+  const char *op = names[kind];
+  int i = opt_at[kind], dry;
+  bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2);
+  bbb_tensor *a = kind == SGD ? lbbb_opt_tensor(L, 3) : lbbb_check_tensor(L, 3);
+  bbb_tensor *b = kind == ADAM ? lbbb_check_tensor(L, 4) : NULL;
+  bbb_optim_hyper h = check_hyper(L, i, op, &dry);
+  bbb_optim_bound bd;
+  int has = read_bound(L, i, op, &bd);
+  bbb_optim_bound *pb = has ? &bd : NULL;
+  int64_t n = 0;
+  int st = kind == SGD ? bbb_sgd_update(p, g, a, &h, pb, dry, &n)
+         : kind == ADAM ? bbb_adam_update(p, g, a, b, &h, pb, dry, &n)
+         : bbb_rmsprop_update(p, g, a, &h, pb, dry, &n);
   if (st || dry) lbbb_check(L, st);
   else lbbb_account(L);
-  if (!dry && has_bound) write_bound(L, i, bd);
+  if (!dry && has) write_bound(L, i, &bd);
   if (!dry) return 0;
   lua_pushinteger(L, (lua_Integer)n);
   return 1;
 }
 
 /* sgd_update(p, g, buf|nil, {lr, momentum, nesterov, weight_decay, gscale, gmax, bound, dry}) */
-static int l_sgd_update(lua_State *L) {
-  bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2), *buf = lbbb_opt_tensor(L, 3);
-  int dry;
-  bbb_optim_hyper h = check_hyper(L, 4, "sgd_update", &dry);
-  bbb_optim_bound bd;
-  int has = read_bound(L, 4, "sgd_update", &bd);
-  int64_t n = 0;
-  int st = bbb_sgd_update(p, g, buf, &h, has ? &bd : NULL, dry, &n);
-  return finish(L, 4, st, dry, has, &bd, n);
-}
+static int l_sgd_update(lua_State *L) { return update(L, SGD); }
 
 /* adam_update(p, g, m, v, {lr, beta1, beta2, eps, weight_decay, gscale, step, gmax, bound, dry}) */
-static int l_adam_update(lua_State *L) {
-  bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2);
-  bbb_tensor *m = lbbb_check_tensor(L, 3), *v = lbbb_check_tensor(L, 4);
-  int dry;
-  bbb_optim_hyper h = check_hyper(L, 5, "adam_update", &dry);
-  bbb_optim_bound bd;
-  int has = read_bound(L, 5, "adam_update", &bd);
-  int64_t n = 0;
-  int st = bbb_adam_update(p, g, m, v, &h, has ? &bd : NULL, dry, &n);
-  return finish(L, 5, st, dry, has, &bd, n);
-}
+static int l_adam_update(lua_State *L) { return update(L, ADAM); }
 
 /* rmsprop_update(p, g, sq, {lr, alpha, eps, weight_decay, gscale, gmax, bound, dry}) */
-static int l_rmsprop_update(lua_State *L) {
-  bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2), *sq = lbbb_check_tensor(L, 3);
-  int dry;
-  bbb_optim_hyper h = check_hyper(L, 4, "rmsprop_update", &dry);
-  bbb_optim_bound bd;
-  int has = read_bound(L, 4, "rmsprop_update", &bd);
-  int64_t n = 0;
-  int st = bbb_rmsprop_update(p, g, sq, &h, has ? &bd : NULL, dry, &n);
-  return finish(L, 4, st, dry, has, &bd, n);
-}
+static int l_rmsprop_update(lua_State *L) { return update(L, RMSPROP); }
 
 static const luaL_Reg funcs[] = {
   {"sqnorm", l_sqnorm}, {"sgd_update", l_sgd_update}, {"adam_update", l_adam_update},
