@@ -197,6 +197,57 @@ describe("optimizer steps that would overflow", function()
     assert.are.equal(1, core.sgd_update(q, gq, nil, { lr = 0.1, gmax = 1, bound = bq, dry = true }))
   end)
 
+  -- The bound may only ever skip the count when the count would be 0: random
+  -- hyperparameters and values over the whole float range, each kind.
+  it("never proves finite a step the exact count refuses (3,000 random cases)", function()
+    local core = bbb.core
+    local gen = bbb.Generator(17)
+    local u = bbb.rand({ 250007 }, 0, 1, gen):totable()
+    local k = 0
+    local function U() k = k + 1; return u[(k - 1) % #u + 1] end
+    local function mag(lo, hi) return 10 ^ (lo + (hi - lo) * U()) end
+    local function vec(n, lo, hi)
+      local t = {}
+      for i = 1, n do t[i] = (U() < 0.5 and -1 or 1) * mag(lo, hi) end
+      return bbb.tensor(t)
+    end
+    local proved, refused = 0, 0
+    for case = 1, 3000 do
+      local kind = ({ "sgd", "adam", "rmsprop" })[case % 3 + 1]
+      local n = 8
+      local p, g0, g1 = vec(n, -30, 38.5), vec(n, -30, 20), vec(n, -30, 20)
+      local m, v = bbb.zeros(n), bbb.zeros(n)
+      local h = { lr = mag(-6, 39), weight_decay = U() < 0.5 and 0 or mag(-6, 2), momentum = U() < 0.3 and 0 or U(),
+                  nesterov = U() < 0.5, beta1 = U() * 0.99, beta2 = U() * 0.999, alpha = U() * 0.99,
+                  eps = mag(-10, 0), step = 1 }
+      local function call(g, extra)
+        local hh = {}
+        for key, val in pairs(h) do hh[key] = val end
+        for key, val in pairs(extra or {}) do hh[key] = val end
+        if kind == "sgd" then return core.sgd_update(p, g, m, hh) end
+        if kind == "adam" then return core.adam_update(p, g, m, v, hh) end
+        return core.rmsprop_update(p, g, m, hh)
+      end
+      -- a first, applied update records the bound (skipped if it would overflow)
+      local bound = {}
+      if call(g0, { dry = true }) == 0 then
+        call(g0, { bound = bound })
+        h.step = 2
+        local gmax = 0
+        for _, x in ipairs(g1:totable()) do gmax = math.max(gmax, math.abs(x)) end
+        local with_bound = call(g1, { dry = true, bound = bound, gmax = gmax })
+        local exact = call(g1, { dry = true })
+        if with_bound == 0 and exact > 0 then
+          error(("case %d (%s): the bound proved a step the count refuses (%d values)"):format(case, kind, exact))
+        end
+        assert.are.equal(exact, with_bound == 0 and 0 or exact)
+        if exact > 0 then refused = refused + 1 else proved = proved + 1 end
+      end
+    end
+    -- both outcomes occur, so the property was exercised
+    assert.is_true(proved > 100 and refused > 100, ("proved %d, refused %d"):format(proved, refused))
+  end)
+
   it("Adam at lr = inf is refused before any step", function()
     errors_with(function() optim.Adam({ param { 1 } }, { lr = math.huge }) end, "Adam: lr must be a finite number")
   end)
