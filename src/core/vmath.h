@@ -26,6 +26,15 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Every function here is forced inline: a call left in a loop stops it
+** vectorising, and GCC's growth limits do refuse plain `inline` in the
+** large kernels that instantiate a loop per prior and path. */
+#if defined(__GNUC__)
+#define BBB_VINLINE static inline __attribute__((always_inline))
+#else
+#define BBB_VINLINE static inline
+#endif
+
 /* Explicit fused multiply-add where the target has it, whatever the
 ** contraction setting (-std=c11 turns it off): Horner steps are both faster
 ** and tighter fused. */
@@ -35,15 +44,15 @@
 #define BBB_FMAF(a, b, c) ((a) * (b) + (c))
 #endif
 
-static inline uint32_t bbb_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float bbb_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static inline float bbb_absf(float x) { return bbb_u2f(bbb_f2u(x) & 0x7fffffffu); }
+BBB_VINLINE uint32_t bbb_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+BBB_VINLINE float bbb_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+BBB_VINLINE float bbb_absf(float x) { return bbb_u2f(bbb_f2u(x) & 0x7fffffffu); }
 
 /* c ? a : b as bit masking. A plain ?: on a computed value lets GCC sink the
 ** computation into a branch, which it will not if-convert when trapping math
 ** is on (its default, off in our CMake build); masks keep everything
 ** unconditional whatever the flags. */
-static inline float bbb_self(int c, float a, float b) {
+BBB_VINLINE float bbb_self(int c, float a, float b) {
   uint32_t m = 0u - (uint32_t)(c != 0);
   return bbb_u2f((bbb_f2u(a) & m) | (bbb_f2u(b) & ~m));
 }
@@ -51,7 +60,7 @@ static inline float bbb_self(int c, float a, float b) {
 /* e^x = 2^n e^r with n = round(x / ln 2), |r| <= ln 2 / 2, for x already
 ** clamped to [-104, 89] (or NaN, which flows through). Returns e^r and
 ** stores n. */
-static inline float bbb_expf_reduce(float x, int32_t *n) {
+BBB_VINLINE float bbb_expf_reduce(float x, int32_t *n) {
   const float magic = 12582912.0f;           /* 1.5 * 2^23: adding rounds to int */
   float t = BBB_FMAF(x, 1.44269504088896341f, magic);
   float fn = t - magic;
@@ -70,7 +79,7 @@ static inline float bbb_expf_reduce(float x, int32_t *n) {
 }
 
 /* e^x. NaN propagates, exp(-inf) = 0, exp(x > 88.72) = +inf. */
-static inline float bbb_expf(float x) {
+BBB_VINLINE float bbb_expf(float x) {
   float xc = bbb_self(x > 89.0f, 89.0f, x);
   xc = bbb_self(xc < -104.0f, -104.0f, xc);
   int32_t n;
@@ -85,7 +94,7 @@ static inline float bbb_expf(float x) {
 
 /* e^x for x <= 0 (or NaN) only, as in softplus, sigmoid and tanh: one clamp,
 ** and n <= 0 lets 2^n be built as 2^(n+64) * 2^-64 (still one rounding). */
-static inline float bbb_expf_neg(float x) {
+BBB_VINLINE float bbb_expf_neg(float x) {
   int32_t n;
   float p = bbb_expf_reduce(bbb_self(x < -104.0f, -104.0f, x), &n);
   return p * bbb_u2f((uint32_t)(n + 64 + 127) << 23) * 0x1p-64f;
@@ -94,7 +103,7 @@ static inline float bbb_expf_neg(float x) {
 /* log(x) + k ln 2 + c for finite normal x > 0; bbb_logf adds the edge cases.
 ** k (a small integer) folds into the exponent, and c (a small correction) into
 ** the low-order sum, so neither costs accuracy. */
-static inline float bbb_logf_core(float x, float k, float c) {
+BBB_VINLINE float bbb_logf_core(float x, float k, float c) {
   /* Offset the bits so the mantissa lands in [sqrt(1/2), sqrt(2)): f = m - 1
   ** is then small on both sides of 1, where the polynomial is accurate. */
   uint32_t ix = bbb_f2u(x) + (0x3f800000u - 0x3f3504f3u);
@@ -117,7 +126,7 @@ static inline float bbb_logf_core(float x, float k, float c) {
 }
 
 /* log x: subnormals handled, log 0 = -inf, log(x < 0) = NaN, log inf = inf. */
-static inline float bbb_logf(float x) {
+BBB_VINLINE float bbb_logf(float x) {
   int small = x < 1.17549435e-38f;           /* below FLT_MIN: scale by 2^23 */
   float xs = bbb_self(small, x * 8388608.0f, x);
   float r = bbb_logf_core(xs, bbb_self(small, -23.0f, 0.0f), 0.0f);
@@ -131,7 +140,7 @@ static inline float bbb_logf(float x) {
 ** is that rounding error (exact for |u| < 2^24), and
 ** log(1 + u) = log(w) + c / w to within c^2: the correction restores the bits
 ** lost in forming w. */
-static inline float bbb_log1pf(float u) {
+BBB_VINLINE float bbb_log1pf(float u) {
   float w = 1.0f + u;
   float c = (u - (w - 1.0f)) / w;
   float r = bbb_logf_core(w, 0.0f, c);
@@ -146,7 +155,7 @@ static inline float bbb_log1pf(float u) {
 ** t + t^2 q(t), where 1 + t q(t) is a degree-9 fit of log1p(t) / t at
 ** Chebyshev nodes of [0, 1] (fit error 5e-9 relative). At most 1.38 ulp
 ** over every float of [0, 1] (exhaustive, with FMA). */
-static inline float bbb_log1p_unit(float t) {
+BBB_VINLINE float bbb_log1p_unit(float t) {
   float p = -3.1760569291e-03f;
   p = BBB_FMAF(p, t, 1.9542526862e-02f);
   p = BBB_FMAF(p, t, -5.6373612086e-02f);
@@ -163,7 +172,7 @@ static inline float bbb_log1p_unit(float t) {
 ** division: t q(t), a degree-9 fit at Chebyshev nodes (fit error 2e-9).
 ** With t = e^x for x <= 0 it gives log softplus(x) = x + this; that sum
 ** is within 1.87 ulp for every float x in [-104, 0] (exhaustive, FMA). */
-static inline float bbb_loglog1p_ratio(float t) {
+BBB_VINLINE float bbb_loglog1p_ratio(float t) {
   float p = -1.1343186537e-03f;
   p = BBB_FMAF(p, t, 7.0597588861e-03f);
   p = BBB_FMAF(p, t, -2.0754475353e-02f);
@@ -179,14 +188,14 @@ static inline float bbb_loglog1p_ratio(float t) {
 /* log(1 + e^x) = max(x, 0) + log1p(t), t = e^-|x| in (0, 1]: no overflow for
 ** large x, and for very negative x the result is e^x to full relative
 ** accuracy until e^x itself underflows below ~-103.97. */
-static inline float bbb_softplusf(float x) {
+BBB_VINLINE float bbb_softplusf(float x) {
   float m = bbb_self(x > 0.0f, x, 0.0f);
   return m + bbb_log1p_unit(bbb_expf_neg(-bbb_absf(x)));
 }
 
 /* 1 / (1 + e^-x), written with e^-|x| so negative x keeps relative accuracy
 ** (sigmoid(-100) = 3.7e-44, not 0) and nothing overflows. */
-static inline float bbb_sigmoidf(float x) {
+BBB_VINLINE float bbb_sigmoidf(float x) {
   float e = bbb_expf_neg(-bbb_absf(x));
   float num = bbb_self(x < 0.0f, e, 1.0f);
   return num / (1.0f + e);
@@ -195,7 +204,7 @@ static inline float bbb_sigmoidf(float x) {
 /* tanh: odd polynomial near 0 (keeps tanh(x) = x for tiny x), else
 ** 1 - 2t / (1 + t) with t = e^{-2|x|}, which saturates to 1 with no inf.
 ** Both on |x|, then x's sign bit, so tanh(-0) = -0. */
-static inline float bbb_tanhf(float x) {
+BBB_VINLINE float bbb_tanhf(float x) {
   float ax = bbb_absf(x);
   float z = x * x;
   float p = -5.70498872745e-3f;
