@@ -99,6 +99,24 @@ static inline __attribute__((always_inline)) float prior_dlogp(const prior_k *k,
   return 0;
 }
 
+/* The mixture's log p(w) as prior_logp, also giving its e^-|a1 - a2| with
+** the sign of a1 - a2 (the backward pass takes the responsibilities from it). */
+static inline __attribute__((always_inline)) float mixture_logp_t(const prior_k *k, float w, float *ts) {
+  float w2 = w * w, a1 = k->c1 - w2 * k->h1, a2 = k->c2 - w2 * k->h2;
+  float x = a1 - a2, m = bbb_self(a1 > a2, a1, a2), d = -bbb_absf(x);
+  d = bbb_self(d < -80.0f, -80.0f, d);
+  float t = bbb_expf_neg(d);
+  *ts = bbb_self(x >= 0.0f, t, -t);
+  return m + bbb_log1p_unit(t);
+}
+
+/* prior_dlogp of the mixture from mixture_logp_t's signed t. */
+static inline __attribute__((always_inline)) float mixture_dlogp_t(const prior_k *k, float w, float ts) {
+  float t = bbb_absf(ts), big = 1.0f / (1.0f + t), small = t * big;
+  float r1 = bbb_self(ts >= 0.0f, big, small), r2 = bbb_self(ts >= 0.0f, small, big);
+  return -w * (r1 * k->p1 + r2 * k->p2);
+}
+
 static double prior_offset(const bbb_prior *p) {
   return p->kind == BBB_PRIOR_GAUSSIAN || p->kind == BBB_PRIOR_MIXTURE ? -HALF_LOG_2PI : 0;
 }
@@ -120,6 +138,7 @@ typedef struct {
   int64_t n;
   double *logq, *logp;
   int fresh;            /* backward: gmu and grho are new, write them */
+  bbb_float *tm;        /* mixture: the forward's signed e^-|a1 - a2|, for the backward */
 } fused_ctx;
 
 /* The loops take the prior kind as a constant (always inlined into a switch)
@@ -129,9 +148,10 @@ typedef struct {
 /* neg: every rho of the chunk is <= 0 (the usual case, sigma < log 2), so
 ** with t = e^rho, sigma = log1p(t) and log sigma = rho + log(log1p(t) / t)
 ** come from polynomials in t, with no log. */
-INLINE void sample_loop(int kind, int neg, fused_ctx *u, int64_t a, int64_t b, float *lqo, float *lpo) {
+INLINE void sample_loop(int kind, int neg, int keep, fused_ctx *u, int64_t a, int64_t b, float *lqo,
+                        float *lpo) {
   const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps;
-  bbb_float *wout = u->w;
+  bbb_float *wout = u->w, *tm = u->tm;
   prior_k k = u->k;
   k.kind = kind;
   float lq = 0, lp = 0;
@@ -150,7 +170,13 @@ INLINE void sample_loop(int kind, int neg, fused_ctx *u, int64_t a, int64_t b, f
     float w = mu[i] + s * e;
     wout[i] = w;
     lq += -logs - 0.5f * e * e;
-    if (kind != BBB_PRIOR_NONE) lp += prior_logp(&k, w);
+    if (keep) {
+      float ts;
+      lp += mixture_logp_t(&k, w, &ts);
+      tm[i] = ts;
+    } else if (kind != BBB_PRIOR_NONE) {
+      lp += prior_logp(&k, w);
+    }
   }
   *lqo = lq;
   *lpo = lp;
@@ -164,8 +190,13 @@ INLINE void sample_kind(int kind, fused_ctx *u, int64_t ch) {
   for (int64_t i = a; i < b; i++) mx = rho[i] > mx ? rho[i] : mx;
   float lq, lp;
   /* a NaN rho is not counted in mx; either path turns it into NaN */
-  if (mx <= 0.0f) sample_loop(kind, 1, u, a, b, &lq, &lp);
-  else sample_loop(kind, 0, u, a, b, &lq, &lp);
+  if (kind == BBB_PRIOR_MIXTURE && u->tm) {
+    if (mx <= 0.0f) sample_loop(kind, 1, 1, u, a, b, &lq, &lp);
+    else sample_loop(kind, 0, 1, u, a, b, &lq, &lp);
+  } else {
+    if (mx <= 0.0f) sample_loop(kind, 1, 0, u, a, b, &lq, &lp);
+    else sample_loop(kind, 0, 0, u, a, b, &lq, &lp);
+  }
   u->logq[ch] = lq;
   u->logp[ch] = lp;
 }
@@ -184,8 +215,8 @@ static void sample_chunk(void *c, int64_t lo, int64_t hi) {
 
 /* grad mu += t, grad rho += (t eps - gkl / sigma) sigmoid(rho), with
 ** t = grad w - gkl d log p / d w: the likelihood and complexity paths in one pass. */
-INLINE void backward_loop(int kind, int fresh, fused_ctx *u, int64_t lo, int64_t hi) {
-  const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps, *gw = u->gw;
+INLINE void backward_loop(int kind, int fresh, int stored, fused_ctx *u, int64_t lo, int64_t hi) {
+  const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps, *gw = u->gw, *tm = u->tm;
   bbb_float *gmu = u->gmu, *grho = u->grho;
   prior_k k = u->k;
   k.kind = kind;
@@ -197,7 +228,8 @@ INLINE void backward_loop(int kind, int fresh, fused_ctx *u, int64_t lo, int64_t
     float s = bbb_self(r > 0.0f, r, 0.0f) + bbb_log1p_unit(x);
     float sg = bbb_self(r < 0.0f, x, 1.0f) / (1.0f + x);
     float t = gw[i];
-    if (kind != BBB_PRIOR_NONE) t -= gkl * prior_dlogp(&k, mu[i] + s * e);
+    if (stored) t -= gkl * mixture_dlogp_t(&k, mu[i] + s * e, tm[i]);
+    else if (kind != BBB_PRIOR_NONE) t -= gkl * prior_dlogp(&k, mu[i] + s * e);
     float inv = bbb_self(r < -20, 1.0f, sg / s);   /* sigmoid/softplus -> 1 as rho -> -inf */
     float dr = t * e * sg - gkl * inv;
     if (fresh) { gmu[i] = t; grho[i] = dr; }   /* fresh buffers: no zero fill first */
@@ -205,11 +237,14 @@ INLINE void backward_loop(int kind, int fresh, fused_ctx *u, int64_t lo, int64_t
   }
 }
 
-#define BACKWARD_KINDS(fresh) switch (u->k.kind) {                                   \
-  case BBB_PRIOR_GAUSSIAN: backward_loop(BBB_PRIOR_GAUSSIAN, fresh, u, lo, hi); break;  \
-  case BBB_PRIOR_MIXTURE: backward_loop(BBB_PRIOR_MIXTURE, fresh, u, lo, hi); break;    \
-  case BBB_PRIOR_LAPLACE: backward_loop(BBB_PRIOR_LAPLACE, fresh, u, lo, hi); break;    \
-  default: backward_loop(BBB_PRIOR_NONE, fresh, u, lo, hi); break; }
+#define BACKWARD_KINDS(fresh) switch (u->k.kind) {                                      \
+  case BBB_PRIOR_GAUSSIAN: backward_loop(BBB_PRIOR_GAUSSIAN, fresh, 0, u, lo, hi); break;     \
+  case BBB_PRIOR_MIXTURE:                                                                    \
+    if (u->tm) backward_loop(BBB_PRIOR_MIXTURE, fresh, 1, u, lo, hi);                         \
+    else backward_loop(BBB_PRIOR_MIXTURE, fresh, 0, u, lo, hi);                               \
+    break;                                                                                   \
+  case BBB_PRIOR_LAPLACE: backward_loop(BBB_PRIOR_LAPLACE, fresh, 0, u, lo, hi); break;       \
+  default: backward_loop(BBB_PRIOR_NONE, fresh, 0, u, lo, hi); break; }
 
 static void sample_backward_range(void *c, int64_t lo, int64_t hi) {
   fused_ctx *u = c;
@@ -219,6 +254,7 @@ static void sample_backward_range(void *c, int64_t lo, int64_t hi) {
 static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK, fmu, frho;
   bbb_tensor *mu = nd->in[0].t, *rho = nd->in[1].t, *eps = nd->in[2].t;
+  bbb_tensor *kept = nd->nin > 3 ? nd->in[3].t : NULL;
   prior_saved *sv = bbb_node_ctx(nd);
   bbb_prior p = sv->prior;
   int64_t n = mu->numel;
@@ -233,7 +269,8 @@ static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   /* one loop writes both: if only one is new, zero it and accumulate */
   if (fmu != frho) memset(fmu ? gmu : grho, 0, (size_t)n * sizeof *gmu);
   fused_ctx u = { prior_consts(&p), bbb_data(mu), bbb_data(rho), bbb_data(eps), g,
-                  NULL, gmu, grho, (float)sv->kl_grad, n, NULL, NULL, fmu && frho };
+                  NULL, gmu, grho, (float)sv->kl_grad, n, NULL, NULL, fmu && frho,
+                  kept ? bbb_data(kept) : NULL };
   sv->kl_grad = 0;   /* consumed: a retained graph starts clean */
   bbb_parallel_for(n, CHUNK, sample_backward_range, &u);
   free(scratch);
@@ -268,25 +305,32 @@ int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_
   if (nch > MAXCHUNKS) return bbb_error(BBB_ESHAPE, "bayes_sample: %lld weights is too many", (long long)n);
   bbb_tensor *e = eps ? bbb_tensor_clone(eps) : bbb_tensor_new(mu->ndim, mu->shape);
   bbb_tensor *w = bbb_tensor_new(mu->ndim, mu->shape), *kl = bbb_tensor_new(0, NULL);
+  /* the mixture's exponential, kept for the backward pass when there is one */
+  int keep = p->kind == BBB_PRIOR_MIXTURE && bbb_grad_enabled()
+             && (bbb_tensor_requires_grad(mu) || bbb_tensor_requires_grad(rho));
+  bbb_tensor *kept = keep ? bbb_tensor_new(mu->ndim, mu->shape) : NULL;
   double *part = malloc(2 * (size_t)(nch ? nch : 1) * sizeof *part);
-  if (!e || !w || !kl || !part) {
+  if (!e || !w || !kl || !part || (keep && !kept)) {
     bbb_tensor_release(e); bbb_tensor_release(w); bbb_tensor_release(kl); free(part);
+    bbb_tensor_release(kept);
     return bbb_error(BBB_EMEM, "bayes_sample: out of memory");
   }
   if (!eps) bbb_rng_normal(g, bbb_data(e), n, 0, 1);
   fused_ctx u = { prior_consts(p), bbb_data(mu), bbb_data(rho), bbb_data(e), NULL,
-                  bbb_data(w), NULL, NULL, 0, n, part, part + nch, 0 };
+                  bbb_data(w), NULL, NULL, 0, n, part, part + nch, 0, kept ? bbb_data(kept) : NULL };
   bbb_parallel_for(nch, 1, sample_chunk, &u);
   double lq = -HALF_LOG_2PI * (double)n, lp = prior_offset(p) * (double)n;
   for (int64_t c = 0; c < nch; c++) { lq += part[c]; lp += part[nch + c]; }
   free(part);
   bbb_data(kl)[0] = (bbb_float)(p->kind == BBB_PRIOR_NONE ? lq : lq - lp);
 
-  bbb_tensor *in[3] = { mu, rho, e };
+  bbb_tensor *in[4] = { mu, rho, e, kept };
   bbb_node *nd;
   prior_saved sv = { *p, 0 };
-  st = bbb_record(w, BBB_OP_BAYES_SAMPLE, sample_backward, 3, in, 7u, &sv, sizeof sv, &nd);
-  bbb_tensor_release(e);   /* the node holds it if it needs it */
+  st = bbb_record(w, BBB_OP_BAYES_SAMPLE, sample_backward, kept ? 4 : 3, in, kept ? 15u : 7u,
+                  &sv, sizeof sv, &nd);
+  bbb_tensor_release(e);   /* the node holds them if it needs them */
+  bbb_tensor_release(kept);
   if (!st && nd) st = bbb_record(kl, BBB_OP_BAYES_KL, kl_backward, 1, &w, 0u, NULL, 0, NULL);
   if (st) { bbb_tensor_release(w); bbb_tensor_release(kl); return st; }
   *wout = w; *klout = kl;
