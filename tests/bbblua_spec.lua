@@ -4,16 +4,8 @@ local build = os.getenv("BBB_BUILD") or "build"
 local root = os.getenv("BBB_ROOT") or "."
 local bbblua = build .. "/bbblua"
 
-local function q(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
-
--- Runs a shell command; returns its stdout+stderr and exit status.
-local function run(cmd)
-  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"status=$?\""))
-  local out = p:read("a")
-  p:close()
-  local body, status = out:match("^(.-)status=(%d+)\n$")
-  return body, tonumber(status)
-end
+local helpers = require "helpers"
+local q, run = helpers.q, helpers.sh   -- run(cmd) -> output, exit status
 
 local tmp = os.tmpname()
 local made = {tmp}

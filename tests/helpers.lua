@@ -17,6 +17,18 @@ function helpers.run(args)
   return tonumber(out:match("exit=(%d+)%s*$")), out
 end
 
+--- q(s) -> s quoted for the shell (single quotes)
+function helpers.q(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
+
+--- sh(cmd) -> output (stdout and stderr), exit status of a shell command
+function helpers.sh(cmd)
+  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"status=$?\""))
+  local out = p:read("a")
+  p:close()
+  local body, status = out:match("^(.-)status=(%d+)\n$")
+  return body, tonumber(status)
+end
+
 --- has(out, want): want appears in out, as plain text
 function helpers.has(out, want)
   assert.truthy(out:find(want, 1, true), ("expected %q in:\n%s"):format(want, out))
