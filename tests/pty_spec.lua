@@ -5,14 +5,8 @@
 local build = os.getenv("BBB_BUILD") or "build"
 local bbblua = build .. "/bbblua"
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
-  local ok, _, code = p:close()
-  return out, ok and 0 or code
-end
-
-local function q(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
+local helpers = require "helpers"
+local q, sh = helpers.q, helpers.sh   -- sh(cmd) -> output, exit status
 
 local have_tmux = select(2, sh("command -v tmux")) == 0
 
