@@ -421,6 +421,73 @@ describe("Dropout", function()
   end)
 end)
 
+describe("the gradient norm the backward pass keeps", function()
+  local core = bbb.core
+  local function sample_grads(n, seed)
+    local gen = bbb.Generator(seed)
+    local mu = bbb.randn({ n }, 0, 0.1, gen):requires_grad(true)
+    local rho = bbb.rand({ n }, -7, 1, gen):requires_grad(true)
+    local gout = bbb.randn({ n }, 0, 1, gen)
+    local prior = bbb.prior.ScaleMixture{ pi = 0.25, sigma1 = 1, sigma2 = math.exp(-7) }
+    local function step()
+      local w, kl = core.bayes_sample(mu, rho, prior, gen)
+      local loss = (w * gout):sum() + kl * 1e-3
+      loss:backward()
+    end
+    return mu, rho, step
+  end
+
+  it("is the sum sqnorm reads, bit for bit, for any length", function()
+    for _, n in ipairs { 1, 17, 16384, 16385, 100003 } do
+      local mu, rho, step = sample_grads(n, n)
+      step()
+      for _, g in ipairs { mu.grad, rho.grad } do
+        assert.is_true(core.sqnorm_known(g), "no sum kept for n = " .. n)
+        local copy = g:clone()
+        assert.is_false(core.sqnorm_known(copy))
+        assert.are.equal(core.sqnorm(copy), core.sqnorm(g))
+        assert.is_true(core.sqnorm(g) > 0)
+      end
+    end
+  end)
+
+  it("goes stale with any later write to the gradient", function()
+    local mu, rho, step = sample_grads(40000, 3)
+    step()
+    local g = mu.grad
+    local before = core.sqnorm(g)
+    g[7] = 1e3                                   -- an in-place write
+    assert.is_false(core.sqnorm_known(g))
+    assert.are.equal(core.sqnorm(g:clone()), core.sqnorm(g))
+    assert.is_true(core.sqnorm(g) > before)
+    -- a second backward adds to the gradients it left: read again
+    step()
+    assert.is_false(core.sqnorm_known(rho.grad))
+    assert.are.equal(core.sqnorm(rho.grad:clone()), core.sqnorm(rho.grad))
+    -- a view of part of a gradient is summed over the view
+    mu:set_grad(nil); rho:set_grad(nil)
+    step()
+    local part = rho.grad:narrow(1, 1, 100)
+    local s = 0
+    for _, v in ipairs(part:totable()) do s = s + v * v end
+    assert.is_true(math.abs(core.sqnorm(part) - s) <= 1e-12 * s)
+  end)
+
+  it("lets the optimizer clip by the same norm as a fresh read", function()
+    local norms = {}
+    for k, keep in ipairs { true, false } do
+      local mu, rho, step = sample_grads(50000, 11)
+      local opt = bbb.optim.Adam({ { "mu", mu }, { "rho", rho } }, { lr = 1e-2, clip_norm = 1e-3 })
+      opt:zero_grad()
+      step()
+      if not keep then mu.grad[1] = mu.grad[1] end   -- same values, sum no longer kept
+      assert.are.equal(keep, core.sqnorm_known(mu.grad))
+      norms[k] = opt:step()
+    end
+    assert.are.equal(norms[1], norms[2])
+  end)
+end)
+
 describe("the fused passes and the optimizer on 1 and 2 threads", function()
   -- Sampling (noise, weights, complexity), its backward and two Adam steps
   -- over 300,000 weights (many fixed chunks, split between threads), with

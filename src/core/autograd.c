@@ -33,6 +33,7 @@ static int requires(const bbb_tensor *t) { return t->ag && t->ag->requires_grad;
 static void settle(struct bbb_autograd *a) {
   if (a->grad && a->grad_unset) {
     memset(bbb_data(a->grad), 0, (size_t)a->grad->numel * sizeof(bbb_float));
+    bbb_tensor_touch(a->grad);
     a->grad_unset = 0;
   }
 }
@@ -127,6 +128,7 @@ bbb_float *bbb_grad_of(bbb_tensor *t, int *status) {
     if (!t->ag->grad) { *status = bbb_errstatus(); return NULL; }
   }
   settle(t->ag);
+  bbb_tensor_touch(t->ag->grad);   /* the caller writes it */
   return bbb_data(t->ag->grad);
 }
 
@@ -148,6 +150,7 @@ bbb_float *bbb_grad_begin(bbb_tensor *t, int *fresh, int *status) {
     t->ag->grad_unset = 0;
     *fresh = 1;
   }
+  bbb_tensor_touch(t->ag->grad);   /* the caller writes it */
   return bbb_data(t->ag->grad);
 }
 

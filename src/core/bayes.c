@@ -9,6 +9,7 @@
 
 #include "autograd.h"
 #include "bayes.h"
+#include "optim.h"
 #include "parallel.h"
 #include "vmath.h"
 
@@ -139,6 +140,8 @@ typedef struct {
   double *logq, *logp;
   int fresh;            /* backward: gmu and grho are new, write them */
   bbb_float *tm;        /* mixture: the forward's signed e^-|a1 - a2|, for the backward */
+  double *sq;           /* backward by chunks: per chunk, sums of squares of gmu then grho */
+  int64_t nch;
 } fused_ctx;
 
 /* The loops take the prior kind as a constant (always inlined into a switch)
@@ -214,14 +217,18 @@ static void sample_chunk(void *c, int64_t lo, int64_t hi) {
 }
 
 /* grad mu += t, grad rho += (t eps - gkl / sigma) sigmoid(rho), with
-** t = grad w - gkl d log p / d w: the likelihood and complexity paths in one pass. */
-INLINE void backward_loop(int kind, int fresh, int stored, fused_ctx *u, int64_t lo, int64_t hi) {
+** t = grad w - gkl d log p / d w: the likelihood and complexity paths in one pass.
+** fresh: 0 adds to the gradients, 1 writes them, 2 writes them and stores
+** their sums of squares over [lo, hi) in sq[0] and sq[1]. */
+INLINE void backward_loop(int kind, int fresh, int stored, fused_ctx *u, int64_t lo, int64_t hi,
+                          double *sq) {
   const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps, *gw = u->gw, *tm = u->tm;
   bbb_float *gmu = u->gmu, *grho = u->grho;
   prior_k k = u->k;
   k.kind = kind;
   float gkl = u->gkl;
-  #pragma omp simd
+  double s1 = 0, s2 = 0;
+  #pragma omp simd reduction(+:s1, s2)
   for (int64_t i = lo; i < hi; i++) {
     /* softplus and sigmoid from one e^-|rho| */
     float r = rho[i], e = eps[i], x = bbb_expf_neg(-bbb_absf(r));
@@ -234,21 +241,39 @@ INLINE void backward_loop(int kind, int fresh, int stored, fused_ctx *u, int64_t
     float dr = t * e * sg - gkl * inv;
     if (fresh) { gmu[i] = t; grho[i] = dr; }   /* fresh buffers: no zero fill first */
     else { gmu[i] += t; grho[i] += dr; }
+    if (fresh == 2) { s1 += (double)t * t; s2 += (double)dr * dr; }
   }
+  if (fresh == 2) { sq[0] = s1; sq[1] = s2; }
 }
 
-#define BACKWARD_KINDS(fresh) switch (u->k.kind) {                                      \
-  case BBB_PRIOR_GAUSSIAN: backward_loop(BBB_PRIOR_GAUSSIAN, fresh, 0, u, lo, hi); break;     \
+#define BACKWARD_KINDS(fresh, lo, hi, sq) switch (u->k.kind) {                              \
+  case BBB_PRIOR_GAUSSIAN: backward_loop(BBB_PRIOR_GAUSSIAN, fresh, 0, u, lo, hi, sq); break;     \
   case BBB_PRIOR_MIXTURE:                                                                    \
-    if (u->tm) backward_loop(BBB_PRIOR_MIXTURE, fresh, 1, u, lo, hi);                         \
-    else backward_loop(BBB_PRIOR_MIXTURE, fresh, 0, u, lo, hi);                               \
+    if (u->tm) backward_loop(BBB_PRIOR_MIXTURE, fresh, 1, u, lo, hi, sq);                         \
+    else backward_loop(BBB_PRIOR_MIXTURE, fresh, 0, u, lo, hi, sq);                               \
     break;                                                                                   \
-  case BBB_PRIOR_LAPLACE: backward_loop(BBB_PRIOR_LAPLACE, fresh, 0, u, lo, hi); break;       \
-  default: backward_loop(BBB_PRIOR_NONE, fresh, 0, u, lo, hi); break; }
+  case BBB_PRIOR_LAPLACE: backward_loop(BBB_PRIOR_LAPLACE, fresh, 0, u, lo, hi, sq); break;       \
+  default: backward_loop(BBB_PRIOR_NONE, fresh, 0, u, lo, hi, sq); break; }
 
 static void sample_backward_range(void *c, int64_t lo, int64_t hi) {
   fused_ctx *u = c;
-  if (u->fresh) { BACKWARD_KINDS(1) } else { BACKWARD_KINDS(0) }
+  if (u->fresh) { BACKWARD_KINDS(1, lo, hi, NULL) } else { BACKWARD_KINDS(0, lo, hi, NULL) }
+}
+
+/* Fresh gradients by chunks, which are bbb_sqnorm's chunks, with each
+** chunk's sums of squares formed as the values are written: the
+** optimizer's gradient norm then needs no pass over memory of its own. */
+_Static_assert(BBB_BAYES_CHUNK == BBB_SUM_CHUNK, "the backward's chunks must be bbb_sqnorm's");
+
+static void sample_backward_chunks(void *c, int64_t lo, int64_t hi) {
+  fused_ctx *u = c;
+  for (int64_t ch = lo; ch < hi; ch++) {
+    int64_t a = ch * CHUNK, b = a + CHUNK < u->n ? a + CHUNK : u->n;
+    double sq[2];
+    BACKWARD_KINDS(2, a, b, sq)
+    u->sq[ch] = sq[0];
+    u->sq[u->nch + ch] = sq[1];
+  }
 }
 
 static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
@@ -270,9 +295,22 @@ static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   if (fmu != frho) memset(fmu ? gmu : grho, 0, (size_t)n * sizeof *gmu);
   fused_ctx u = { prior_consts(&p), bbb_data(mu), bbb_data(rho), bbb_data(eps), g,
                   NULL, gmu, grho, (float)sv->kl_grad, n, NULL, NULL, fmu && frho,
-                  kept ? bbb_data(kept) : NULL };
+                  kept ? bbb_data(kept) : NULL, NULL, 0 };
   sv->kl_grad = 0;   /* consumed: a retained graph starts clean */
-  bbb_parallel_for(n, CHUNK, sample_backward_range, &u);
+  /* both gradients new (the training step's case): the pass keeps their
+  ** sums of squares (without memory for the sums it runs without them) */
+  int64_t nch = (n + CHUNK - 1) / CHUNK;
+  u.sq = u.fresh && !scratch && n > 0 ? malloc(2 * (size_t)nch * sizeof *u.sq) : NULL;
+  u.nch = nch;
+  if (u.sq) bbb_parallel_for(nch, 1, sample_backward_chunks, &u);
+  else bbb_parallel_for(n, CHUNK, sample_backward_range, &u);
+  if (u.sq && !bbb_interrupted()) {
+    double smu = 0, srho = 0;   /* added in order, as bbb_sqnorm does */
+    for (int64_t c = 0; c < nch; c++) { smu += u.sq[c]; srho += u.sq[nch + c]; }
+    bbb_sqnorm_keep(bbb_tensor_grad(mu), smu);
+    bbb_sqnorm_keep(bbb_tensor_grad(rho), srho);
+  }
+  free(u.sq);
   free(scratch);
   return BBB_OK;
 }
@@ -317,7 +355,8 @@ int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_
   }
   if (!eps) bbb_rng_normal(g, bbb_data(e), n, 0, 1);
   fused_ctx u = { prior_consts(p), bbb_data(mu), bbb_data(rho), bbb_data(e), NULL,
-                  bbb_data(w), NULL, NULL, 0, n, part, part + nch, 0, kept ? bbb_data(kept) : NULL };
+                  bbb_data(w), NULL, NULL, 0, n, part, part + nch, 0, kept ? bbb_data(kept) : NULL,
+                  NULL, 0 };
   bbb_parallel_for(nch, 1, sample_chunk, &u);
   double lq = -HALF_LOG_2PI * (double)n, lp = prior_offset(p) * (double)n;
   for (int64_t c = 0; c < nch; c++) { lq += part[c]; lp += part[nch + c]; }

@@ -121,15 +121,31 @@ static int check_same(const bbb_tensor *p, const bbb_tensor *t, const char *op, 
   return BBB_OK;
 }
 
-static double sq_chunk(const void *x, int64_t lo, int64_t hi) {
-  const bbb_float *d = x;
+double bbb_sqnorm_chunk(const bbb_float *d, int64_t lo, int64_t hi) {
   double s = 0;
   #pragma omp simd reduction(+:s)
   for (int64_t i = lo; i < hi; i++) s += (double)d[i] * d[i];
   return s;
 }
 
+static double sq_chunk(const void *x, int64_t lo, int64_t hi) { return bbb_sqnorm_chunk(x, lo, hi); }
+
+static int whole(const bbb_tensor *t) { return t->offset == 0 && t->numel == t->storage->size; }
+
+int bbb_sqnorm_known(const bbb_tensor *t) {
+  const bbb_storage *s = t->storage;
+  return whole(t) && s->sq_known && s->sq_version == s->version;
+}
+
+void bbb_sqnorm_keep(bbb_tensor *t, double sq) {
+  if (!whole(t)) return;
+  t->storage->sq_known = 1;
+  t->storage->sq_version = t->storage->version;
+  t->storage->sq = sq;
+}
+
 double bbb_sqnorm(const bbb_tensor *t) {
+  if (bbb_sqnorm_known(t)) return t->storage->sq;
   return bbb_parallel_sum(t->numel, sq_chunk, bbb_data(t));
 }
 

@@ -8,8 +8,19 @@
 
 #include "tensor.h"
 
-/* Sum of squares in double; NaN or inf if any element is not finite. */
+/* Sum of squares in double; NaN or inf if any element is not finite.
+** Chunks of BBB_SUM_CHUNK elements are summed by bbb_sqnorm_chunk and
+** added in order. For a tensor that covers its storage, a sum kept with
+** bbb_sqnorm_keep by the pass that wrote it is returned while no write has
+** happened since (the storage version says so). */
 double bbb_sqnorm(const bbb_tensor *t);
+double bbb_sqnorm_chunk(const bbb_float *x, int64_t lo, int64_t hi);
+
+/* Keeps sq (which must be bbb_sqnorm's sum, made of bbb_sqnorm_chunk
+** results) as t's sum of squares until t's storage is next written; nothing
+** when t does not cover its storage. */
+void bbb_sqnorm_keep(bbb_tensor *t, double sq);
+int bbb_sqnorm_known(const bbb_tensor *t);
 
 /* The hyperparameters of one update; each kind reads the fields it uses. */
 typedef struct {

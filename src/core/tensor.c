@@ -116,6 +116,7 @@ static bbb_storage *storage_new(int64_t n) {
   s->size = n;
   s->refcount = 1;
   s->version = 0;
+  s->sq_known = 0;
   bytes_allocated += (int64_t)bytes;
   return s;
 }

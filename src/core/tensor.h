@@ -42,6 +42,11 @@ typedef struct bbb_storage {
   int64_t size;        /* elements */
   int refcount;
   unsigned version;    /* bumped by every in-place write */
+  /* The sum of squares of all size elements as bbb_sqnorm computes it, kept
+  ** by the pass that wrote them: current while version == sq_version. */
+  int sq_known;
+  unsigned sq_version;
+  double sq;
 } bbb_storage;
 
 struct bbb_autograd;   /* autograd.c's per-tensor state */

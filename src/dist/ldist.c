@@ -80,6 +80,7 @@ static int l_allreduce(lua_State *L) {
   bbb_tensor *t = check_tensor(L, 1);
   check_live(L, "allreduce");
   sum_floats(L, bbb_data(t), t->numel, "allreduce");
+  bbb_tensor_touch(t);
   lua_settop(L, 1);
   return 1;
 }

@@ -22,6 +22,14 @@ static int l_sqnorm(lua_State *L) {
   return 1;
 }
 
+/* sqnorm_known(t): whether sqnorm(t) would return a sum kept by the pass
+** that wrote t (true after a training step's backward for the Bayesian
+** layers' gradients) instead of reading t. */
+static int l_sqnorm_known(lua_State *L) {
+  lua_pushboolean(L, bbb_sqnorm_known(lbbb_check_tensor(L, 1)));
+  return 1;
+}
+
 /* A number field of the options table at index i, or def when absent. */
 static double hyper_number(lua_State *L, int i, const char *op, const char *key, double def) {
   double v = def;
@@ -140,7 +148,7 @@ static int l_adam_update(lua_State *L) { return update(L, ADAM); }
 static int l_rmsprop_update(lua_State *L) { return update(L, RMSPROP); }
 
 static const luaL_Reg funcs[] = {
-  {"sqnorm", l_sqnorm}, {"sgd_update", l_sgd_update}, {"adam_update", l_adam_update},
+  {"sqnorm", l_sqnorm}, {"sqnorm_known", l_sqnorm_known}, {"sgd_update", l_sgd_update}, {"adam_update", l_adam_update},
   {"rmsprop_update", l_rmsprop_update}, {NULL, NULL}
 };
 
