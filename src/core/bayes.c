@@ -148,17 +148,19 @@ typedef struct {
 ** so the compiler drops the dispatch and vectorises them. */
 #define INLINE static inline __attribute__((always_inline))
 
-/* neg: every rho of the chunk is <= 0 (the usual case, sigma < log 2), so
+/* A chunk is sampled in two loops: the weights with log q, then log p over
+** the weights just written (still in cache). One loop doing both held more
+** constants than there are vector registers and ran 0.6 ms slower over the
+** 2.4M weights of a 784-1200-1200-10 network.
+**
+** neg: every rho of the chunk is <= 0 (the usual case, sigma < log 2), so
 ** with t = e^rho, sigma = log1p(t) and log sigma = rho + log(log1p(t) / t)
 ** come from polynomials in t, with no log. */
-INLINE void sample_loop(int kind, int neg, int keep, fused_ctx *u, int64_t a, int64_t b, float *lqo,
-                        float *lpo) {
+INLINE float sample_loop(int neg, fused_ctx *u, int64_t a, int64_t b) {
   const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps;
-  bbb_float *wout = u->w, *tm = u->tm;
-  prior_k k = u->k;
-  k.kind = kind;
-  float lq = 0, lp = 0;
-  #pragma omp simd reduction(+:lq, lp)
+  bbb_float *wout = u->w;
+  float lq = 0;
+  #pragma omp simd reduction(+:lq)
   for (int64_t i = a; i < b; i++) {
     float r = rho[i], e = eps[i], s, logs;
     if (neg) {
@@ -173,16 +175,30 @@ INLINE void sample_loop(int kind, int neg, int keep, fused_ctx *u, int64_t a, in
     float w = mu[i] + s * e;
     wout[i] = w;
     lq += -logs - 0.5f * e * e;
+  }
+  return lq;
+}
+
+/* log p summed over the chunk's weights; keep: the mixture's signed
+** exponential stored for the backward pass too. */
+INLINE float prior_loop(int kind, int keep, fused_ctx *u, int64_t a, int64_t b) {
+  const bbb_float *wv = u->w;
+  bbb_float *tm = u->tm;
+  prior_k k = u->k;
+  k.kind = kind;
+  float lp = 0;
+  #pragma omp simd reduction(+:lp)
+  for (int64_t i = a; i < b; i++) {
+    float w = wv[i];
     if (keep) {
       float ts;
       lp += mixture_logp_t(&k, w, &ts);
       tm[i] = ts;
-    } else if (kind != BBB_PRIOR_NONE) {
+    } else {
       lp += prior_logp(&k, w);
     }
   }
-  *lqo = lq;
-  *lpo = lp;
+  return lp;
 }
 
 INLINE void sample_kind(int kind, fused_ctx *u, int64_t ch) {
@@ -191,17 +207,11 @@ INLINE void sample_kind(int kind, fused_ctx *u, int64_t ch) {
   float mx = -INFINITY;
   #pragma omp simd reduction(max:mx)
   for (int64_t i = a; i < b; i++) mx = rho[i] > mx ? rho[i] : mx;
-  float lq, lp;
   /* a NaN rho is not counted in mx; either path turns it into NaN */
-  if (kind == BBB_PRIOR_MIXTURE && u->tm) {
-    if (mx <= 0.0f) sample_loop(kind, 1, 1, u, a, b, &lq, &lp);
-    else sample_loop(kind, 0, 1, u, a, b, &lq, &lp);
-  } else {
-    if (mx <= 0.0f) sample_loop(kind, 1, 0, u, a, b, &lq, &lp);
-    else sample_loop(kind, 0, 0, u, a, b, &lq, &lp);
-  }
-  u->logq[ch] = lq;
-  u->logp[ch] = lp;
+  u->logq[ch] = mx <= 0.0f ? sample_loop(1, u, a, b) : sample_loop(0, u, a, b);
+  if (kind == BBB_PRIOR_NONE) u->logp[ch] = 0;
+  else if (kind == BBB_PRIOR_MIXTURE && u->tm) u->logp[ch] = prior_loop(kind, 1, u, a, b);
+  else u->logp[ch] = prior_loop(kind, 0, u, a, b);
 }
 
 static void sample_chunk(void *c, int64_t lo, int64_t hi) {
