@@ -272,7 +272,11 @@ static void sample_backward_range(void *c, int64_t lo, int64_t hi) {
 
 /* Fresh gradients by chunks, which are bbb_sqnorm's chunks, with each
 ** chunk's sums of squares formed as the values are written: the
-** optimizer's gradient norm then needs no pass over memory of its own. */
+** optimizer's gradient norm then needs no pass over memory of its own. The
+** loop forms them as bbb_sqnorm_chunk does (the same simd reduction over
+** the same range), and bayes_spec checks the two agree bit for bit; were
+** they ever to differ in the last bit, the norm would still bound every
+** |g|, as any order of adding squares does. */
 _Static_assert(BBB_BAYES_CHUNK == BBB_SUM_CHUNK, "the backward's chunks must be bbb_sqnorm's");
 
 static void sample_backward_chunks(void *c, int64_t lo, int64_t hi) {
