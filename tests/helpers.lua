@@ -34,6 +34,13 @@ function helpers.has(out, want)
   assert.truthy(out:find(want, 1, true), ("expected %q in:\n%s"):format(want, out))
 end
 
+--- errors_with(fn, text): fn raises an error whose message contains text
+function helpers.errors_with(fn, text)
+  local ok, err = pcall(fn)
+  assert.is_false(ok, "no error")
+  assert.truthy(tostring(err):find(text, 1, true), ("%q not in %q"):format(text, tostring(err)))
+end
+
 --- ok(args, ...) -> output: `bbblua args` exits 0 and prints every ... text
 function helpers.ok(args, ...)
   local status, out = helpers.run(args)

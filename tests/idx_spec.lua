@@ -40,11 +40,7 @@ local function read(path)
   return s
 end
 
-local function errors_with(fn, text)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "no error")
-  assert.truthy(tostring(err):find(text, 1, true), ("%q not in %q"):format(text, tostring(err)))
-end
+local errors_with = require("helpers").errors_with
 
 -- 3 images of 2x2 and their bytes
 local pixels = string.char(0, 1, 2, 3, 10, 20, 30, 40, 252, 253, 254, 255)

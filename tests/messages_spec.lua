@@ -3,11 +3,7 @@
 -- unnoticed.
 local bbb = require "bbb"
 
-local function errors_with(fn, text)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "no error")
-  assert.truthy(tostring(err):find(text, 1, true), ("%q not in %q"):format(text, tostring(err)))
-end
+local errors_with = require("helpers").errors_with
 
 describe("network builders", function()
   it("refuse a size list without at least an input and an output size", function()

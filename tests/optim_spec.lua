@@ -15,11 +15,7 @@ local function set_grad(p, g)
   s:backward()
 end
 
-local function errors_with(fn, text)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "no error")
-  assert.truthy(tostring(err):find(text, 1, true), ("%q not in %q"):format(text, tostring(err)))
-end
+local errors_with = require("helpers").errors_with
 
 describe("optimizer hyperparameters", function()
   local p = param { 1, 2 }
