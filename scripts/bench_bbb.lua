@@ -172,6 +172,9 @@ local function verdict(ratio, target) return ratio <= target and "met" or "MISS"
 
 print(("bbb %s, %d thread(s), batch %d, 1 MC sample, ScaleMixture prior, Adam, estimator %s")
   :format(bbb.version, threads, B, args.estimator))
+local blas_core, blas_env = bench.blas()
+print(("OpenBLAS kernels %s (%s); the GEMM floors run on them too"):format(blas_core,
+  blas_env and "OPENBLAS_CORETYPE=" .. blas_env or "OpenBLAS's own choice for this CPU"))
 print(("%-18s %9s %9s %7s %7s %11s %11s %7s %7s"):format("network", "step ms", "GEMMs ms", "ratio",
   "target", "MC infer s", "infer GEMM", "ratio", "target"))
 for _, sizes in ipairs{ { 784, 1200, 1200, 10 }, { 784, 400, 400, 10 } } do

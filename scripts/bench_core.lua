@@ -102,8 +102,10 @@ local widths = {}
 for _, row in ipairs(rows) do
   for i, cell in ipairs(row) do widths[i] = math.max(widths[i] or 0, #cell) end
 end
-print(("bench_core: %d thread%s, median of %d reps, best of %d rounds")
-  :format(args.threads, args.threads == 1 and "" or "s", args.reps, ROUNDS))
+local blas_core, blas_env = bench.blas()
+print(("bench_core: %d thread%s, median of %d reps, best of %d rounds, OpenBLAS kernels %s%s")
+  :format(args.threads, args.threads == 1 and "" or "s", args.reps, ROUNDS, blas_core,
+    blas_env and " (OPENBLAS_CORETYPE=" .. blas_env .. ")" or ""))
 for r, row in ipairs(rows) do
   local cells = {}
   for i, cell in ipairs(row) do cells[i] = cell .. (" "):rep(widths[i] - #cell) end

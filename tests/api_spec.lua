@@ -20,6 +20,13 @@ describe("bbb's public namespace", function()
     assert.are.equal("function", type(bench.sgemm))
     assert.are.equal("function", type(bench.softplus_libm))
   end)
+  it("bbb.bench names the OpenBLAS kernels its floors run on", function()
+    local name, env = require("bbb.bench").blas()
+    assert.is_string(name)
+    assert.are.equal(os.getenv("OPENBLAS_CORETYPE"), env)
+    -- OpenBLAS honours the variable, so the name it reports is the one asked for
+    if env then assert.are.equal(env:lower(), name:lower()) end
+  end)
   it("every public function is the core's own", function()
     for k, v in pairs(bbb) do
       if core[k] ~= nil then assert.are.equal(core[k], v, k) end

@@ -70,8 +70,9 @@ describe("scripts", function()
     assert.truthy(out:find("--pi: number '1.5' is out of range: must be in (0, 1)", 1, true), out)
   end)
   it("the benchmarks run and print their ratios", function()
-    ok("scripts/bench_core.lua --reps 3", "matmul", "softplus", "vector math", "sigmoid")
-    ok("scripts/bench_bbb.lua --steps 2 --infer-samples 1 --infer-images 1000", "784-1200-1200-10", "784-400-400-10",
+    ok("scripts/bench_core.lua --reps 3", "matmul", "softplus", "vector math", "sigmoid", "OpenBLAS kernels")
+    ok("scripts/bench_bbb.lua --steps 2 --infer-samples 1 --infer-images 1000", "OpenBLAS kernels",
+      "784-1200-1200-10", "784-400-400-10",
       "thread scaling", "busy share", "ScaleMixture", "Laplace", "flipout", "peak RSS")
   end)
 end)

@@ -306,10 +306,22 @@ static int l_clock(lua_State *L) {
   return 1;
 }
 
+char *openblas_get_corename(void);
+
+/* blas() -> name of the kernels OpenBLAS runs, and OPENBLAS_CORETYPE or nil.
+** The GEMM floor depends on them: OpenBLAS picks them at load time from
+** that variable, or from its own table of CPUs when it is unset. */
+static int l_bench_blas(lua_State *L) {
+  const char *name = openblas_get_corename(), *env = getenv("OPENBLAS_CORETYPE");
+  lua_pushstring(L, name ? name : "unknown");
+  if (env) lua_pushstring(L, env); else lua_pushnil(L);
+  return 2;
+}
+
 static const luaL_Reg bench_funcs[] = {
   {"sgemm", l_bench_sgemm}, {"softplus_libm", l_bench_softplus_libm},
   {"vmath", l_bench_vmath}, {"vmath_ulp", l_bench_vmath_ulp},
-  {"clock", l_clock}, {NULL, NULL}
+  {"clock", l_clock}, {"blas", l_bench_blas}, {NULL, NULL}
 };
 
 LUAMOD_API int luaopen_bbb_bench(lua_State *L) {
