@@ -530,3 +530,61 @@ describe("the fused passes and the optimizer on 1 and 2 threads", function()
     assert.are.equal(0, diff)
   end)
 end)
+
+describe("the fused complexity term's value", function()
+  -- log q - log p summed in float64 over the weights the pass drew, from the
+  -- same mu, rho, eps: softplus and the mixture's log-sum-exp in log space.
+  local function reference(mu, rho, eps, w, pi, s1, s2)
+    local HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+    local lq, lp = 0, 0
+    for i = 1, #mu do
+      local r = rho[i]
+      local sigma = r > 0 and r + math.log(1 + math.exp(-r)) or math.log(1 + math.exp(r))
+      local logs = r < -30 and r or math.log(sigma)   -- log1p(e^r) = e^r to double precision there
+      lq = lq - logs - 0.5 * eps[i] * eps[i] - HALF_LOG_2PI
+      local x = w[i]
+      local a1 = math.log(pi) - math.log(s1) - x * x / (2 * s1 * s1)
+      local a2 = math.log(1 - pi) - math.log(s2) - x * x / (2 * s2 * s2)
+      local m = math.max(a1, a2)
+      lp = lp + m + math.log(1 + math.exp(-math.abs(a1 - a2))) - HALF_LOG_2PI
+    end
+    return lq - lp, lq, lp
+  end
+
+  local function case(rho_lo, rho_hi, sigma2, mu_sd, general)
+    local n = 2 * 16384 + 777   -- two whole chunks and a part, blocks cut short
+    local gen = bbb.Generator(17)
+    local mu = bbb.randn({ n }, 0, mu_sd, gen)
+    local rho = bbb.rand({ n }, rho_lo, rho_hi, gen)
+    if general then for i = 1, 100 do rho[i] = 0.5 end end   -- the first chunk: rho > 0 somewhere
+    local eps = bbb.randn({ n }, 0, 1, gen)
+    local pi, s1 = 0.25, 1
+    local w, kl = bbb.core.bayes_sample(mu, rho, bbb.prior.ScaleMixture{ pi = pi, sigma1 = s1, sigma2 = sigma2 },
+      nil, eps)
+    local ref = reference(mu:totable(), rho:totable(), eps:totable(), w:totable(), pi, s1, sigma2)
+    return kl:item(), ref
+  end
+
+  for _, c in ipairs{
+    { "friendly: rho in [-6, -2], sigma2 = e^-6", -6, -2, math.exp(-6), 0.1 },
+    { "sigma near softplus's cut: rho in [-1, 0]", -1, 0, math.exp(-6), 0.1 },
+    { "tiny sigma: rho in [-100, -60]", -100, -60, math.exp(-6), 0.1 },
+    { "weights far out: mu sd 20, sigma2 = e^-8", -6, -1, math.exp(-8), 20 },
+    { "some rho > 0: the general path", -3, 0, math.exp(-6), 0.1, true },
+  } do
+    it("matches a float64 sum, " .. c[1], function()
+      local kl, ref = case(c[2], c[3], c[4], c[5], c[6])
+      assert(math.abs(kl - ref) <= 1e-6 * math.abs(ref) + 1e-3,
+        ("kl %.9g, float64 %.9g, relative error %.3g"):format(kl, ref, math.abs(kl - ref) / math.abs(ref)))
+    end)
+  end
+
+  it("is NaN when a rho is", function()
+    local n = 1000
+    local rho = bbb.full({ n }, -3)
+    rho[500] = 0 / 0
+    local _, kl = bbb.core.bayes_sample(bbb.zeros{ n }, rho,
+      bbb.prior.ScaleMixture{ pi = 0.5, sigma1 = 1, sigma2 = math.exp(-6) }, nil, bbb.randn({ n }, 0, 1, bbb.Generator(3)))
+    assert.is_true(kl:item() ~= kl:item())
+  end)
+end)
