@@ -152,6 +152,20 @@ static double logprod_log(const logprod *lp) {
   return lp->bad ? NAN : log(lp->m) + (double)lp->e * LN2;
 }
 
+/* One simd loop per block of [a, b): the body adds to the float s1 and
+** multiplies the float pr; the blocks' sums gather in lin (a double) and
+** their products in lp. */
+#define BLOCK_LOOP(a, b, lin, lp, ...) do {                                  \
+    for (int64_t c_ = (a); c_ < (b); c_ += PBLOCK) {                         \
+      int64_t d_ = c_ + PBLOCK < (b) ? c_ + PBLOCK : (b);                    \
+      float s1 = 0, pr = 1;                                                  \
+      _Pragma("omp simd reduction(+:s1) reduction(*:pr)")                   \
+      for (int64_t i = c_; i < d_; i++) __VA_ARGS__                          \
+      (lin) += s1;                                                           \
+      logprod_mul(&(lp), pr);                                                \
+    }                                                                        \
+  } while (0)
+
 /* Fixed chunks, so partial sums (and so the results) do not depend on the
 ** thread count. */
 #define CHUNK BBB_BAYES_CHUNK
@@ -191,20 +205,13 @@ INLINE double sample_neg(fused_ctx *u, int64_t a, int64_t b) {
   bbb_float *wout = u->w;
   logprod lp = { 1.0, 0, 0 };
   double lin = 0;
-  for (int64_t c = a; c < b; c += PBLOCK) {
-    int64_t d = c + PBLOCK < b ? c + PBLOCK : b;
-    float s1 = 0, pr = 1;
-    #pragma omp simd reduction(+:s1) reduction(*:pr)
-    for (int64_t i = c; i < d; i++) {
-      float r = rho[i], e = eps[i], q;
-      float s = bbb_log1p_unit_q(bbb_expf_neg(r), &q);
-      wout[i] = mu[i] + s * e;
-      s1 += r + 0.5f * e * e;
-      pr *= q;
-    }
-    lin += s1;
-    logprod_mul(&lp, pr);
-  }
+  BLOCK_LOOP(a, b, lin, lp, {
+    float r = rho[i], e = eps[i], q;
+    float s = bbb_log1p_unit_q(bbb_expf_neg(r), &q);
+    wout[i] = mu[i] + s * e;
+    s1 += r + 0.5f * e * e;
+    pr *= q;
+  });
   return -lin - logprod_log(&lp);
 }
 
@@ -243,19 +250,12 @@ INLINE double mixture_loop(int keep, fused_ctx *u, int64_t a, int64_t b) {
   prior_k k = u->k;
   logprod lp = { 1.0, 0, 0 };
   double lin = 0;
-  for (int64_t c = a; c < b; c += PBLOCK) {
-    int64_t d = c + PBLOCK < b ? c + PBLOCK : b;
-    float s1 = 0, pr = 1;
-    #pragma omp simd reduction(+:s1) reduction(*:pr)
-    for (int64_t i = c; i < d; i++) {
-      float t, ts;
-      s1 += mixture_parts(&k, wv[i], &t, &ts);
-      if (keep) tm[i] = ts;
-      pr *= BBB_FMAF(0.75f, t, 0.75f);
-    }
-    lin += s1;
-    logprod_mul(&lp, pr);
-  }
+  BLOCK_LOOP(a, b, lin, lp, {
+    float t, ts;
+    s1 += mixture_parts(&k, wv[i], &t, &ts);
+    if (keep) tm[i] = ts;
+    pr *= BBB_FMAF(0.75f, t, 0.75f);
+  });
   return lin + logprod_log(&lp) + (double)(b - a) * LOG_4_3;
 }
 
