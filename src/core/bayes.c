@@ -60,48 +60,10 @@ static prior_k prior_consts(const bbb_prior *p) {
   return k;
 }
 
-/* log p(w) without the -0.5 log 2 pi of the Gaussian kinds. */
-static inline __attribute__((always_inline)) float prior_logp(const prior_k *k, float w) {
-  float w2 = w * w;
-  switch (k->kind) {
-  case BBB_PRIOR_GAUSSIAN: return k->c1 - w2 * k->h1;
-  case BBB_PRIOR_MIXTURE: {
-    float a1 = k->c1 - w2 * k->h1, a2 = k->c2 - w2 * k->h2;
-    /* d below -80 adds less than 1e-34 to m: clamping keeps e^d out of
-    ** the subnormals, which cost a microcode assist per element. */
-    float m = bbb_self(a1 > a2, a1, a2), d = -bbb_absf(a1 - a2);
-    d = bbb_self(d < -80.0f, -80.0f, d);
-    return m + bbb_log1p_unit(bbb_expf_neg(d));
-  }
-  case BBB_PRIOR_LAPLACE: return k->c1 - bbb_absf(w) * k->h1;
-  }
-  return 0;
-}
-
-/* d log p / d w */
-static inline __attribute__((always_inline)) float prior_dlogp(const prior_k *k, float w) {
-  switch (k->kind) {
-  case BBB_PRIOR_GAUSSIAN: return -w * k->p1;
-  case BBB_PRIOR_MIXTURE: {
-    float w2 = w * w, a1 = k->c1 - w2 * k->h1, a2 = k->c2 - w2 * k->h2;
-    /* Responsibilities r1 = sigmoid(x) (wide) and r2 = sigmoid(-x) (narrow),
-    ** x = a1 - a2, both from one t = e^-|x|: the small one is t / (1 + t)
-    ** directly, never 1 - (the large one), which cancels in float where the
-    ** narrow one falls through 1e-5..1e-9 and is then multiplied by the huge
-    ** 1/sigma2^2. |x| is clamped at 80 as above: e^-80 is still normal. */
-    float x = a1 - a2, ax = bbb_absf(x);
-    float t = bbb_expf_neg(-bbb_self(ax > 80.0f, 80.0f, ax));
-    float big = 1.0f / (1.0f + t), small = t * big;
-    float r1 = bbb_self(x >= 0.0f, big, small), r2 = bbb_self(x >= 0.0f, small, big);
-    return -w * (r1 * k->p1 + r2 * k->p2);
-  }
-  case BBB_PRIOR_LAPLACE: return bbb_self(w > 0, -k->h1, 0) + bbb_self(w < 0, k->h1, 0);
-  }
-  return 0;
-}
-
 /* The mixture's log p(w) is m + log1p(t): returns m, stores t = e^-|a1 - a2|
-** and, in ts, t with the sign of a1 - a2. */
+** and, in ts, t with the sign of a1 - a2. |a1 - a2| is clamped at 80: beyond
+** it t adds less than 1e-34 to m, and the clamp keeps e^-|x| out of the
+** subnormals, which cost a microcode assist per element. */
 static inline __attribute__((always_inline)) float mixture_parts(const prior_k *k, float w, float *t,
                                                                  float *ts) {
   float w2 = w * w, a1 = k->c1 - w2 * k->h1, a2 = k->c2 - w2 * k->h2;
@@ -112,11 +74,37 @@ static inline __attribute__((always_inline)) float mixture_parts(const prior_k *
   return m;
 }
 
-/* prior_dlogp of the mixture from mixture_parts' signed t. */
+/* The mixture's d log p / d w from mixture_parts' signed t. Responsibilities
+** r1 = sigmoid(x) (wide) and r2 = sigmoid(-x) (narrow), x = a1 - a2, both
+** from t = e^-|x|: the small one is t / (1 + t) directly, never 1 - (the
+** large one), which cancels in float where the narrow one falls through
+** 1e-5..1e-9 and is then multiplied by the huge 1/sigma2^2. */
 static inline __attribute__((always_inline)) float mixture_dlogp_t(const prior_k *k, float w, float ts) {
   float t = bbb_absf(ts), big = 1.0f / (1.0f + t), small = t * big;
   float r1 = bbb_self(ts >= 0.0f, big, small), r2 = bbb_self(ts >= 0.0f, small, big);
   return -w * (r1 * k->p1 + r2 * k->p2);
+}
+
+/* log p(w) without the -0.5 log 2 pi of the Gaussian kinds. */
+static inline __attribute__((always_inline)) float prior_logp(const prior_k *k, float w) {
+  float t, ts;
+  switch (k->kind) {
+  case BBB_PRIOR_GAUSSIAN: return k->c1 - w * w * k->h1;
+  case BBB_PRIOR_MIXTURE: return mixture_parts(k, w, &t, &ts) + bbb_log1p_unit(t);
+  case BBB_PRIOR_LAPLACE: return k->c1 - bbb_absf(w) * k->h1;
+  }
+  return 0;
+}
+
+/* d log p / d w */
+static inline __attribute__((always_inline)) float prior_dlogp(const prior_k *k, float w) {
+  float t, ts;
+  switch (k->kind) {
+  case BBB_PRIOR_GAUSSIAN: return -w * k->p1;
+  case BBB_PRIOR_MIXTURE: mixture_parts(k, w, &t, &ts); return mixture_dlogp_t(k, w, ts);
+  case BBB_PRIOR_LAPLACE: return bbb_self(w > 0, -k->h1, 0) + bbb_self(w < 0, k->h1, 0);
+  }
+  return 0;
 }
 
 static double prior_offset(const bbb_prior *p) {
