@@ -2,6 +2,7 @@
 -- flat memory without anyone calling collectgarbage(): the collector has to
 -- see the tensor bytes it cannot see directly.
 local bbb = require "bbb"
+local helpers = require "helpers"
 
 local PAGE = 4096
 local MiB = 2 ^ 20
@@ -66,5 +67,47 @@ describe("memory", function()
     collectgarbage()
     local left = bbb.bytes_allocated() - start
     assert.is_true(math.abs(left) < MiB, ("%d tensor bytes left after collection"):format(left))
+  end)
+
+  -- Run in bbblua, whose Lua heap is small: under busted the heap is large
+  -- enough that Lua's own pause hides the difference.
+  it("a training step pays for about one collection cycle, not one per tensor it makes", function()
+    local program = [[
+      local bbb = require "bbb"
+      -- A finalizer that makes its successor counts the collector's cycles.
+      local cycles, counting = 0, true
+      local function sentinel()
+        setmetatable({}, { __gc = function()
+          if counting then cycles = cycles + 1; sentinel() end
+        end })
+      end
+      local gen = bbb.Generator(3)
+      local net = bbb.nn.bayes_mlp({ 784, 1200, 1200, 10 }, { generator = gen })
+      local opt = bbb.optim.Adam(net, { lr = 1e-3 })
+      local elbo = bbb.elbo.ELBO{ n_data = 60000, batch_size = 128 }
+      local x = bbb.rand({ 128, 784 }, 0, 1, gen)
+      local labels = {}
+      for i = 1, 128 do labels[i] = i % 10 + 1 end
+      local y = bbb.tensor(labels)
+      local function step()
+        opt:zero_grad()
+        elbo:loss(net, x, y, { batch = 1 }):backward()
+        opt:step()
+      end
+      for _ = 1, 5 do step() end
+      sentinel()
+      for _ = 1, 40 do step() end
+      counting = false
+      print(("cycles %d"):format(cycles))
+    ]]
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(program)
+    f:close()
+    local status, out = helpers.run(helpers.q(path))
+    os.remove(path)
+    assert.are.equal(0, status, out)
+    local cycles = tonumber(out:match("cycles (%d+)"))
+    assert.is_true(cycles >= 20 and cycles <= 80, ("%s collection cycles in 40 steps"):format(cycles))
   end)
 end)

@@ -36,14 +36,25 @@ bbb_tensor *lbbb_opt_tensor(lua_State *L, int i) {
 }
 
 /* Lua's collector sees only the small userdata; tell it about the bytes
-** behind them so temporaries are freed at the pace they are made. */
+** behind them so temporaries are freed at the pace they are made. The
+** debt is handed over once the tensor bytes made since the last finished
+** cycle reach a quarter of those live after it, as Lua paces its own heap
+** against what survived: a training step that makes its temporaries in
+** twenty allocations then pays for one cycle, not for one per allocation. */
+#define GC_PAUSE_DIV 4
+
 void lbbb_account(lua_State *L) {
-  static int64_t seen, after_full;
+  static int64_t seen, after_full, pending, live;
   int64_t now = bbb_bytes_allocated();
   if (now > seen + (1 << 16)) {
-    int64_t kb = (now - seen) >> 10;
+    pending += now - seen;
     seen = now;
-    lua_gc(L, LUA_GCSTEP, (int)(kb > (1 << 30) ? (1 << 30) : kb));
+    if (pending > live / GC_PAUSE_DIV) {
+      int64_t kb = pending >> 10;
+      pending = 0;
+      if (lua_gc(L, LUA_GCSTEP, (int)(kb > (1 << 30) ? (1 << 30) : kb)))
+        live = bbb_bytes_allocated();
+    }
   } else if (now < seen) {
     seen = now;
   }
