@@ -100,12 +100,7 @@ describe("memory", function()
       counting = false
       print(("cycles %d"):format(cycles))
     ]]
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(program)
-    f:close()
-    local status, out = helpers.run(helpers.q(path))
-    os.remove(path)
+    local status, out = helpers.run("-e " .. helpers.q(program))
     assert.are.equal(0, status, out)
     local cycles = tonumber(out:match("cycles (%d+)"))
     assert.is_true(cycles >= 20 and cycles <= 80, ("%s collection cycles in 40 steps"):format(cycles))
