@@ -56,7 +56,7 @@ parser:option("--rho-init", "Initial rho of the Bayesian layers (sigma = softplu
 parser:option("--seed", "Random seed (mushrooms and coins; agents derive theirs).", "1"):convert(cli.nonnegative_integer())
 parser:option("--repeats", "Runs per agent (seeds seed, seed+1, ...); curves are averaged.", "1"):convert(cli.positive_integer())
 parser:option("--jobs", "Worker processes at once (default: the number of cores)."):convert(cli.positive_integer())
-parser:option("--out", "Output directory.", "out/bandit")
+parser:option("--out", "Output directory.", "out/bandit"):convert(cli.output_dir())
 parser:option("--data", "The Mushroom .rda file (default: data/mushroom/Mushroom.rda).")
 parser:option("--checkpoint-every", "Steps between checkpoints of each run (0: none).", "500"):convert(cli.nonnegative_integer())
 parser:flag("--resume", "Continue each run from its checkpoint in <out>/ckpt/ when there is one.")
@@ -208,17 +208,11 @@ end
 
 -- ---- the coordinator ----
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function cores()
-  local p = io.popen("nproc 2>/dev/null")
-  local n = p and math.tointeger(tonumber(p:read("l") or ""))
-  if p then p:close() end
-  return n or 1
+local jobs = args.jobs or bbb.sys.nproc()
+for _, sub in ipairs { "/raw", "/ckpt" } do
+  local ok, err = bbb.sys.mkdir_p(out .. sub)
+  if not ok then fail("--out: %s", err) end
 end
-
-local jobs = args.jobs or cores()
-assert(os.execute("mkdir -p " .. shell_quote(out .. "/raw") .. " " .. shell_quote(out .. "/ckpt")))
 
 -- Slowest first, so the long runs start at once.
 local COST = { bbb = 1, eps5 = 2, eps1 = 3, eps0 = 4, linear = 5, uniform = 6 }
@@ -231,32 +225,29 @@ table.sort(runs, function(x, y)
   return x.run < y.run
 end)
 
-local interp = arg[-1] or "bbblua"
-local base = { interp, arg[0], "--steps", cfg.steps, "--updates", cfg.updates, "--batch", cfg.batch,
+local base = bbb.sys.bbblua_argv(arg[0], "--steps", cfg.steps, "--updates", cfg.updates, "--batch", cfg.batch,
   "--buffer", cfg.buffer, "--lr", args.lr, "--sigma", args.sigma, "--rho-init", args.rho_init, "--prior-sigma", args.prior_sigma, "--seed", cfg.seed,
-  "--out", out, "--checkpoint-every", cfg.every }
+  "--out", out, "--checkpoint-every", cfg.every)
 if args.data then base[#base + 1] = "--data"; base[#base + 1] = args.data end
 if args.resume then base[#base + 1] = "--resume" end
-local list = os.tmpname()
-local f = assert(io.open(list, "w"))
-for _, r in ipairs(runs) do
-  local words = {}
-  for i, w in ipairs(base) do words[i] = shell_quote(w) end
-  words[#words + 1] = "--worker " .. shell_quote(r.name) .. " --run " .. r.run
-  f:write(table.concat(words, " "), "\n")
+-- Each worker is started from its argument vector, never through a shell.
+local argvs = {}
+for i, r in ipairs(runs) do
+  local argv = table.move(base, 1, #base, 1, {})
+  for _, w in ipairs { "--worker", r.name, "--run", tostring(r.run) } do argv[#argv + 1] = w end
+  argvs[i] = argv
 end
-f:close()
 
 print(("Mushroom bandit: %s; %d steps, %d updates of %d per step, buffer %d, %d repeat(s); "
   .. "%d worker(s) at once, 1 thread each"):format(table.concat(names, ", "), cfg.steps, cfg.updates,
   cfg.batch, cfg.buffer, cfg.repeats, math.min(jobs, #runs)))
 io.stdout:flush()
 local t0 = bbb.core.clock()
-local pipe = assert(io.popen(("xargs -P %d -d '\\n' -n 1 sh -c < %s 2>&1"):format(jobs, shell_quote(list))))
-for line in pipe:lines() do print(line); io.stdout:flush() end
-local ok = pipe:close()
-os.remove(list)
-if not ok then fail("a worker failed (see above)") end
+for i, r in ipairs(bbb.sys.run_all(argvs, jobs, { stdin = "/dev/null" })) do
+  if not r.ok then
+    fail("worker %s run %d failed (%s %s; see above)", runs[i].name, runs[i].run, r.how, tostring(r.code))
+  end
+end
 local wall = bbb.core.clock() - t0
 
 -- Mean curves over the repeats.

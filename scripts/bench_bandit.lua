@@ -88,12 +88,7 @@ local function time_steps(make)
   return median(times)
 end
 
-local cores = args.cores
-if not cores then
-  local p = io.popen("nproc 2>/dev/null")
-  cores = p and math.tointeger(tonumber(p:read("l") or "")) or 1
-  if p then p:close() end
-end
+local cores = args.cores or bbb.sys.nproc()
 
 print(("bbb %s, %d thread(s), network %s at batch %d, Adam, Gaussian likelihood; medians of %d updates")
   :format(bbb.version, args.threads, table.concat(SIZES, "-"), B, args.updates))

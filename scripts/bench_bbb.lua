@@ -222,12 +222,14 @@ if not args.no_table then
 
   -- Busy time by phase, from a child process with sleeping idle threads.
   if threads > 1 then
-    local function q(w) return "'" .. tostring(w):gsub("'", "'\\''") .. "'" end
-    local cmd = ("OMP_WAIT_POLICY=PASSIVE %s %s --busy-child --threads %d --batch %d --steps %d 2>&1")
-      :format(q(arg[-1] or "bbblua"), q(arg[0]), threads, B, math.tointeger(args.steps))
-    local p = io.popen(cmd)
-    local out = p:read("a")
-    p:close()
+    local out_path = os.tmpname()
+    bbb.sys.run(bbb.sys.bbblua_argv(arg[0], "--busy-child", "--threads", threads, "--batch", B,
+      "--steps", math.tointeger(args.steps)),
+      { stdout = out_path, stderr = out_path, env = { OMP_WAIT_POLICY = "PASSIVE" } })
+    local f = io.open(out_path)
+    local out = f and f:read("a") or ""
+    if f then f:close() end
+    os.remove(out_path)
     local v = {}
     for num in (out:match("busy ([%d%. ]+)") or ""):gmatch("%S+") do v[#v + 1] = tonumber(num) end
     if #v == 6 then

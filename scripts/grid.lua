@@ -38,12 +38,8 @@ local function list_of(conv, flag)
   end
 end
 
-local function cores()
-  local p = io.popen("nproc 2>/dev/null")
-  local n = p and tonumber(p:read("a")) or nil
-  if p then p:close() end
-  return math.max(1, math.tointeger(n) or 1)
-end
+local sys = bbb.sys
+local cores = sys.nproc
 
 local parser = argparse("grid.lua", "Grid search of Bayes-by-Backprop hyperparameters on MNIST with a "
   .. "validation split; each configuration is trained by scripts/mnist.lua in its own process.")
@@ -87,7 +83,6 @@ if dist then
 end
 local print = rank == 0 and print or function() end
 
-local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 local function num(v) return type(v) == "number" and ("%.17g"):format(v) or tostring(v) end
 local function short(v) return type(v) == "number" and ("%g"):format(v) or tostring(v) end
 
@@ -182,30 +177,36 @@ if dist then   -- the results file is rank 0's: its list of what is left is the 
     todo[#todo + 1] = by_key[k]
   end
 end
-local results_dir = args.results:match("^(.*)/[^/]*$")
-if results_dir then os.execute("mkdir -p " .. quote(results_dir)) end
 local work = args.results:gsub("%.jsonl$", "") .. ".runs"
-os.execute("mkdir -p " .. quote(work))
+do
+  local ok, err = sys.mkdir_for(args.results)
+  if ok then ok, err = sys.mkdir_p(work) end
+  if not ok then
+    io.stderr:write(("grid.lua: --results: %s\n"):format(err))
+    os.exit(2)
+  end
+end
 print(("grid %s: %d configurations (%s), %d finished in %s, %d to run, %d at once, %d epochs each")
   :format(grid_id, #configs, grid_text, #configs - #todo, args.results, #todo,
     dist and dist.size() - 1 or args.jobs, args.epochs))
 io.stdout:flush()
 
-local interp = arg and arg[-1] or "bbblua"
 local script_dir = (arg and arg[0] or "scripts/grid.lua"):match("^(.*)/[^/]*$") or "."
 local mnist = script_dir .. "/mnist.lua"
 
--- The mnist.lua command of one configuration.
+-- The mnist.lua command of one configuration, as an argument vector: it is
+-- started without a shell, so no value is ever read as shell syntax.
 local function command(c, o)
-  local parts = { quote(interp), quote(mnist), "--threads", tostring(o.threads), "--seed", tostring(args.seed),
-    "--hidden", tostring(args.hidden), "--epochs", tostring(o.epochs), "--lr", num(c.lr), "--pi", num(c.pi),
+  local argv = sys.bbblua_argv(mnist, "--threads", o.threads, "--seed", args.seed,
+    "--hidden", args.hidden, "--epochs", o.epochs, "--lr", num(c.lr), "--pi", num(c.pi),
     "--sigma1", num(math.exp(-c.log_sigma1)), "--sigma2", num(math.exp(-c.log_sigma2)),
-    "--samples", tostring(c.samples), "--kl-weight", num(c.kl_weight), "--optim", c.optim,
-    "--summary", quote(o.summary) }
-  if o.val then parts[#parts + 1] = "--val " .. o.val end
-  if args.limit then parts[#parts + 1] = "--limit " .. args.limit end
-  for _, a in ipairs(args.mnist_flags) do parts[#parts + 1] = quote(a) end
-  return table.concat(parts, " ")
+    "--samples", c.samples, "--kl-weight", num(c.kl_weight), "--optim", c.optim,
+    "--summary", o.summary)
+  local function add(...) for _, w in ipairs { ... } do argv[#argv + 1] = tostring(w) end end
+  if o.val then add("--val", o.val) end
+  if args.limit then add("--limit", args.limit) end
+  add(table.unpack(args.mnist_flags))
+  return argv
 end
 
 local function read_file(path)
@@ -291,10 +292,11 @@ local function run_mpi()
       if msg == "stop" then break end
       local c = todo[tonumber(msg)]
       local base = ("%s/%s-r%d"):format(work, fnv1a(c.key), rank)
-      local cmd = command(c, { threads = 1, epochs = args.epochs, val = args.val, summary = base .. ".json" })
+      local argv = command(c, { threads = 1, epochs = args.epochs, val = args.val, summary = base .. ".json" })
       local t0 = os.time()
-      local ok, _, code = os.execute(("%s > %s 2>&1"):format(cmd, quote(base .. ".log")))
-      local r = outcome(c, ok and 0 or (code or 1), base .. ".json", base .. ".log", os.time() - t0)
+      os.remove(base .. ".log")
+      local ok, _, code = sys.run(argv, { stdout = base .. ".log", stderr = base .. ".log" })
+      local r = outcome(c, ok and 0 or (math.tointeger(code) or 1), base .. ".json", base .. ".log", os.time() - t0)
       for _, ext in ipairs { ".json", ".log" } do
         if r.status == "ok" or ext ~= ".log" then os.remove(base .. ext) end
       end
@@ -307,21 +309,36 @@ if dist then
   run_mpi()
   if rank ~= 0 then dist.finalize(); os.exit(0) end
 else
--- Runs the configurations, args.jobs at a time, each a background process
--- that leaves its exit code in a file; polled twice a second.
+-- Runs the configurations, args.jobs at a time, each a child process
+-- polled twice a second. Ctrl-C (or SIGTERM) stops the children, records
+-- nothing for them, and ends the grid with status 130: rerunning the same
+-- command takes up where it stopped.
 local running, next_i, finished = {}, 1, 0
 local t_start = os.time()
 local function launch(c, slot)
   local base = ("%s/%s-%d"):format(work, fnv1a(c.key), slot)
-  os.remove(base .. ".rc")
   os.remove(base .. ".json")
-  local cmd = command(c, { threads = 1, epochs = args.epochs, val = args.val, summary = base .. ".json" })
-  os.execute(("( %s > %s 2>&1; echo $? > %s.tmp && mv %s.tmp %s ) &"):format(cmd, quote(base .. ".log"),
-    quote(base .. ".rc"), quote(base .. ".rc"), quote(base .. ".rc")))
-  return { config = c, base = base, t0 = os.time() }
+  os.remove(base .. ".log")
+  local argv = command(c, { threads = 1, epochs = args.epochs, val = args.val, summary = base .. ".json" })
+  local job, err = sys.start(argv, { stdin = "/dev/null", stdout = base .. ".log", stderr = base .. ".log" })
+  if not job then
+    io.stderr:write(("grid.lua: %s\n"):format(err))
+    os.exit(1)
+  end
+  return { config = c, base = base, t0 = os.time(), job = job }
 end
 
+local function stop_all()
+  for _, j in ipairs(running) do j.job:stop(9) end   -- their partial runs are not recorded
+  for _, j in ipairs(running) do j.job:wait() end
+  io.stderr:write(("\ngrid.lua: interrupted; %d configuration(s) finished are in %s, rerun the same "
+    .. "command to go on\n"):format(#results, args.results))
+  os.exit(130)
+end
+
+bbb.core.sigint_trap(true)
 while next_i <= #todo or #running > 0 do
+  if bbb.core.sigint_pending() > 0 then stop_all() end
   while #running < args.jobs and next_i <= #todo do
     local c = todo[next_i]
     print(("[%d/%d] start %s"):format(next_i, #todo, c.key))
@@ -329,13 +346,15 @@ while next_i <= #todo or #running > 0 do
     running[#running + 1] = launch(c, next_i)
     next_i = next_i + 1
   end
-  os.execute("sleep 0.5")
+  sys.sleep(0.5)
+  if bbb.core.sigint_pending() > 0 then stop_all() end
   for i = #running, 1, -1 do
     local j = running[i]
-    local rc = tonumber(read_file(j.base .. ".rc") or "")
-    if rc then
+    local ended, how, code = j.job:poll()
+    if ended then
       table.remove(running, i)
-      local r = outcome(j.config, math.tointeger(rc), j.base .. ".json", j.base .. ".log", os.time() - j.t0)
+      local rc = how == "exit" and code or 128 + code
+      local r = outcome(j.config, rc, j.base .. ".json", j.base .. ".log", os.time() - j.t0)
       append(r)
       results[#results + 1] = r
       finished = finished + 1
@@ -345,7 +364,7 @@ while next_i <= #todo or #running > 0 do
         r.val_error and ("  validation error %.2f%%"):format(r.val_error) or (r.message and ("  " .. r.message) or ""),
         r.seconds, left, math.ceil(eta / 60)))
       io.stdout:flush()
-      for _, ext in ipairs { ".rc", ".json", ".log" } do
+      for _, ext in ipairs { ".json", ".log" } do
         if r.status == "ok" or ext ~= ".log" then os.remove(j.base .. ext) end
       end
     end
@@ -393,11 +412,11 @@ if args.final then
   local c = { key = best.key }
   for _, a in ipairs(AXES) do c[a[1]] = best.config[a[1]] end
   local summary = work .. "/final.json"
-  local cmd = command(c, { threads = args.final_threads or cores(), epochs = args.final_epochs or args.epochs,
+  local argv = command(c, { threads = args.final_threads or cores(), epochs = args.final_epochs or args.epochs,
     summary = summary })
-  print(("\nfinal: %s on all training images, then the test set\n%s"):format(best.key, cmd))
+  print(("\nfinal: %s on all training images, then the test set\n%s"):format(best.key, table.concat(argv, " ")))
   io.stdout:flush()
-  local ok = os.execute(cmd)
+  local ok = sys.run(argv)
   local s = read_file(summary)
   local okj, sum = pcall(json.decode, s or "")
   if not ok or not okj or type(sum) ~= "table" then

@@ -462,7 +462,7 @@ io.stdout:flush()
 --------------------------------------------------------------------------
 -- Pictures.
 
-if not os.execute("command -v gnuplot >/dev/null 2>&1") then
+if not bbb.sys.find_program("gnuplot") then
   print("gnuplot not found: no pictures (install gnuplot-nox)")
   return
 end

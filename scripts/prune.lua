@@ -52,25 +52,22 @@ local args = cli.parse(parser)
 bbb.set_num_threads(args.threads)
 bbb.manual_seed(args.seed)
 
-local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-local out_dir = args.out:match("^(.*)/[^/]*$")
-if out_dir and out_dir ~= "" then os.execute("mkdir -p " .. quote(out_dir)) end
+local okdir, direrr = bbb.sys.mkdir_for(args.out)
+if not okdir then
+  io.stderr:write(("prune.lua: --out: %s\n"):format(direrr))
+  os.exit(2)
+end
 
 local from = args.from
 if not from then
   -- the default model, trained by mnist.lua itself (the one training path)
   from = args.out .. "-model.ckpt"
-  local interp = arg and arg[-1] or "bbblua"
   local dir = (arg and arg[0] or "scripts/prune.lua"):match("^(.*)/[^/]*$") or "."
-  local cmd = ("%s %s --seed %d --threads %d --save %s %s"):format(quote(interp), quote(dir .. "/mnist.lua"),
-    args.seed, args.threads, quote(from), table.concat((function()
-      local q = {}
-      for i, a in ipairs(args.mnist_flags) do q[i] = quote(a) end
-      return q
-    end)(), " "))
-  print("training: " .. cmd)
+  local argv = bbb.sys.bbblua_argv(dir .. "/mnist.lua", "--seed", args.seed, "--threads", args.threads,
+    "--save", from, table.unpack(args.mnist_flags))
+  print("training: " .. table.concat(argv, " "))
   io.stdout:flush()
-  local ok, how, code = os.execute(cmd)
+  local ok, how, code = bbb.sys.run(argv)
   if not ok then
     io.stderr:write(("prune.lua: training failed (%s %s)\n"):format(tostring(how), tostring(code)))
     os.exit(1)

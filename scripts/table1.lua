@@ -55,31 +55,31 @@ parser:option("--out", "Write the rows as JSON here.", "out/table1.json"):conver
 parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
 local args = cli.parse(parser)
 
-local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-local interp = arg and arg[-1] or "bbblua"
 local script_dir = (arg and arg[0] or "scripts/table1.lua"):match("^(.*)/[^/]*$") or "."
-local out_dir = args.out:match("^(.*)/[^/]*$")
-if out_dir then os.execute("mkdir -p " .. quote(out_dir)) end
+local okdir, direrr = bbb.sys.mkdir_for(args.out)
+if not okdir then
+  io.stderr:write(("table1.lua: --out: %s\n"):format(direrr))
+  os.exit(2)
+end
 
 local rows = {}
 for _, units in ipairs(args.units) do
   for _, method in ipairs(args.methods) do
     local preset = "paper-" .. units
     local summary = args.out:gsub("%.json$", "") .. ("-%s-%d.json"):format(method, units)
-    local parts = { quote(interp), quote(script_dir .. "/mnist.lua"), "--epochs", tostring(args.epochs),
-      "--threads", tostring(args.threads), "--seed", tostring(args.seed), "--summary", quote(summary) }
     -- the paper-N presets exist for 400, 800 and 1200 units; other sizes take paper-400's recipe
     local known = units == 400 or units == 800 or units == 1200
-    parts[#parts + 1] = "--preset " .. (known and preset or "paper-400")
-    if not known then parts[#parts + 1] = "--hidden " .. units end
-    for _, f in ipairs(METHODS[method].flags) do parts[#parts + 1] = quote(f) end
-    for _, f in ipairs(args.mnist_flags) do parts[#parts + 1] = quote(f) end
-    local cmd = table.concat(parts, " ")
-    print(("== %s, 2x%d: %s"):format(method, units, cmd))
+    local argv = bbb.sys.bbblua_argv(script_dir .. "/mnist.lua", "--epochs", args.epochs,
+      "--threads", args.threads, "--seed", args.seed, "--summary", summary,
+      "--preset", known and preset or "paper-400")
+    if not known then argv[#argv + 1] = "--hidden"; argv[#argv + 1] = tostring(units) end
+    for _, f in ipairs(METHODS[method].flags) do argv[#argv + 1] = f end
+    for _, f in ipairs(args.mnist_flags) do argv[#argv + 1] = f end
+    print(("== %s, 2x%d: %s"):format(method, units, table.concat(argv, " ")))
     io.stdout:flush()
     local t0 = os.time()
     os.remove(summary)
-    local ok = os.execute(cmd)
+    local ok = bbb.sys.run(argv)
     local f = io.open(summary, "r")
     local okj, sum = false, nil
     if f then

@@ -152,3 +152,128 @@ describe("lazy submodules", function()
     end
   end)
 end)
+
+describe("no shell between user text and a process", function()
+  -- A path that a shell would read as commands, in three spellings.
+  local EVIL = { "x'; touch pwned; '", "x$(touch pwned)", "x`touch pwned`" }
+
+  it("no script or library module hands a command line to a shell", function()
+    local found = {}
+    for _, dir in ipairs { "scripts", "lua/bbb", "lua/bbb/nn", "lua/bbb/bandit" } do
+      local p = assert(io.popen("ls " .. sh_quote(root .. "/" .. dir)))
+      for name in p:lines() do
+        if name:find("%.lua$") then
+          local f = assert(io.open(root .. "/" .. dir .. "/" .. name))
+          local n = 0
+          for line in f:lines() do
+            n = n + 1
+            if line:find("os%.execute") or line:find("io%.popen") then
+              found[#found + 1] = ("%s/%s:%d: %s"):format(dir, name, n, line)
+            end
+          end
+          f:close()
+        end
+      end
+      p:close()
+    end
+    assert.are.equal("", table.concat(found, "\n"))
+  end)
+
+  it("bandit.lua --out and --data holding shell syntax run nothing", function()
+    local dir = fresh_dir()
+    for _, evil in ipairs(EVIL) do
+      local status, out = run_in(dir, ("%s --agents eps0 --steps 20 --updates 1 --batch 4 --no-plot --out %s --data %s")
+        :format(sh_quote(root .. "/scripts/bandit.lua"), sh_quote(evil),
+          sh_quote(root .. "/data/mushroom/Mushroom.rda")))
+      assert.are.equal(0, status, out)
+      assert.is_nil(io.open(dir .. "/pwned"), "a command ran through --out: " .. out)
+      local status2, out2 = run_in(dir, ("%s --agents eps0 --steps 20 --updates 1 --batch 4 --no-plot --data %s")
+        :format(sh_quote(root .. "/scripts/bandit.lua"), sh_quote(evil)))
+      assert.are.equal(2, status2, out2)
+      assert.is_nil(io.open(dir .. "/pwned"), "a command ran through --data: " .. out2)
+    end
+    local status, out = run_in(dir, ("%s --steps 5 --out %s"):format(sh_quote(root .. "/scripts/bandit.lua"),
+      sh_quote("a\nb")))
+    assert.are.equal(1, status, out)
+    assert.truthy(out:find("--out: folder name 'a?b' holds a control character", 1, true), out)
+    local status3, out3 = run_in(dir, ("%s --steps 5 --out ''"):format(sh_quote(root .. "/scripts/bandit.lua")))
+    assert.are.equal(1, status3, out3)
+    assert.truthy(out3:find("--out: expected a folder name, got ''", 1, true), out3)
+    os.execute("rm -rf " .. sh_quote(dir))
+  end)
+
+  it("grid.lua passes mnist flags as words, never as shell text", function()
+    local dir = fresh_dir()
+    local status, out = run_in(dir, ("%s --epochs 1 --limit 64 --val 32 --lr 1e-3 --pi 0.5 --log-sigma1 0 "
+      .. "--log-sigma2 6 --samples 1 --jobs 1 --results g.jsonl -- --test-limit %s"):format(
+      sh_quote(root .. "/scripts/grid.lua"), sh_quote(EVIL[2])))
+    assert.are.equal(0, status, out)
+    assert.is_nil(io.open(dir .. "/pwned"), "a command ran through a grid flag: " .. out)
+    local f = assert(io.open(dir .. "/g.jsonl"))
+    local line = f:read("a")
+    f:close()
+    assert.truthy(line:find('"status":"failed"', 1, true), line)
+    assert.truthy(line:find("touch pwned", 1, true), line)   -- mnist.lua saw the text as a value
+    os.execute("rm -rf " .. sh_quote(dir))
+  end)
+
+  it("grid.lua stops with a clear error when its results folder cannot be made", function()
+    local dir = fresh_dir()
+    local f = assert(io.open(dir .. "/file", "w"))
+    f:close()
+    local status, out = run_in(dir, ("%s --results file/sub/g.jsonl"):format(sh_quote(root .. "/scripts/grid.lua")))
+    assert.are_not.equal(0, status, out)
+    assert.truthy(out:find("file", 1, true), out)
+    os.execute("rm -rf " .. sh_quote(dir))
+  end)
+end)
+
+describe("modules planted in the working folder", function()
+  local function plant(dir)
+    assert(os.execute("mkdir -p " .. sh_quote(dir .. "/bbb")))
+    for _, file in ipairs { "cjson.lua", "argparse.lua", "bbb/dist_mpi.lua" } do
+      local f = assert(io.open(dir .. "/" .. file, "w"))
+      f:write(("io.open(%q, 'w'):close() return {}\n"):format(dir .. "/ran_" .. file:gsub("/", "_")))
+      f:close()
+    end
+  end
+
+  it("never shadow cjson, argparse or bbb.dist_mpi when a script starts", function()
+    local dir = fresh_dir()
+    plant(dir)
+    local status, out = run_in(dir, sh_quote(root .. "/scripts/bandit.lua") .. " --help")
+    assert.are.equal(0, status, out)
+    local code = [[print(require("cjson").encode{1}, require("argparse") ~= nil, bbb.dist.available)]]
+    local status2, out2 = run_in(dir, "-e " .. sh_quote(code))
+    assert.are.equal(0, status2, out2)
+    assert.truthy(out2:find("[1]\ttrue\tfalse", 1, true), out2)
+    local ran = {}
+    for _, f in ipairs { "ran_cjson.lua", "ran_argparse.lua", "ran_bbb_dist_mpi.lua" } do
+      if io.open(dir .. "/" .. f) then ran[#ran + 1] = f end
+    end
+    os.execute("rm -rf " .. sh_quote(dir))
+    assert.are.equal("", table.concat(ran, " "))
+  end)
+
+  it("never shadow bbb.dist_mpi under mpirun", function()
+    if not os.execute("command -v mpirun >/dev/null 2>&1") then
+      pending("mpirun not installed")
+      return
+    end
+    local f = io.open(build .. "/bbb/dist_mpi.so")
+    if not f then pending("this build has no MPI") return end
+    f:close()
+    local dir = fresh_dir()
+    plant(dir)
+    local cmd = ("cd %s && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun "
+      .. "--oversubscribe -np 1 %s -e %s 2>&1"):format(sh_quote(dir), sh_quote(bbblua),
+      sh_quote("print('mpi', bbb.dist.available, bbb.dist.size())"))
+    local p = assert(io.popen(cmd))
+    local out = p:read("a")
+    p:close()
+    local ran = io.open(dir .. "/ran_bbb_dist_mpi.lua") ~= nil
+    os.execute("rm -rf " .. sh_quote(dir))
+    assert.is_false(ran, out)
+    assert.truthy(out:find("mpi\ttrue\t1", 1, true), out)
+  end)
+end)

@@ -213,6 +213,18 @@ function cli.output_path(opts)
   end)
 end
 
+--- cli.output_dir() -> converter: a folder to write into (made when missing).
+-- Refuses an empty name, a control character, and a path that exists but
+-- is not a folder; the folder itself is made by the script, before work.
+function cli.output_dir()
+  return converter(function(s)
+    if type(s) ~= "string" or s == "" then return nil, "expected a folder name, got ''" end
+    if s:find("%c") then return nil, ("folder name %s holds a control character"):format(show(s)) end
+    if exists(s) and not is_dir(s) then return nil, ("%s exists and is not a folder"):format(show(s)) end
+    return s
+  end)
+end
+
 local function write_fail(path, err)
   error(("cli.write_file: cannot write '%s': %s"):format(path, tostring(err)), 3)
 end
@@ -224,8 +236,8 @@ function cli.write_file(path, text)
   if type(path) ~= "string" then error("cli.write_file: path must be a string, got " .. type(path), 2) end
   local dir = path:match("^(.*)/[^/]*$")
   if dir and dir ~= "" and not exists(dir) then
-    local q = "'" .. dir:gsub("'", "'\\''") .. "'"
-    if not os.execute("mkdir -p -- " .. q) then write_fail(path, "cannot create its folder") end
+    local ok, err = require("bbb.core").sys.mkdir_p(dir)
+    if not ok then write_fail(path, err) end
   end
   local f, err = io.open(path, "w")
   if not f then write_fail(path, err) end

@@ -1,7 +1,7 @@
 --- bbb: Bayes by Backprop on a C tensor core.
 -- The tensor functions come from the C module bbb.core; the submodules
 -- (nn, prior, elbo, optim, train, checkpoint, data, metrics, plot, progress,
--- testing, json, cli, bandit) load on
+-- testing, json, cli, bandit, sys) load on
 -- first use: `bbb.nn.BayesLinear(784, 400)`.
 local core = require "bbb.core"
 
@@ -29,6 +29,37 @@ local function own_searcher(modname)
   if not chunk then error(("error loading module '%s' from file '%s':\n\t%s"):format(modname, file, err), 0) end
   return chunk, file
 end
+
+-- The templates of a search path that do not depend on the working folder.
+local function absolute_only(path)
+  local keep = {}
+  for t in path:gmatch("[^;]+") do
+    if t:sub(1, 1) == "/" then keep[#keep + 1] = t end
+  end
+  return table.concat(keep, ";")
+end
+
+-- Every other module (cjson, argparse, bbb.dist_mpi, a library a script
+-- requires) is looked for first in the folders of package.path and then of
+-- package.cpath that are absolute: Lua's own order tries "./?.lua" before
+-- any C module, so a ./cjson.lua planted in the working folder would run
+-- in place of the installed cjson.so. Only a module found in no installed
+-- folder comes from the working folder, by the standard searchers after this one.
+local function installed_searcher(modname)
+  local file = package.searchpath(modname, absolute_only(package.path))
+  if file then
+    local chunk, err = loadfile(file)
+    if not chunk then error(("error loading module '%s' from file '%s':\n\t%s"):format(modname, file, err), 0) end
+    return chunk, file
+  end
+  file = package.searchpath(modname, absolute_only(package.cpath))
+  if not file then return nil end
+  local sym = "luaopen_" .. (modname:match("^[^-]*-(.*)$") or modname):gsub("%.", "_")
+  local loader, err = package.loadlib(file, sym)
+  if not loader then error(("error loading module '%s' from file '%s':\n\t%s"):format(modname, file, err), 0) end
+  return loader, file
+end
+
 local searchers = package.searchers
 local installed = false
 for _, s in ipairs(searchers) do
@@ -37,6 +68,7 @@ end
 if not installed then
   package.bbb_own_searcher = own_searcher
   table.insert(searchers, 2, own_searcher)
+  table.insert(searchers, 3, installed_searcher)
 end
 
 -- The public API: these names of bbb.core, and the Lua functions below.
@@ -121,7 +153,7 @@ function bbb.help(x) return require("bbb.help").show(x) end
 local submodules = {
   nn = true, prior = true, elbo = true, optim = true, data = true, metrics = true,
   plot = true, progress = true, testing = true, checkpoint = true, train = true, json = true,
-  cli = true, dist = true, bandit = true,
+  cli = true, dist = true, bandit = true, sys = true,
 }
 setmetatable(bbb, {
   __index = function(t, k)

@@ -3,15 +3,12 @@
 -- to a string for the REPL. Data goes through a temporary file, never the
 -- command line, so size is not an issue.
 local core = require "bbb.core"
+local sys = require "bbb.sys"
 
 local plot = {}
 
 local PALETTE = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf" }
-
-local function shell_quote(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
 
 -- gnuplot's single-quoted strings have no escapes besides '' for a quote,
 -- and no backquote or macro substitution. A control character (a newline
@@ -80,7 +77,7 @@ local function read_all(path)
 end
 
 local function gnuplot_available()
-  return os.execute("command -v gnuplot >/dev/null 2>&1")
+  return sys.find_program("gnuplot") ~= nil
 end
 
 local function require_gnuplot(what)
@@ -92,7 +89,7 @@ local function run_gnuplot(what, script, data_path)
   local f = assert(io.open(script_path, "w"))
   f:write(script)
   f:close()
-  local ok = os.execute(("gnuplot %s 2>%s"):format(shell_quote(script_path), shell_quote(err_path)))
+  local ok = sys.run({ "gnuplot", script_path }, { stdin = "/dev/null", stderr = err_path })
   local err = read_all(err_path)
   os.remove(script_path); os.remove(err_path); os.remove(data_path)
   if not ok then fail(what, "gnuplot failed: %s", (err:gsub("^%s+", ""):gsub("%s+$", ""))) end
@@ -125,7 +122,7 @@ end
 
 local function make_parent_dir(what, file)
   local dir = file:match("^(.*)/[^/]*$")
-  if dir and dir ~= "" and not os.execute("mkdir -p -- " .. shell_quote(dir)) then
+  if dir and dir ~= "" and not sys.mkdir_p(dir) then
     fail(what, "cannot create directory '%s'", dir)
   end
 end

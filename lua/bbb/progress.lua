@@ -12,8 +12,8 @@ local REDRAW_SECONDS = 0.1
 local function detect_mode()
   local forced = os.getenv("BBB_PROGRESS")
   if forced and MODES[forced] then return forced end
-  -- stderr is where the bar goes; test(1) is the portable way to ask.
-  return os.execute("test -t 2") and "bar" or "off"
+  -- stderr is where the bar goes
+  return require("bbb.core").sys.isatty(2) and "bar" or "off"
 end
 
 --- The mode new() uses when not told otherwise.

@@ -1,0 +1,291 @@
+/*
+** lsys.c: processes and folders without a shell (bbb.core.sys).
+** Scripts that start workers or make output folders must never hand user
+** text to /bin/sh: a path holding a newline, a quote or `$(...)` would run
+** as a command. Here a process is started from an argument vector
+** (posix_spawnp) and folders are made with mkdir(2), so no string is ever
+** parsed as shell syntax.
+*/
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lbbb.h"
+
+extern char **environ;
+
+#define SPAWN_MAX_ARGS 4096
+
+/* Opens path for the child's fd `fd`: "append" or "truncate" for output. */
+static int add_redirect(lua_State *L, posix_spawn_file_actions_t *fa, int opts, const char *key,
+                        int fd) {
+  lua_getfield(L, opts, key);
+  int bad = 0;
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    const char *path = lua_tostring(L, -1);
+    int flags = O_WRONLY | O_CREAT | O_APPEND;
+    if (fd == 0) flags = O_RDONLY;
+    bad = posix_spawn_file_actions_addopen(fa, fd, path, flags, 0644);
+  } else if (!lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return luaL_error(L, "bbb.sys.spawn: argument 2 (options): %s must be a file name", key);
+  }
+  lua_pop(L, 1);
+  return bad;
+}
+
+/* The child's environment: this process's, with opts.env's NAME = value
+** pairs set (replacing a variable of the same name). Lives on the stack. */
+static char **child_environ(lua_State *L, int opts) {
+  lua_getfield(L, opts, "env");
+  if (lua_isnil(L, -1)) { lua_pop(L, 1); return environ; }
+  if (!lua_istable(L, -1))
+    luaL_error(L, "bbb.sys.spawn: argument 2 (options): env must be a table of NAME = value");
+  int env = lua_gettop(L);
+  size_t n = 0, extra = 0;
+  while (environ[n] != NULL) n++;
+  for (lua_pushnil(L); lua_next(L, env); lua_pop(L, 1)) extra++;
+  char **envp = lua_newuserdatauv(L, (n + extra + 1) * sizeof *envp, 0);
+  lua_createtable(L, (int)extra, 0);   /* anchors the NAME=value strings */
+  int keep = lua_gettop(L);
+  size_t k = 0;
+  for (lua_pushnil(L); lua_next(L, env); lua_pop(L, 1)) {
+    if (lua_type(L, -2) != LUA_TSTRING || !lua_isstring(L, -1))
+      luaL_error(L, "bbb.sys.spawn: argument 2 (options): env must map names to strings");
+    const char *name = lua_tostring(L, -2);
+    if (*name == '\0' || strchr(name, '=') != NULL)
+      luaL_error(L, "bbb.sys.spawn: argument 2 (options): env name '%s' is not a variable name", name);
+    lua_pushfstring(L, "%s=%s", name, lua_tostring(L, -1));
+    envp[k] = (char *)lua_tostring(L, -1);
+    lua_rawseti(L, keep, (lua_Integer)k + 1);
+    k++;
+  }
+  for (size_t i = 0; i < n; i++) {   /* then every inherited variable not replaced */
+    const char *eq = strchr(environ[i], '=');
+    size_t len = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
+    int replaced = 0;
+    for (size_t j = 0; j < extra && !replaced; j++)
+      replaced = strncmp(envp[j], environ[i], len) == 0 && envp[j][len] == '=';
+    if (!replaced) envp[k++] = environ[i];
+  }
+  envp[k] = NULL;
+  return envp;
+}
+
+/** sys.spawn(argv [, {stdin =, stdout =, stderr =, env =}]) -> pid
+** Starts argv[1] (looked up on PATH when it holds no '/') with the words of
+** argv as its arguments, without a shell: no word is ever interpreted.
+** stdout and stderr, when given, are files the child appends to; stdin a
+** file it reads; env a table of NAME = value set for the child only. Returns the child's process id; sys.wait collects it. */
+static int l_spawn(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int opts = lua_istable(L, 2) ? 2 : 0;
+  if (!opts && !lua_isnoneornil(L, 2)) luaL_typeerror(L, 2, "table of options");
+  lua_Integer n = luaL_len(L, 1);
+  if (n < 1) return luaL_error(L, "bbb.sys.spawn: argument 1 (argv): needs at least the program");
+  if (n > SPAWN_MAX_ARGS)
+    return luaL_error(L, "bbb.sys.spawn: argument 1 (argv): %d words is more than %d", (int)n,
+                      SPAWN_MAX_ARGS);
+  /* argv lives in a userdata so an error below frees it with the stack. */
+  const char **argv = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *argv, 0);
+  lua_createtable(L, (int)n, 0);   /* anchors the words while argv points at them */
+  int words = lua_gettop(L);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, 1, i);
+    if (!lua_isstring(L, -1))
+      return luaL_error(L, "bbb.sys.spawn: argument 1 (argv): word %d is a %s, not a string", (int)i,
+                        luaL_typename(L, -1));
+    size_t len;
+    argv[i - 1] = lua_tolstring(L, -1, &len);
+    if (strlen(argv[i - 1]) != len)
+      return luaL_error(L, "bbb.sys.spawn: argument 1 (argv): word %d holds a zero byte", (int)i);
+    lua_rawseti(L, words, i);
+  }
+  argv[n] = NULL;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  int bad = 0;
+  if (opts) {
+    bad |= add_redirect(L, &fa, opts, "stdin", 0);
+    bad |= add_redirect(L, &fa, opts, "stdout", 1);
+    bad |= add_redirect(L, &fa, opts, "stderr", 2);
+  }
+  char **envp = opts ? child_environ(L, opts) : environ;
+  pid_t pid = 0;
+  int err = bad ? ENOMEM : posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "cannot start '%s': %s", argv[0], strerror(err));
+    return 2;
+  }
+  lua_pushinteger(L, pid);
+  return 1;
+}
+
+/** sys.wait(pid [, nohang]) -> "exit"|"signal"|nil, code
+** Waits for the child pid (or, with nohang, looks whether it has ended).
+** Returns "exit" and its exit status, or "signal" and the signal number;
+** nil while a nohang child still runs; nil and a message on an error. */
+static int l_wait(lua_State *L) {
+  pid_t pid = (pid_t)luaL_checkinteger(L, 1);
+  int nohang = lua_toboolean(L, 2);
+  int status = 0;
+  pid_t r;
+  do {
+    r = waitpid(pid, &status, nohang ? WNOHANG : 0);
+  } while (r < 0 && errno == EINTR && !nohang);
+  if (r == 0) return 0;
+  if (r < 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, strerror(errno));
+    return 2;
+  }
+  if (WIFSIGNALED(status)) {
+    lua_pushliteral(L, "signal");
+    lua_pushinteger(L, WTERMSIG(status));
+  } else {
+    lua_pushliteral(L, "exit");
+    lua_pushinteger(L, WEXITSTATUS(status));
+  }
+  return 2;
+}
+
+/** sys.kill(pid [, signal]) -> true | nil, message
+** Sends a signal (default SIGTERM) to the process pid. */
+static int l_kill(lua_State *L) {
+  pid_t pid = (pid_t)luaL_checkinteger(L, 1);
+  int sig = (int)luaL_optinteger(L, 2, SIGTERM);
+  if (pid <= 0) return luaL_error(L, "bbb.sys.kill: argument 1 (pid): must be > 0, got %d", (int)pid);
+  if (kill(pid, sig) != 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, strerror(errno));
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/** sys.mkdir_p(path) -> true | nil, message
+** Makes the folder path and any missing parents (mode 0777 less the umask),
+** as `mkdir -p` would, but with mkdir(2): the path is never parsed. */
+static int l_mkdir_p(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  if (len == 0) return luaL_error(L, "bbb.sys.mkdir_p: argument 1 (path): is empty");
+  char *buf = lua_newuserdatauv(L, len + 1, 0);
+  memcpy(buf, path, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (i < len && buf[i] != '/') continue;
+    char keep = buf[i];
+    buf[i] = '\0';
+    struct stat st;
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+      lua_pushnil(L);
+      lua_pushfstring(L, "cannot make folder '%s': %s", buf, strerror(errno));
+      return 2;
+    }
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      lua_pushnil(L);
+      lua_pushfstring(L, "cannot make folder '%s': a file of that name is in the way", buf);
+      return 2;
+    }
+    buf[i] = keep;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/** sys.kind(path) -> "file"|"folder"|"fifo"|"device"|"socket"|"link"|nil
+** What path is, without following a final symbolic link and without
+** opening it (opening a FIFO would block); nil when nothing is there. */
+static int l_kind(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  if (lstat(path, &st) != 0) return 0;
+  const char *k = S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "folder"
+                : S_ISFIFO(st.st_mode) ? "fifo" : S_ISLNK(st.st_mode) ? "link"
+                : S_ISSOCK(st.st_mode) ? "socket" : "device";
+  lua_pushstring(L, k);
+  return 1;
+}
+
+/** sys.nproc() -> integer
+** The processors this process may run on. */
+static int l_nproc(lua_State *L) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+  lua_pushinteger(L, n > 0 ? n : 1);
+  return 1;
+}
+
+/** sys.isatty(fd) -> boolean
+** Whether file descriptor fd (0 stdin, 1 stdout, 2 stderr) is a terminal. */
+static int l_isatty(lua_State *L) {
+  lua_pushboolean(L, isatty((int)luaL_checkinteger(L, 1)));
+  return 1;
+}
+
+/** sys.sleep(seconds)
+** Sleeps for the given (fractional) seconds; a signal may end it early. */
+static int l_sleep(lua_State *L) {
+  double s = luaL_checknumber(L, 1);
+  if (!(s >= 0 && s < 1e6)) return luaL_error(L, "bbb.sys.sleep: argument 1 (seconds): must be in [0, 1e6)");
+  struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+  nanosleep(&ts, NULL);
+  return 0;
+}
+
+/** sys.find_program(name) -> path | nil
+** The first executable file called name in the folders of PATH. */
+static int l_find_program(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  const char *path = getenv("PATH");
+  if (strchr(name, '/') != NULL) {
+    if (access(name, X_OK) == 0) { lua_pushstring(L, name); return 1; }
+    return 0;
+  }
+  if (path == NULL || *name == '\0') return 0;
+  luaL_Buffer b;
+  for (const char *p = path;; p++) {
+    const char *end = strchr(p, ':');
+    size_t dl = end ? (size_t)(end - p) : strlen(p);
+    if (dl > 0) {   /* an empty entry would mean the working folder: skipped */
+      luaL_buffinit(L, &b);
+      luaL_addlstring(&b, p, dl);
+      luaL_addchar(&b, '/');
+      luaL_addstring(&b, name);
+      luaL_pushresult(&b);
+      struct stat st;
+      const char *cand = lua_tostring(L, -1);
+      if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) return 1;
+      lua_pop(L, 1);
+    }
+    if (!end) break;
+    p = end;
+  }
+  return 0;
+}
+
+void lbbb_open_sys(lua_State *L, const lbbb_tables *tb) {
+  static const luaL_Reg funcs[] = {
+    {"spawn", l_spawn}, {"wait", l_wait}, {"kill", l_kill}, {"mkdir_p", l_mkdir_p},
+    {"kind", l_kind}, {"nproc", l_nproc}, {"isatty", l_isatty}, {"sleep", l_sleep},
+    {"find_program", l_find_program}, {NULL, NULL}
+  };
+  luaL_newlib(L, funcs);
+  lua_setfield(L, tb->module, "sys");
+}
