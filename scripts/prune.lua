@@ -62,16 +62,13 @@ local from = args.from
 if not from then
   -- the default model, trained by mnist.lua itself (the one training path)
   from = args.out .. "-model.ckpt"
-  local dir = (arg and arg[0] or "scripts/prune.lua"):match("^(.*)/[^/]*$") or "."
-  local argv = bbb.sys.bbblua_argv(dir .. "/mnist.lua", "--seed", args.seed, "--threads", args.threads,
-    "--save", from, table.unpack(args.mnist_flags))
-  print("training: " .. table.concat(argv, " "))
+  local argv = { "--seed", tostring(args.seed), "--threads", tostring(args.threads), "--save", from,
+    table.unpack(args.mnist_flags) }
+  print("training: mnist " .. table.concat(argv, " "))
   io.stdout:flush()
-  local ok, how, code = bbb.sys.run(argv)
-  if not ok then
-    io.stderr:write(("prune.lua: training failed (%s %s)\n"):format(tostring(how), tostring(code)))
-    os.exit(1)
-  end
+  local mnist, recipe = require "bbb.experiments.mnist", require "bbb.recipe"
+  local r = recipe.main("prune.lua", function() return mnist.run(mnist.parse(argv)) end)
+  if r.status == "interrupted" then recipe.interrupted("prune.lua", r) end
 end
 
 local okl, net, info = pcall(bbb.load, from)

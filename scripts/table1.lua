@@ -1,12 +1,15 @@
 --- The rows of Table 1 of Blundell et al. (2015) that a budget allows: MNIST
 -- test error of two-hidden-layer networks trained by SGD without and with
 -- dropout and by Bayes by Backprop with a Gaussian or a scale-mixture
--- prior. Each row is a run of scripts/mnist.lua with the paper-N preset.
+-- prior. Each row is a run of the MNIST experiment (bbb.experiments.mnist,
+-- called as a function) with the paper-N preset.
 -- bbblua scripts/table1.lua --help
 local bbb = require "bbb"
 local argparse = require "argparse"
 local cli = require "bbb.cli"
 local json = require "bbb.json"
+local recipe = require "bbb.recipe"
+local mnist = require "bbb.experiments.mnist"
 
 -- Test error (%) in the paper's Table 1, by method and units per layer.
 local PAPER = {
@@ -55,7 +58,6 @@ parser:option("--out", "Write the rows as JSON here.", "out/table1.json"):conver
 parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
 local args = cli.parse(parser)
 
-local script_dir = (arg and arg[0] or "scripts/table1.lua"):match("^(.*)/[^/]*$") or "."
 local okdir, direrr = bbb.sys.mkdir_for(args.out)
 if not okdir then
   io.stderr:write(("table1.lua: --out: %s\n"):format(direrr))
@@ -65,35 +67,28 @@ end
 local rows = {}
 for _, units in ipairs(args.units) do
   for _, method in ipairs(args.methods) do
-    local preset = "paper-" .. units
-    local summary = args.out:gsub("%.json$", "") .. ("-%s-%d.json"):format(method, units)
     -- the paper-N presets exist for 400, 800 and 1200 units; other sizes take paper-400's recipe
     local known = units == 400 or units == 800 or units == 1200
-    local argv = bbb.sys.bbblua_argv(script_dir .. "/mnist.lua", "--epochs", args.epochs,
-      "--threads", args.threads, "--seed", args.seed, "--summary", summary,
-      "--preset", known and preset or "paper-400")
-    if not known then argv[#argv + 1] = "--hidden"; argv[#argv + 1] = tostring(units) end
-    for _, f in ipairs(METHODS[method].flags) do argv[#argv + 1] = f end
-    for _, f in ipairs(args.mnist_flags) do argv[#argv + 1] = f end
-    print(("== %s, 2x%d: %s"):format(method, units, table.concat(argv, " ")))
+    local opts = { epochs = args.epochs, threads = args.threads, seed = args.seed,
+                   preset = known and ("paper-" .. units) or "paper-400", hidden = not known and units or nil }
+    local argv = recipe.argv_of(opts)
+    table.move(METHODS[method].flags, 1, #METHODS[method].flags, #argv + 1, argv)
+    table.move(args.mnist_flags, 1, #args.mnist_flags, #argv + 1, argv)
+    print(("== %s, 2x%d: mnist %s"):format(method, units, table.concat(argv, " ")))
     io.stdout:flush()
     local t0 = os.time()
-    os.remove(summary)
-    local ok = bbb.sys.run(argv)
-    local f = io.open(summary, "r")
-    local okj, sum = false, nil
-    if f then
-      okj, sum = pcall(json.decode, f:read("a"))
-      f:close()
-    end
+    local ok, r = pcall(function() return mnist.run(mnist.parse(argv)) end)
+    if ok and r.status == "interrupted" then recipe.interrupted("table1.lua", r) end
     local row = { method = method, units = units, epochs = args.epochs, seconds = os.time() - t0,
                   paper = PAPER[method][units] }
-    if ok and okj and type(sum) == "table" then
-      row.test_error_mean = 100 * (1 - sum.test_acc_mean)
-      row.test_error_mc = 100 * (1 - sum.test_acc_mc)
+    if ok then
+      row.test_error_mean = 100 * (1 - r.test_acc_mean)
+      row.test_error_mc = 100 * (1 - r.test_acc_mc)
       -- deterministic nets: the plain forward pass; Bayesian: the MC ensemble
       row.test_error = method:find("^bbb") and row.test_error_mc or row.test_error_mean
     else
+      io.stderr:write(("table1.lua: %s, 2x%d failed: %s\n"):format(method, units,
+        type(r) == "table" and tostring(r.usage) or tostring(r)))
       row.failed = true
     end
     rows[#rows + 1] = row

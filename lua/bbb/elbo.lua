@@ -152,8 +152,10 @@ local function show(v) return v ~= v and "nan" or tostring(v) end
 -- divided by examples (the global batch size) and the complexity term is
 -- weighted by kl_share (1 / the number of shards) on top of kl_weight.
 -- terms: loss, nll (mean per example), nll_sum, complexity (log q - log p
--- in nats, averaged over samples), kl_weight, complexity_per_example
--- (kl_weight * complexity / batch size), elbo_per_example (= loss), and for
+-- in nats, averaged over samples), kl_weight, weighted_complexity
+-- (kl_weight * complexity: this minibatch's share of the epoch's complexity
+-- term), complexity_per_example (that / batch size), examples (the rows of
+-- x), elbo_per_example (= loss), and for
 -- a categorical likelihood correct (how many of the batch the last MC
 -- sample classified right).
 function ELBO:loss(net, x, y, opts)
@@ -196,9 +198,18 @@ function ELBO:loss(net, x, y, opts)
   end
   return loss, {
     loss = loss:item(), elbo_per_example = loss:item(), nll = nll_mean, nll_sum = nll_total / S,
-    complexity = kl_mean, kl_weight = w, complexity_per_example = w * kl_mean / B,
-    correct = correct,
+    complexity = kl_mean, kl_weight = w, weighted_complexity = w * kl_mean,
+    complexity_per_example = w * kl_mean / B, correct = correct, examples = x:size(1),
   }
+end
+
+--- terms = elbo:skip(): counts a step that has no examples here (an empty
+-- shard of a global batch under data parallelism) and returns zero terms,
+-- so the step numbers stay the same on every rank.
+function ELBO:skip()
+  self.steps = self.steps + 1
+  return { loss = 0, elbo_per_example = 0, nll = 0, nll_sum = 0, complexity = 0, kl_weight = 0,
+           weighted_complexity = 0, complexity_per_example = 0, correct = 0, examples = 0 }
 end
 
 return elbo

@@ -82,7 +82,48 @@ function prior.config(p)
     for _, k in ipairs { "sigma", "pi", "sigma1", "sigma2", "b" } do c[k] = p[k] end
     return c
   end
-  return { kind = "lua", name = prior.describe(p) }
+  return { kind = "lua", name = prior.describe(p), file = p.file, file_hash = p.file_hash }
+end
+
+-- FNV-1a (32 bits) of a string, as 8 hex digits: tells a changed file.
+local function fnv1a(s)
+  local h = 0x811c9dc5
+  for i = 1, #s do h = ((h ~ s:byte(i)) * 0x01000193) & 0xffffffff end
+  return ("%08x"):format(h)
+end
+
+--- from_file(path [, hash]) -> the prior a Lua file returns (see
+-- examples/priors/student_t.lua). The file runs in its own environment (the
+-- globals readable, none written) and must return a table with
+-- log_prob(self, w). p.file and p.file_hash (of its text) are set, so a
+-- checkpoint can find it again; with hash given, a file whose text changed
+-- since is refused.
+function prior.from_file(path, hash)
+  if type(path) ~= "string" then error("prior.from_file: argument 1 (path): expected a string", 2) end
+  local kind = require("bbb.core").sys.kind(path)
+  if kind == nil then error(("prior file '%s' does not exist"):format(path), 2) end
+  if kind ~= "file" and kind ~= "link" then error(("prior file '%s' is a %s, not a file"):format(path, kind), 2) end
+  local f, err = io.open(path, "rb")
+  if not f then error(("cannot read the prior file: %s"):format(err), 2) end
+  local text = f:read("a")
+  f:close()
+  local h = fnv1a(text)
+  if hash and hash ~= h then
+    error(("prior file '%s' changed since the run was saved (hash %s, now %s)"):format(path, hash, h), 2)
+  end
+  local env = setmetatable({}, { __index = _G })
+  local chunk, cerr = load(text, "@" .. path, "t", env)
+  if not chunk then error(("prior file '%s': %s"):format(path, cerr), 2) end
+  local ok, p = pcall(chunk)
+  if not ok then error(("prior file '%s' failed: %s"):format(path, tostring(p)), 2) end
+  if type(p) ~= "table" or type(p.log_prob) ~= "function" then
+    error(("prior file '%s' must return a table with log_prob(self, w), got %s"):format(path, type(p)), 2)
+  end
+  local okc, cerr2 = pcall(prior.check, p, "prior file '" .. path .. "'")
+  if not okc then error(cerr2, 2) end
+  p.name = p.name or path:match("([^/]+)%.lua$")
+  p.file, p.file_hash = path, h
+  return p
 end
 
 local BUILDERS = { gaussian = "Gaussian", mixture = "ScaleMixture", laplace = "Laplace" }
@@ -96,6 +137,11 @@ function prior.from_config(c, given)
   end
   local name = BUILDERS[c.kind]
   if c.kind == "lua" then
+    if type(c.file) == "string" then
+      local ok, p = pcall(prior.from_file, c.file, c.file_hash)
+      if not ok then error(("the model's prior %s: %s"):format(tostring(c.name), p), 2) end
+      return p
+    end
     error(("the model uses a prior written in Lua (%s): pass it again when loading")
       :format(tostring(c.name)), 2)
   end

@@ -196,7 +196,8 @@ local function save(o, par, path, gens, pos, history)
 end
 
 --- fit(opts) -> {history = {epoch records}, status = "done" | "interrupted",
---               checkpoint = path written last (or nil), epoch, batch}
+--               checkpoint = path written last (or nil), epoch, batch,
+--               signal = the signal that interrupted it (2, 15 or 1)}
 -- opts:
 --   model, optimizer, data (a bbb.data set), batch_size, epochs: required
 --   elbo        the loss (a bbb.elbo.ELBO; without a Bayesian layer it is
@@ -208,8 +209,8 @@ end
 --   generators  {name = Generator} more generators to save and restore
 --   log         JSONL path: one record per epoch, flushed
 --   checkpoint  path written every checkpoint_every epochs, at the end, and
---               on Ctrl-C; interrupt_checkpoint: the path for Ctrl-C when
---               no checkpoint path is set
+--               on Ctrl-C, SIGTERM or SIGHUP; interrupt_checkpoint: the path
+--               (or a function giving it) for those when no checkpoint is set
 --   resume      the info from bbb.load of a checkpoint of this run
 --   args        a table saved with the checkpoints (the script's flags)
 --   on_epoch    function(rec, ctx): adds figures to the epoch record
@@ -226,175 +227,213 @@ function train.fit(o)
   return res
 end
 
-function train.run(o)
-  local model, opt, ds = o.model, o.optimizer, o.data
-  local elbo = o.elbo or bbb.elbo.ELBO{ n_data = ds.n, batch_size = o.batch_size }
-  o.elbo = elbo
-  local gen = o.generator or core.default_generator
-  local gens = { shuffle = gen }
-  for name, g in pairs(o.generators or {}) do gens[name] = g end
-  local n_batches = bbb.data.num_batches(ds.n, o.batch_size)
-  local every = o.checkpoint_every or 1
+-- The run's state: what the named steps below share.
+local function new_run(o)
+  local ds = o.data
+  local r = {
+    o = o, model = o.model, opt = o.optimizer, ds = ds,
+    elbo = o.elbo or bbb.elbo.ELBO{ n_data = ds.n, batch_size = o.batch_size },
+    n_batches = bbb.data.num_batches(ds.n, o.batch_size),
+    every = o.checkpoint_every or 1,
+    par = data_parallel(o.dist),
+    pos = { epoch = 0, batch = 0, sums = nil, order = nil, wall = 0 },
+    history = {}, steps_done = 0,
+  }
+  o.elbo = r.elbo
+  r.gen = o.generator or core.default_generator
+  r.gens = { shuffle = r.gen }
+  for name, g in pairs(o.generators or {}) do r.gens[name] = g end
+  return r
+end
 
-  local par = data_parallel(o.dist)
-  local pos = { epoch = 0, batch = 0, sums = nil, order = nil, wall = 0 }
-  local history = {}
-  if par.n > 1 then par.broadcast_parameters(model) end
-  if o.resume then
-    local st = o.resume.meta and o.resume.meta.state
-    if type(st) ~= "table" or st.kind ~= "train" then
-      fail("train: the checkpoint holds no training state")
-    end
-    checkpoint.restore(o.resume, { optimizer = opt, schedule = o.schedule, elbo = elbo, generators = gens })
-    pos.epoch, pos.batch = math.tointeger(st.epoch), math.tointeger(st.batch)
-    pos.sums, pos.wall = st.sums, st.wall or 0
-    history = st.history or {}
-    if par.n > 1 or st.ranks then
-      local ranks = math.tointeger(st.ranks) or 1
-      if ranks ~= par.n then
-        fail("train: the checkpoint was written by a run on %d rank(s); resume it with %d", ranks, ranks)
-      end
-      for name, g in pairs(gens) do
-        local e = st.rank_generators and st.rank_generators[name] and st.rank_generators[name][par.rank + 1]
-        if not e then fail("train: the checkpoint holds no state of generator %s for rank %d", name, par.rank) end
-        g:set_state(math.tointeger(tonumber(e.seed)), math.tointeger(tonumber(e.counter)))
-      end
-      -- the saved sums are the whole job's: rank 0 carries them
-      if pos.sums and not par.lead then
-        pos.sums = { loss = 0, nll = 0, complexity = 0, correct = 0, n = 0, seconds = pos.sums.seconds }
-      end
-    end
-    if pos.batch > 0 then
-      pos.order = o.resume.tensors.extra.order
-      if not pos.order then fail("train: the checkpoint stops inside an epoch but holds no data order") end
-    end
-    model:train()
+-- Puts the run where the checkpoint o.resume left it: optimizer, schedule,
+-- ELBO, generators (each rank's own under MPI), position and history.
+local function restore(r)
+  local o, par, pos = r.o, r.par, r.pos
+  local st = o.resume.meta and o.resume.meta.state
+  if type(st) ~= "table" or st.kind ~= "train" then
+    fail("train: the checkpoint holds no training state")
   end
-
-  local log = par.lead and open_log(o.log, history) or nil
-  local quiet, line = o.quiet or not par.lead, o.print or default_line
-  local remaining = (o.epochs - pos.epoch) * n_batches - pos.batch
-  local bar = bbb.progress.new{ total = math.max(remaining, 0), mode = par.lead and o.progress or "off" }
-  local steps_done = 0
-  local last_ckpt
-  local wall0 = clock() - pos.wall
-  core.sigint_trap(true)
-  local result = { history = history, status = "done" }
-
-  local function finish(status)
-    core.sigint_trap(false)
-    if log then log:close() end
-    result.status, result.epoch, result.batch, result.checkpoint = status, pos.epoch, pos.batch, last_ckpt
-    return result
+  checkpoint.restore(o.resume, { optimizer = r.opt, schedule = o.schedule, elbo = r.elbo, generators = r.gens })
+  pos.epoch, pos.batch = math.tointeger(st.epoch), math.tointeger(st.batch)
+  pos.sums, pos.wall = st.sums, st.wall or 0
+  r.history = st.history or {}
+  if par.n > 1 or st.ranks then
+    local ranks = math.tointeger(st.ranks) or 1
+    if ranks ~= par.n then
+      fail("train: the checkpoint was written by a run on %d rank(s); resume it with %d", ranks, ranks)
+    end
+    for name, g in pairs(r.gens) do
+      local e = st.rank_generators and st.rank_generators[name] and st.rank_generators[name][par.rank + 1]
+      if not e then fail("train: the checkpoint holds no state of generator %s for rank %d", name, par.rank) end
+      g:set_state(math.tointeger(tonumber(e.seed)), math.tointeger(tonumber(e.counter)))
+    end
+    -- the saved sums are the whole job's: rank 0 carries them
+    if pos.sums and not par.lead then
+      pos.sums = { loss = 0, nll = 0, complexity = 0, correct = 0, n = 0, seconds = pos.sums.seconds }
+    end
   end
+  if pos.batch > 0 then
+    pos.order = o.resume.tensors.extra.order
+    if not pos.order then fail("train: the checkpoint stops inside an epoch but holds no data order") end
+  end
+  r.model:train()
+end
 
-  local ok, err = pcall(function()
-    for epoch = pos.epoch + 1, o.epochs do
-      local t0 = clock()
-      model:train()
-      if pos.batch == 0 then
-        pos.order = bbb.data.permutation(ds.n, gen)
-        pos.sums = { loss = 0, nll = 0, complexity = 0, correct = 0, n = 0, seconds = 0 }
-      end
-      local sums = pos.sums
-      bar.label = ("epoch %d/%d"):format(epoch, o.epochs)
-      for i, xb, yb in bbb.data.batches(ds, o.batch_size, { order = pos.order, start = pos.batch }) do
-        opt:zero_grad()
-        local terms, pending
-        if par.n == 1 then
-          local loss
-          loss, terms = elbo:loss(model, xb, yb, { batch = i, step = opt.t + 1 })
-          loss:backward()
+-- Sample the weights, forward, the ELBO and its backward pass for one
+-- minibatch (this rank's shard of it under MPI); returns the ELBO's terms
+-- and, under MPI, the job's count of pending signals.
+local function forward_backward(r, i, xb, yb)
+  local par, opt = r.par, r.opt
+  if par.n == 1 then
+    local loss, terms = r.elbo:loss(r.model, xb, yb, { batch = i, step = opt.t + 1 })
+    loss:backward()
+    return terms
+  end
+  local xl, yl, B = par.shard(xb, yb)
+  local terms
+  if xl then
+    local loss
+    loss, terms = r.elbo:loss(r.model, xl, yl, { batch = i, step = opt.t + 1, examples = B, kl_share = 1 / par.n })
+    loss:backward()
+  else   -- an empty shard still joins the reduction, with zeros
+    terms = r.elbo:skip()
+  end
+  -- a signal seen by any rank stops every rank after the same step
+  return terms, par.reduce_grads(opt, core.sigint_pending())
+end
+
+-- Adds one minibatch's terms to the epoch's sums.
+local function record_step(r, terms, B)
+  local sums = r.pos.sums
+  sums.loss = sums.loss + terms.nll_sum + terms.weighted_complexity
+  sums.nll = sums.nll + terms.nll_sum
+  sums.complexity = sums.complexity + terms.weighted_complexity
+  sums.correct = sums.correct + (terms.correct or 0)
+  sums.n = sums.n + B
+  if r.opt.observe_loss and B > 0 then   -- warns once when the loss per example explodes
+    r.opt:observe_loss((terms.nll_sum + terms.weighted_complexity) / B)
+  end
+end
+
+-- Accuracy (or o.evaluate's figures) on the validation and test sets.
+local function evaluate(r, rec)
+  local o = r.o
+  bbb.no_grad(function()
+    for _, part in ipairs { { "val", o.val }, { "test", o.test } } do
+      if part[2] then
+        if o.evaluate then
+          for k, v in pairs(o.evaluate(r.model, part[2], part[1])) do rec[part[1] .. "_" .. k] = v end
         else
-          local xl, yl, B = par.shard(xb, yb)
-          if xl then
-            local loss
-            loss, terms = elbo:loss(model, xl, yl, { batch = i, step = opt.t + 1, examples = B,
-                                                     kl_share = 1 / par.n })
-            loss:backward()
-          else   -- an empty shard still joins the reduction, with zeros
-            elbo.steps = elbo.steps + 1
-            terms = { nll_sum = 0, kl_weight = 0, complexity = 0, correct = 0, nll = 0 }
-          end
-          terms.examples = xl and xl:size(1) or 0
-          -- a Ctrl-C seen by any rank stops every rank after the same step
-          pending = par.reduce_grads(opt, core.sigint_pending())
+          rec[part[1] .. "_acc"] = train.accuracy(r.model, part[2])
         end
-        opt:step()
-        sums.loss = sums.loss + terms.nll_sum + terms.kl_weight * terms.complexity
-        sums.nll = sums.nll + terms.nll_sum
-        sums.complexity = sums.complexity + terms.kl_weight * terms.complexity
-        sums.correct = sums.correct + (terms.correct or 0)
-        local B = terms.examples or xb:size(1)
-        sums.n = sums.n + B
-        if opt.observe_loss and B > 0 then   -- warns once when the loss per example explodes
-          opt:observe_loss((terms.nll_sum + terms.kl_weight * terms.complexity) / B)
-        end
-        pos.batch = i
-        steps_done = steps_done + 1
-        if o.on_step then o.on_step(i, terms, { epoch = epoch, model = model }) end
-        bar:update(steps_done, ("nll %.4f"):format(terms.nll))
-        pending = pending or core.sigint_pending()
-        if pending > 0 and (i < n_batches or epoch < o.epochs) then
-          sums.seconds = sums.seconds + (clock() - t0)
-          pos.wall = clock() - wall0
-          bar:clear()
-          local path = o.checkpoint or o.interrupt_checkpoint
-          if path then
-            save(o, par, path, gens, pos, history)
-            last_ckpt = path
-          end
-          return "interrupted"
-        end
-      end
-      if par.n > 1 then sums = par.reduce_sums(sums) end
-      if o.schedule then o.schedule:step() end
-      local train_seconds = sums.seconds + (clock() - t0)   -- this process's share
-      local rec = {
-        epoch = epoch, elbo_per_example = sums.loss / sums.n, nll_per_example = sums.nll / sums.n,
-        complexity_total = sums.complexity, complexity_per_example = sums.complexity / sums.n,
-        lr = opt.lr, train_seconds = train_seconds,
-      }
-      if elbo.likelihood == "categorical" then rec.train_acc = sums.correct / sums.n end
-      local t_eval = clock()
-      bbb.no_grad(function()
-        for _, part in ipairs { { "val", o.val }, { "test", o.test } } do
-          if part[2] then
-            if o.evaluate then
-              for k, v in pairs(o.evaluate(model, part[2], part[1])) do rec[part[1] .. "_" .. k] = v end
-            else
-              rec[part[1] .. "_acc"] = train.accuracy(model, part[2])
-            end
-          end
-        end
-      end)
-      if o.on_epoch then o.on_epoch(rec, { epoch = epoch, model = model }) end
-      model:train()
-      rec.seconds, rec.eval_seconds = train_seconds, clock() - t_eval
-      pos.epoch, pos.batch, pos.sums, pos.order = epoch, 0, nil, nil
-      rec.wall = clock() - wall0
-      pos.wall = rec.wall
-      history[#history + 1] = rec
-      write_log(log, o.log, rec)
-      if o.checkpoint and (epoch % every == 0 or epoch == o.epochs) then
-        rec.checkpoint_seconds = save(o, par, o.checkpoint, gens, pos, history)
-        last_ckpt = o.checkpoint
-      end
-      if not quiet then
-        bar:clear()
-        print(line(rec))
-        io.stdout:flush()
       end
     end
-    bar:finish()
+  end)
+end
+
+-- The epoch's record from its sums, evaluated, logged, checkpointed, printed.
+local function end_epoch(r, epoch, sums, t0)
+  local o, pos = r.o, r.pos
+  if r.par.n > 1 then sums = r.par.reduce_sums(sums) end
+  if o.schedule then o.schedule:step() end
+  local train_seconds = sums.seconds + (clock() - t0)   -- this process's share
+  local rec = {
+    epoch = epoch, elbo_per_example = sums.loss / sums.n, nll_per_example = sums.nll / sums.n,
+    complexity_total = sums.complexity, complexity_per_example = sums.complexity / sums.n,
+    lr = r.opt.lr, train_seconds = train_seconds,
+  }
+  if r.elbo.likelihood == "categorical" then rec.train_acc = sums.correct / sums.n end
+  local t_eval = clock()
+  evaluate(r, rec)
+  if o.on_epoch then o.on_epoch(rec, { epoch = epoch, model = r.model }) end
+  r.model:train()
+  rec.seconds, rec.eval_seconds = train_seconds, clock() - t_eval
+  pos.epoch, pos.batch, pos.sums, pos.order = epoch, 0, nil, nil
+  rec.wall = clock() - r.wall0
+  pos.wall = rec.wall
+  r.history[#r.history + 1] = rec
+  write_log(r.log, o.log, rec)
+  if o.checkpoint and (epoch % r.every == 0 or epoch == o.epochs) then
+    rec.checkpoint_seconds = save(o, r.par, o.checkpoint, r.gens, pos, r.history)
+    r.last_ckpt = o.checkpoint
+  end
+  if not r.quiet then
+    r.bar:clear()
+    print(r.line(rec))
+    io.stdout:flush()
+  end
+end
+
+-- Saves the state after a signal (at the step just finished).
+local function checkpoint_now(r, t0)
+  local o, pos = r.o, r.pos
+  pos.sums.seconds = pos.sums.seconds + (clock() - t0)
+  pos.wall = clock() - r.wall0
+  r.bar:clear()
+  local path = o.checkpoint or o.interrupt_checkpoint
+  if type(path) == "function" then path = path() end
+  if path then
+    save(o, r.par, path, r.gens, pos, r.history)
+    r.last_ckpt = path
+  end
+end
+
+-- One epoch: draw the minibatches in this epoch's order and step on each.
+-- Returns "interrupted" when a signal arrived (after its step is saved).
+local function run_epoch(r, epoch)
+  local o, pos, opt = r.o, r.pos, r.opt
+  local t0 = clock()
+  r.model:train()
+  if pos.batch == 0 then
+    pos.order = bbb.data.permutation(r.ds.n, r.gen)
+    pos.sums = { loss = 0, nll = 0, complexity = 0, correct = 0, n = 0, seconds = 0 }
+  end
+  r.bar.label = ("epoch %d/%d"):format(epoch, o.epochs)
+  for i, xb, yb in bbb.data.batches(r.ds, o.batch_size, { order = pos.order, start = pos.batch }) do
+    opt:zero_grad()
+    local terms, pending = forward_backward(r, i, xb, yb)
+    opt:step()
+    record_step(r, terms, terms.examples)
+    pos.batch = i
+    r.steps_done = r.steps_done + 1
+    if o.on_step then o.on_step(i, terms, { epoch = epoch, model = r.model }) end
+    r.bar:update(r.steps_done, ("nll %.4f"):format(terms.nll))
+    pending = pending or core.sigint_pending()
+    if pending > 0 and (i < r.n_batches or epoch < o.epochs) then
+      checkpoint_now(r, t0)
+      return "interrupted"
+    end
+  end
+  end_epoch(r, epoch, pos.sums, t0)
+end
+
+function train.run(o)
+  local r = new_run(o)
+  if r.par.n > 1 then r.par.broadcast_parameters(r.model) end
+  if o.resume then restore(r) end
+  local par, pos = r.par, r.pos
+  r.log = par.lead and open_log(o.log, r.history) or nil
+  r.quiet, r.line = o.quiet or not par.lead, o.print or default_line
+  local remaining = (o.epochs - pos.epoch) * r.n_batches - pos.batch
+  -- a bar on a terminal unless told otherwise; other ranks stay silent
+  r.bar = bbb.progress.new{ total = math.max(remaining, 0),
+    mode = par.lead and (o.progress or bbb.progress.mode) or "off" }
+  r.wall0 = clock() - pos.wall
+  core.sigint_trap(true)
+  local ok, status = pcall(function()
+    for epoch = pos.epoch + 1, o.epochs do
+      if run_epoch(r, epoch) == "interrupted" then return "interrupted" end
+    end
+    r.bar:finish()
     return "done"
   end)
-  if not ok then
-    core.sigint_trap(false)
-    if log then log:close() end
-    error(err, 0)
-  end
-  return finish(err)
+  local signal = core.interrupt_signal()
+  core.sigint_trap(false)
+  if r.log then r.log:close() end
+  if not ok then error(status, 0) end
+  return { history = r.history, status = status, epoch = pos.epoch, batch = pos.batch,
+           checkpoint = r.last_ckpt, signal = status == "interrupted" and signal or nil }
 end
 
 return train

@@ -84,11 +84,13 @@ static char **child_environ(lua_State *L, int opts) {
   return envp;
 }
 
-/** sys.spawn(argv [, {stdin =, stdout =, stderr =, env =}]) -> pid
+/** sys.spawn(argv [, {stdin =, stdout =, stderr =, env =, cwd =}]) -> pid
 ** Starts argv[1] (looked up on PATH when it holds no '/') with the words of
 ** argv as its arguments, without a shell: no word is ever interpreted.
 ** stdout and stderr, when given, are files the child appends to; stdin a
-** file it reads; env a table of NAME = value set for the child only. Returns the child's process id; sys.wait collects it. */
+** file it reads; env a table of NAME = value set for the child only;
+** cwd the folder the child starts in (relative file names are resolved
+** after changing to it). Returns the child's process id; sys.wait collects it. */
 static int l_spawn(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   int opts = lua_istable(L, 2) ? 2 : 0;
@@ -118,6 +120,12 @@ static int l_spawn(lua_State *L) {
   posix_spawn_file_actions_init(&fa);
   int bad = 0;
   if (opts) {
+    lua_getfield(L, opts, "cwd");
+    if (lua_type(L, -1) == LUA_TSTRING)
+      bad |= posix_spawn_file_actions_addchdir_np(&fa, lua_tostring(L, -1));
+    else if (!lua_isnil(L, -1))
+      return luaL_error(L, "bbb.sys.spawn: argument 2 (options): cwd must be a folder name");
+    lua_pop(L, 1);
     bad |= add_redirect(L, &fa, opts, "stdin", 0);
     bad |= add_redirect(L, &fa, opts, "stdout", 1);
     bad |= add_redirect(L, &fa, opts, "stderr", 2);

@@ -1,0 +1,297 @@
+--- bbb.experiments.mnist: MNIST (or Fashion-MNIST) classification with
+-- Bayes by Backprop, or the plain and dropout MLP baselines, through the
+-- shared training loop. A function from options to results, so that other
+-- experiments (table1, grid, prune) call it as Lua:
+--
+--   local mnist = require "bbb.experiments.mnist"
+--   local r = mnist.run(mnist.options{ preset = "paper-400", epochs = 3 })
+--   print(r.test_acc_mc)
+--
+-- scripts/mnist.lua is its command line.
+local bbb = require "bbb"
+local cli = require "bbb.cli"
+local recipe = require "bbb.recipe"
+
+local mnist = {}
+
+local E = math.exp
+-- Presets: the setups of the seed documents and the paper. Each sets flags
+-- that were not given explicitly.
+local E = math.exp
+mnist.PRESETS = {
+  s1 = { about = "seed 001: 784-512-512-10 sigmoid, Gaussian prior N(0, 6^2) (its prior_var=6 is "
+         .. "passed to Normal as the standard deviation), mu ~ U(-0.6, 0.6), rho -6, pixels in [0, 1], "
+         .. "NLL summed over the batch, Adam lr 1e-3 divided by 1.1 per epoch, batch 128, 20 epochs",
+         flags = { hidden = 512, layers = 2, activation = "sigmoid", prior = "gaussian", sigma1 = 6,
+                   mu_init = 0.6, rho_init = -6, pixel_scale = 255, reduction = "sum", optim = "adam",
+                   lr = 1e-3, lr_decay = 1 / 1.1, batch = 128, epochs = 20 } },
+  s0 = { about = "seed 000: Fashion-MNIST, 784-400-400-10 ReLU, mixture pi 0.5, sigma1 1, "
+         .. "sigma2 e^-6, batch 100, Adam (reports 87.7% with posterior means, 88.3% with 100 samples)",
+         flags = { dataset = "fashion", hidden = 400, layers = 2, activation = "relu", prior = "mixture",
+                   pi = 0.5, sigma1 = 1, sigma2 = E(-6), batch = 100, optim = "adam", lr = 1e-3,
+                   test_samples = 100 } },
+  s3 = { about = "seed 003: 784-400-400-10 ReLU, Gaussian prior sigma 1, rho -3, mu spread 0.1, "
+         .. "plain SGD lr 1e-3 on the summed (not averaged) loss, batch 128, pixels / 126, 10 epochs",
+         flags = { hidden = 400, layers = 2, activation = "relu", prior = "gaussian", sigma1 = 1,
+                   rho_init = -3, mu_init = 0.1, optim = "sgd", momentum = 0, lr = 1e-3,
+                   lr_decay = 1, reduction = "sum", batch = 128, pixel_scale = 126, epochs = 10 } },
+  -- Seed 004 counts 1000 iterations (minibatches) and no batch size: with
+  -- 120 images per batch, 2 epochs are exactly 1000 of them. Its beta weighs
+  -- the KL against the mean log-likelihood of a minibatch; bbb's kl_weight
+  -- weighs it against the summed one, hence 0.001 x 120.
+  s4 = { about = "seed 004: 784-1024-10 ReLU, Gaussian prior sigma 1, initial variance 1e-3 (rho -3.44), "
+         .. "beta 0.001 on the mean log-likelihood (kl weight 0.001 x batch 120), Adam lr 1e-3, pixels / 255, "
+         .. "batch 120 so that 2 epochs are its 1000 iterations, its four curves in out/mnist-s4-curves.png "
+         .. "(it reports train 0.987, test 0.979, ELBO -2.914, log-likelihood -0.0727, KL 2841)",
+         flags = { hidden = 1024, layers = 1, activation = "relu", prior = "gaussian", sigma1 = 1,
+                   rho_init = math.log(math.exp(math.sqrt(1e-3)) - 1), kl_weight = 0.001 * 120, batch = 120,
+                   optim = "adam", lr = 1e-3, lr_decay = 1, epochs = 2, pixel_scale = 255,
+                   curves = "out/mnist-s4-curves.png" },
+         seed = { beta = 0.001, train = { acc = 0.987, elbo = -2.88892, ll = -0.04794 },
+                  test = { acc = 0.979, elbo = -2.91372, ll = -0.07274 }, kl = 2840.97729 } },
+}
+for _, units in ipairs { 400, 800, 1200 } do
+  mnist.PRESETS["paper-" .. units] = {
+    about = ("the paper's MNIST setup (Blundell et al. 2015, Table 1): 784-%d-%d-10 ReLU, "
+      .. "scale-mixture prior, pixels / 126, batch 128; seed 002's best grid point "
+      .. "(Adam lr 1e-3, pi 1/2, sigma1 1, sigma2 e^-6, 3 samples); rho starts at -6 (sigma 0.0025), "
+      .. "the best of -3, -5, -6, -8 in 10-epoch runs on a 10,000-image validation split"):format(units, units),
+    flags = { hidden = units, layers = 2, activation = "relu", prior = "mixture", pi = 0.5,
+              sigma1 = 1, sigma2 = E(-6), samples = 3, optim = "adam", lr = 1e-3, batch = 128,
+              pixel_scale = 126, rho_init = -6 },
+  }
+end
+
+-- Flags that define the run: a resumed run must keep them.
+mnist.RUN_FLAGS = { "dataset", "model", "hidden", "layers", "activation", "dropout", "prior", "pi",
+  "sigma1", "sigma2", "estimator", "optim", "batch", "pixel_scale", "val", "limit",
+  "samples", "reduction", "kl_weight", "seed", "rho_init", "mu_init", "lr", "momentum", "lr_decay" }
+
+--- mnist.parser() -> the command line of the experiment (an argparse parser).
+function mnist.parser()
+  local parser = recipe.parser("mnist.lua", "Train a Bayesian MLP on MNIST with Bayes by Backprop "
+    .. "(Blundell et al. 2015), or a plain or dropout MLP baseline, and report test accuracy "
+    .. "with posterior means and an MC ensemble.", {
+    presets = mnist.PRESETS, run_flags = mnist.RUN_FLAGS,
+    flags = { "dataset" } })
+  parser:option("--model", "bbb (Bayes by Backprop), mlp or dropout.", "bbb")
+    :convert(cli.choice { "bbb", "mlp", "dropout" })
+  recipe.declare(parser, { "hidden", "layers", "activation", "dropout", "prior", "pi", "sigma1", "sigma2",
+    "samples", "estimator", "kl_weight", "reduction", "optim", "lr", "lr_decay", "momentum", "rho_init",
+    "mu_init", "batch", "epochs", "seed", "threads", "test_samples", "pixel_scale", "val", "limit",
+    "test_limit", "log", "checkpoint", "checkpoint_every", "resume", "save" })
+  parser:option("--curves", "Plot the minibatch ELBO, log-likelihood, KL and accuracy against iterations "
+    .. "here (seed 004's four curves; ELBO = mean log-likelihood - beta KL).")
+    :convert(cli.output_path { ext = { "png", "svg" } })
+  recipe.declare(parser, { "summary", "distributed" })
+  parser._bbb_spec.outputs = { "curves" }
+  return parser
+end
+
+--- mnist.parse([argv]) -> args: the command line (default: the script's),
+-- checked, with --preset and --resume applied.
+function mnist.parse(argv)
+  return (recipe.parse(mnist.parser(), argv))
+end
+
+--- mnist.options{key = value, ...} -> args: options given as a table, checked
+-- exactly as the same flags on a command line would be.
+function mnist.options(t)
+  return (recipe.parse(mnist.parser(), recipe.argv_of(t)))
+end
+
+local function fail(msg)
+  error({ usage = msg }, 0)
+end
+
+--- mnist.run(args) -> result: trains and tests; result holds status
+-- ("done" or "interrupted"), history (the epoch records), test_acc_mean,
+-- test_acc_mc, seconds, net, and for an interrupted run epoch, batch,
+-- checkpoint and signal.
+function mnist.run(args)
+  local resume_info = args._resume
+  -- Under MPI, rank 0's flags are the job's: every rank checks its own against them.
+  local dist, rank, nranks = nil, 0, 1
+  if args.distributed then
+    dist = bbb.dist
+    if not dist.available then fail("--distributed: " .. dist.reason) end
+    rank, nranks = dist.rank(), dist.size()
+    local mine = require("bbb.json").encode(recipe.saved_args(args))
+    local root = dist.broadcast_string(rank == 0 and mine or nil, 0)
+    if root ~= mine then
+      local theirs = require("bbb.json").decode(root)
+      local keys = {}
+      for k in pairs(theirs) do keys[#keys + 1] = k end
+      for k in pairs(recipe.saved_args(args)) do if theirs[k] == nil then keys[#keys + 1] = k end end
+      table.sort(keys)
+      for _, k in ipairs(keys) do
+        local v, mine_v = theirs[k], args[k]
+        local same = (type(v) == "number" and type(mine_v) == "number") and v == mine_v
+          or tostring(v) == tostring(mine_v)
+        if not same then
+          io.stderr:write(("mnist.lua: rank %d: --%s is %s here but %s on rank 0: every rank must "
+            .. "get the same flags\n"):format(rank, k:gsub("_", "-"), tostring(mine_v),
+            tostring(type(v) == "number" and math.tointeger(v) or v)))
+          dist.abort(2)
+        end
+      end
+    end
+    if args.batch < nranks then
+      fail(("--batch %d is smaller than the %d ranks"):format(args.batch, nranks))
+    end
+  end
+  local lead = rank == 0
+  local print = lead and print or function() end
+
+  bbb.set_num_threads(args.threads)
+  bbb.manual_seed(args.seed)
+  local gen = bbb.Generator(args.seed)
+
+  local load = args.dataset == "mnist" and bbb.data.load_mnist or bbb.data.load_fashion_mnist
+  local scale = 1 / args.pixel_scale
+  local train_set = load{ split = "train", scale = scale, limit = args.limit }
+  local test_set = load{ split = "test", scale = scale, limit = args.test_limit }
+  local val_set
+  if args.val then
+    if args.val >= train_set.n then
+      fail(("--val must be smaller than the %d training images, got %d"):format(train_set.n, args.val))
+    end
+    train_set, val_set = bbb.train.split_validation(train_set, args.val)
+  end
+
+  local sizes = { train_set.x:size(2) }
+  for _ = 1, args.layers do sizes[#sizes + 1] = args.hidden end
+  sizes[#sizes + 1] = #train_set.classes
+  local net = recipe.mlp(args, sizes, gen)
+  if resume_info then
+    local ok, err = pcall(net.load_state_dict, net, resume_info.tensors.model)
+    if not ok then fail(("--resume: %s"):format(err)) end
+  end
+  -- The weight estimator draws the same weights on every rank (the shared
+  -- generator), so the job is the single-process estimator with the same
+  -- global batch; the per-example estimators and dropout draw their own noise
+  -- on each rank, from a generator keyed by (seed, rank).
+  local layer_gens = {}
+  if nranks > 1 and (args.estimator ~= "weight" or args.model == "dropout") then
+    local rank_gen = bbb.Generator(args.seed + rank * (1 << 32))
+    net:apply(function(l) if l.generator then l.generator = rank_gen end end)
+    layer_gens.rank = rank_gen
+  end
+
+  local n_batches = bbb.data.num_batches(train_set.n, args.batch)
+  local elbo = bbb.elbo.ELBO{ n_data = train_set.n, n_batches = n_batches, samples = args.samples,
+    kl_weight = args.kl_weight, reduction = args.reduction }
+  local opt, schedule = recipe.optimizer(args, net)
+
+  print(("%s: %d training, %s%d test images, pixels / %g%s"):format(args.dataset, train_set.n,
+    val_set and ("%d validation, "):format(val_set.n) or "", test_set.n, args.pixel_scale,
+    args.preset and (", preset " .. args.preset) or ""))
+  print(tostring(net))
+  print(("optimizer %s lr %g (x%g per epoch), batch %d, %d MC sample(s), kl weight %s, %s loss, %d thread(s)")
+    :format(args.optim, args.lr, args.lr_decay, args.batch, args.samples, tostring(args.kl_weight),
+      args.reduction, args.threads))
+  if resume_info then
+    local st = resume_info.meta.state
+    print(("resuming %s after epoch %d%s"):format(args.resume, math.tointeger(st.epoch),
+      math.tointeger(st.batch) > 0 and (", batch %d"):format(math.tointeger(st.batch)) or ""))
+  end
+  io.stdout:flush()
+
+
+  local saved_args = recipe.saved_args(args)
+  -- Seed 004's four curves, per minibatch, averaged over windows of 20
+  -- iterations (the MC complexity of one step is noisy).
+  local curves, window = { it = {}, elbo = {}, ll = {}, kl = {}, acc = {} }, { n = 0 }
+  local function on_step(_, terms)
+    if not args.curves then return end
+    local B = terms.nll ~= 0 and terms.nll_sum / terms.nll or args.batch
+    for k, v in pairs { elbo = -(terms.nll + terms.complexity_per_example), ll = -terms.nll,
+                        kl = terms.complexity, acc = (terms.correct or 0) / B } do
+      window[k] = (window[k] or 0) + v
+    end
+    window.n = window.n + 1
+    if window.n == 20 then
+      curves.it[#curves.it + 1] = opt.t
+      for _, k in ipairs { "elbo", "ll", "kl", "acc" } do curves[k][#curves[k] + 1] = window[k] / 20 end
+      window = { n = 0 }
+    end
+  end
+
+  local clock = bbb.core.clock
+  local t_start = clock()
+  local result = bbb.train.fit{
+    model = net, elbo = elbo, optimizer = opt, schedule = schedule, data = train_set,
+    val = val_set, test = test_set, batch_size = args.batch, epochs = args.epochs,
+    generator = gen, generators = { default = bbb.core.default_generator, rank = layer_gens.rank },
+    dist = dist,
+    log = args.log, checkpoint = args.checkpoint or args.resume,
+    checkpoint_every = args.checkpoint_every,
+    interrupt_checkpoint = function() return recipe.interrupt_path("mnist-interrupted") end,
+    resume = resume_info, args = saved_args,
+    on_step = args.curves and on_step or nil,
+  }
+
+  if result.status == "interrupted" then
+    if dist then dist.finalize() end
+    result.nranks, result.lead = nranks, lead
+    return result
+  end
+
+  local acc_mean = bbb.train.accuracy(net, test_set)
+  local acc_mc = bbb.train.accuracy(net, test_set, { samples = args.test_samples })
+  local total = clock() - t_start
+  print(("test accuracy: posterior means %.2f%%, MC ensemble of %d samples %.2f%% (test error %.2f%%)")
+    :format(100 * acc_mean, args.test_samples, 100 * acc_mc, 100 * (1 - acc_mc)))
+  print(("total %.1f s"):format(total))
+
+  -- The seed's figures beside ours (seed 004: ELBO = mean log-likelihood - beta KL).
+  local seed = args.preset and mnist.PRESETS[args.preset].seed
+  if seed and lead and type(args.kl_weight) == "number" then
+    local beta = args.kl_weight / args.batch
+    local last = result.history[#result.history]
+    local kl = last.complexity_total / (n_batches * args.kl_weight)
+    local function ll_of(ds)
+      local total = 0
+      for _, xb, yb in bbb.data.batches(ds, 1000) do
+        total = total + bbb.metrics.nll(net:predict(xb, { samples = args.test_samples }), yb) * xb:size(1)
+      end
+      return -total / ds.n
+    end
+    -- the training figures on (at most) its first 10000 images, to keep the evaluation short
+    local train_part = train_set.n > 10000 and bbb.data.split(train_set, 10000) or train_set
+    local train_acc = bbb.train.accuracy(net, train_part)
+    local ll_train, ll_test = ll_of(train_part), ll_of(test_set)
+    print(("%-6s %9s %9s %10s %10s %10s   (beta %g; ours: accuracy with posterior means, log-likelihood of "
+      .. "the %d-sample ensemble, train on %d images, KL = MC complexity of the last epoch)"):format("", "accuracy",
+      "ELBO", "log-lik", "KL", "", beta, args.test_samples, train_part.n))
+    for _, row in ipairs { { "train", train_acc, ll_train, seed.train }, { "test", acc_mean, ll_test, seed.test } } do
+      print(("%-6s %9.4f %9.4f %10.5f %10.1f   ours"):format(row[1], row[2], row[3] - beta * kl, row[3], kl))
+      print(("%-6s %9.4f %9.4f %10.5f %10.1f   seed"):format("", row[4].acc, row[4].elbo, row[4].ll, seed.kl))
+    end
+  end
+  if args.curves and lead and #curves.it > 0 then
+    local panels = {}
+    for _, c in ipairs { { "elbo", "ELBO per example" }, { "acc", "accuracy (minibatch, one weight sample)" },
+                         { "ll", "log-likelihood per example" }, { "kl", "KL (nats, MC estimate)" } } do
+      panels[#panels + 1] = { title = c[2], xlabel = "iteration", key = "off",
+        series = { { x = curves.it, y = curves[c[1]], color = "#08519c" } } }
+    end
+    print("wrote " .. bbb.plot.panels{ file = args.curves, size = { 1200, 800 }, layout = { 2, 2 },
+      page_title = ("%s, %s: minibatch figures averaged over 20 iterations"):format(args.dataset,
+        args.preset and ("preset " .. args.preset) or "bbb"), panels = panels })
+  end
+  if args.save and lead then
+    bbb.save(args.save, { model = net, args = saved_args })
+    print(("model saved to %s"):format(args.save))
+  end
+  if dist then dist.finalize() end
+  if args.summary and lead then
+    cli.write_file(args.summary, require("bbb.json").encode{ args = saved_args, epochs = result.history,
+      test_acc_mean = acc_mean, test_acc_mc = acc_mc, seconds = total })
+  end
+  result.test_acc_mean, result.test_acc_mc, result.seconds, result.net = acc_mean, acc_mc, total, net
+  return result
+
+end
+
+return mnist

@@ -1,0 +1,391 @@
+--- bbb.recipe: what every experiment shares, declared once.
+-- The flags (one declaration, one check and one help text each), presets,
+-- resuming a run, the run's output files, and building its prior, model,
+-- ELBO and optimizer from the flags. An experiment script keeps only what is
+-- its own: its data, its model choice and its report.
+--
+--   local recipe = require "bbb.recipe"
+--   local parser = recipe.parser("mnist.lua", "Train ...", {
+--     flags = { "seed", "threads", "hidden", "prior", "lr", "log", "checkpoint", "resume" },
+--     defaults = { lr = "0.01" } })
+--   local args = recipe.parse(parser)
+--   local prior = recipe.prior(args)
+local cli = require "bbb.cli"
+local argparse = require "argparse"
+
+local recipe = {}
+
+local E = math.exp
+local FLAGS = {}
+
+-- Every flag written as it would be on a command line, for the converters.
+local function as_text(v)
+  if math.type(v) == "float" then return ("%.17g"):format(v) end
+  return tostring(v)
+end
+
+
+-- name: the Lua key (underscores); the flag is --name with dashes.
+local function def(name, help, default, convert, extra)
+  local f = extra or {}
+  f.name, f.help, f.default, f.convert = name, help, default, convert
+  f.long = "--" .. name:gsub("_", "-")
+  FLAGS[name] = f
+end
+
+-- A prior: a built-in name, or a Lua file that returns one.
+local function prior_choice()
+  local builtin = cli.choice { "mixture", "gaussian", "laplace" }
+  return function(s)
+    if type(s) == "string" and s:find("%.lua$") then return s end
+    local v, err = builtin(s)
+    if v == nil then return nil, err .. " (or a .lua file returning a prior)" end
+    return v
+  end
+end
+
+-- The run
+def("seed", "Random seed.", "1", function() return cli.integer() end)
+def("threads", "Threads for GEMM and elementwise passes.", "2", function() return cli.threads() end)
+def("epochs", "Training epochs.", "30", function() return cli.nonnegative_integer { max = 100000 } end)
+def("batch", "Minibatch size.", "128", function() return cli.positive_integer() end)
+-- Data
+def("dataset", "mnist or fashion.", "mnist", function() return cli.choice { "mnist", "fashion" } end)
+def("pixel_scale", "Divide pixels by this (the paper: 126).", "126",
+  function() return cli.positive_number { max = 1e9 } end)
+def("val", "Hold out the last N training images for validation.", nil, function() return cli.positive_integer() end)
+def("limit", "Use only the first N training images (smoke runs).", nil, function() return cli.positive_integer() end)
+def("test_limit", "Use only the first N test images.", nil, function() return cli.positive_integer() end)
+-- The network
+def("hidden", "Units per hidden layer.", "400", function() return cli.positive_integer { max = 1 << 16 } end)
+def("layers", "Hidden layers.", "2", function() return cli.positive_integer { max = 64 } end)
+def("activation", "relu, sigmoid or tanh.", "relu", function() return cli.choice { "relu", "sigmoid", "tanh" } end)
+def("dropout", "Dropout probability of the dropout model.", "0.5", function() return cli.number { min = 0, below = 1 } end)
+def("rho_init", "Initial rho (sigma = softplus(rho)).", "-5", function() return cli.number { min = -100, max = 20 } end)
+def("mu_init", "Initial means uniform in [-s, s] (default 1/sqrt(fan-in)).", nil,
+  function() return cli.nonnegative_number() end)
+def("estimator", "weight (one weight sample per minibatch), local (local reparameterization) or flipout.",
+  "weight", function() return cli.choice { "weight", "local", "flipout" } end)
+-- The prior
+def("prior", "Prior: mixture, gaussian, laplace, or a Lua file returning a prior (see examples/custom_prior.lua).",
+  "mixture", prior_choice)
+def("pi", "Mixture weight of the wide component.", "0.25", function() return cli.probability() end)
+def("sigma1", "Wide component's sigma (gaussian: its sigma; laplace: its scale b).", "1",
+  function() return cli.positive_number() end)
+def("sigma2", "Narrow component's sigma (default e^-7).", tostring(E(-7)), function() return cli.positive_number() end)
+def("prior_sigma", "Sigma of the Gaussian prior.", "0.1", function() return cli.positive_number() end)
+-- The free energy
+def("samples", "MC samples per minibatch in training.", "1", function() return cli.positive_integer { max = 1000 } end)
+def("kl_weight", "Weight of each minibatch's complexity term: uniform (1/M), blundell (2^(M-i)/(2^M-1)) "
+  .. "or a number >= 0.", "uniform", function() return cli.choice_or_number({ "uniform", "blundell" }, { min = 0, max = 1e12 }) end)
+def("kl", "Complexity term: mc (log q - log p at the sample) or analytic (Gaussian prior only).", "mc",
+  function() return cli.choice { "mc", "analytic" } end)
+def("reduction", "mean (loss per example) or sum (summed over the minibatch).", "mean",
+  function() return cli.choice { "mean", "sum" } end)
+def("test_samples", "MC samples for the final ensemble.", "10", function() return cli.positive_integer { max = 100000 } end)
+-- The optimizer
+def("optim", "adam, sgd or rmsprop.", "adam", function() return cli.choice { "adam", "sgd", "rmsprop" } end)
+def("lr", "Learning rate.", "0.001", function() return cli.nonnegative_number { max = 1e6 } end)
+def("lr_decay", "Learning rate multiplied by this after each epoch.", "0.95",
+  function() return cli.positive_number { max = 10 } end)
+def("momentum", "SGD momentum.", "0.9", function() return cli.number { min = 0, below = 1 } end)
+-- Outputs
+def("log", "Append one JSON line per epoch to this file (flushed each epoch).", nil,
+  function() return cli.output_path { ext = { "jsonl", "json", "log" } } end, { output = true })
+def("checkpoint", "Write the training state here (every --checkpoint-every epochs, at the end and on "
+  .. "Ctrl-C or SIGTERM).", nil, function() return cli.output_path() end, { output = true })
+def("checkpoint_every", "Epochs between checkpoints.", "1", function() return cli.positive_integer() end)
+def("resume", "Continue the run saved in this checkpoint (same flags, or none).", nil, nil)
+def("save", "Write the trained model as a checkpoint (safetensors) here.", nil,
+  function() return cli.output_path() end, { output = true })
+def("summary", "Write the final figures and the per-epoch history as JSON here.", nil,
+  function() return cli.output_path { ext = { "json" } } end, { output = true })
+def("distributed", "Data-parallel training over MPI: mpirun -np N bbblua SCRIPT --distributed. Each rank "
+  .. "takes a shard of every global batch (--batch is the global size); rank 0 prints, logs and writes "
+  .. "checkpoints.", nil, nil, { flag = true })
+def("debug", "Show a Lua traceback with errors.", nil, nil, { flag = true })
+
+recipe.FLAGS = FLAGS
+
+--- recipe.parser(script, about, spec) -> an argparse parser with the shared
+-- flags spec.flags (names as in recipe.FLAGS, in that order) declared, with
+-- spec.defaults[name] replacing a default (false: no default), and
+-- spec.presets ({name = {about =, flags = {...}}}) offered as --preset.
+function recipe.parser(script, about, spec)
+  local parser = argparse(script, about)
+  spec = spec or {}
+  parser._bbb_spec = spec
+  parser._bbb_script = script
+  if spec.presets then
+    local names, help = {}, { "Presets (explicit flags override them):" }
+    for k in pairs(spec.presets) do names[#names + 1] = k end
+    table.sort(names)
+    for _, k in ipairs(names) do help[#help + 1] = ("  %s: %s."):format(k, spec.presets[k].about) end
+    parser:epilog(table.concat(help, "\n"))
+    parser:option("--preset", "A named setup (see below)."):convert(cli.choice(names))
+  end
+  recipe.declare(parser, spec.flags or {})
+  return parser
+end
+
+--- recipe.declare(parser, names): declares more shared flags on a parser made
+-- by recipe.parser (so a script can interleave its own flags with them).
+function recipe.declare(parser, names)
+  local spec = parser._bbb_spec or {}
+  for _, name in ipairs(names) do
+    local f = FLAGS[name] or error(("recipe.declare: no shared flag %s"):format(tostring(name)), 2)
+    if f.flag then
+      parser:flag(f.long, f.help)
+    else
+      local default = f.default
+      if spec.defaults and spec.defaults[name] ~= nil then default = spec.defaults[name] or nil end
+      local o = parser:option(f.long, f.help, default)
+      if f.convert then o:convert(f.convert()) end
+    end
+  end
+end
+
+--- recipe.argv_of{key = value, ...} -> the command line that says the same
+-- ({"--key", "value", ...}, flags for true), in a fixed order.
+function recipe.argv_of(t)
+  local keys, argv = {}, {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local v, flag = t[k], "--" .. tostring(k):gsub("_", "-")
+    if v == true then argv[#argv + 1] = flag
+    elseif v ~= false and v ~= nil then argv[#argv + 1] = flag .. "=" .. as_text(v) end
+  end
+  return argv
+end
+
+--- recipe.main(script, fn, ...) runs fn(...) and turns its errors into what a
+-- person reads: "script: message" on stderr and exit status 2 for bad input
+-- (an error raised as {usage = message}, or a bad flag), 1 for any other
+-- failure; the Lua traceback only with --debug or BBB_DEBUG=1 set.
+function recipe.main(script, fn, ...)
+  local debug_on = os.getenv("BBB_DEBUG") == "1"
+  for _, a in ipairs(arg or {}) do if a == "--debug" then debug_on = true end end
+  local ok, err = xpcall(fn, function(e)
+    if type(e) == "table" and e.usage then return e end
+    if debug_on then return debug.traceback(tostring(e), 2) end
+    return tostring(e)
+  end, ...)
+  if ok then return err end
+  if type(err) == "table" then
+    io.stderr:write(script, ": ", tostring(err.usage), "\n")
+    os.exit(2)
+  end
+  io.stderr:write(script, ": ", debug_on and err or (err:gsub("^[^\n]-%.lua:%d+: ", "")), "\n")
+  os.exit(1)
+end
+
+-- Prints "script: message" and exits 2: a bad flag is the user's input, not a
+-- crash, so no traceback.
+local function usage_error(parser, msg)
+  parser:error(msg)
+end
+
+-- The saved flags of a checkpoint, each checked again by its converter: an
+-- edited checkpoint (a dataset or activation that does not exist) is refused.
+local function checked_saved_args(parser, saved, path)
+  local by_key = {}
+  for _, o in ipairs(parser._options or {}) do
+    local long
+    for _, a in ipairs(o._aliases) do if a:sub(1, 2) == "--" then long = a break end end
+    if long then by_key[long:sub(3):gsub("-", "_")] = o end
+  end
+  local out = {}
+  for k, v in pairs(saved) do
+    local o = by_key[k]
+    if k == "prior_hash" then
+      out[k] = v
+    elseif not o then
+      if not k:find("^_") then
+        usage_error(parser, ("--resume: %s holds a flag this script does not have (%s = %s): it was "
+          .. "written by another script or edited"):format(path, k, as_text(v)))
+      end
+      out[k] = v
+    elseif type(v) == "boolean" then
+      out[k] = v
+    else
+      local conv = o._convert
+      local val, err = v, nil
+      if type(conv) == "function" then val, err = conv(as_text(v)) end
+      if val == nil then
+        usage_error(parser, ("--resume: %s holds an invalid --%s (%s)"):format(path, k:gsub("_", "-"), err))
+      end
+      out[k] = val
+    end
+  end
+  return out
+end
+
+--- recipe.parse(parser [, argv]) -> args, given
+-- Parses the command line; applies the --preset's flags that were not given;
+-- for --resume, loads the checkpoint (args._resume = what bbb.load returned)
+-- and takes every flag not given from it, after checking it again. Flags in
+-- spec.run_flags that were given must equal the saved ones; output paths
+-- (--log, --checkpoint, --save, --summary, ...) never come from the
+-- checkpoint: a resumed run writes where its command line says, and its
+-- checkpoint by default over the file it resumed from. Two outputs on one
+-- path are refused, and every output's folder is made before any work.
+function recipe.parse(parser, argv)
+  local spec = parser._bbb_spec or {}
+  argv = argv or arg
+  local args = cli.parse(parser, argv)
+  local given = cli.given(parser, argv)
+  if args.resume then
+    local ok, model_or_err, info = pcall(require("bbb").load, args.resume)
+    if not ok then usage_error(parser, "--resume: " .. tostring(model_or_err):gsub("^[^\n]-:%d+: ", "")) end
+    local saved = info.meta and info.meta.args
+    if type(saved) ~= "table" then usage_error(parser, ("--resume: %s holds no run arguments"):format(args.resume)) end
+    saved = checked_saved_args(parser, saved, args.resume)
+    if given.preset and saved.preset ~= args.preset then
+      usage_error(parser, ("--preset %s differs from the resumed run's (%s): a resumed run keeps its setup")
+        :format(args.preset, tostring(saved.preset or "none")))
+    end
+    for _, k in ipairs(spec.run_flags or {}) do
+      if given[k] and args[k] ~= saved[k] then
+        usage_error(parser, ("--%s is %s but %s was trained with %s: a resumed run keeps its flags")
+          :format(k:gsub("_", "-"), as_text(args[k]), args.resume, as_text(saved[k])))
+      end
+    end
+    for k, v in pairs(saved) do
+      local f = FLAGS[k]
+      if not given[k] and not (f and (f.output or f.flag)) and k ~= "resume" then args[k] = v end
+    end
+    args._resume = info
+  elseif args.preset then
+    for k, v in pairs(spec.presets[args.preset].flags) do
+      if not given[k] then args[k] = v end
+    end
+  end
+  if type(args.prior) == "string" and args.prior:find("%.lua$") then
+    -- a resumed run needs the same file, unchanged
+    local ok, p = pcall(require("bbb.prior").from_file, args.prior, args._resume and args.prior_hash)
+    if not ok then usage_error(parser, "--prior: " .. tostring(p):gsub("^[^\n]-:%d+: ", "")) end
+    args._prior, args.prior_hash = p, p.file_hash
+  end
+  local ok, err = recipe.prepare_outputs(args, spec.outputs)
+  if not ok then usage_error(parser, err) end
+  return args, given
+end
+
+--- recipe.prepare_outputs(args [, extra]) -> true | nil, message: refuses two
+-- outputs on one path and makes every output's missing folder now, before
+-- any training, so a path error never throws away a trained model.
+-- extra lists script-specific output keys besides the shared ones.
+function recipe.prepare_outputs(args, extra)
+  local keys = {}
+  for name, f in pairs(FLAGS) do if f.output then keys[#keys + 1] = name end end
+  for _, k in ipairs(extra or {}) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local seen = {}
+  for _, k in ipairs(keys) do
+    local path = args[k]
+    if k == "checkpoint" and path == nil then path = args.resume end
+    if type(path) == "string" then
+      if seen[path] then
+        return nil, ("--%s and --%s name the same file %s"):format(seen[path]:gsub("_", "-"),
+          k:gsub("_", "-"), path)
+      end
+      seen[path] = k
+      local ok, err = require("bbb.sys").mkdir_for(path)
+      if not ok then return nil, ("--%s: %s"):format(k:gsub("_", "-"), err) end
+    end
+  end
+  return true
+end
+
+--- recipe.saved_args(args) -> the flags to store in a checkpoint: everything
+-- but where the run was resumed from and how it was launched.
+function recipe.saved_args(args)
+  local out = {}
+  for k, v in pairs(args) do
+    local f = FLAGS[k]
+    if k ~= "resume" and k:sub(1, 1) ~= "_" and not (f and f.flag) then out[k] = v end
+  end
+  return out
+end
+
+--- recipe.prior(args) -> the prior the flags describe: --prior mixture
+-- (--pi, --sigma1, --sigma2), gaussian (--sigma1, or --prior-sigma where the
+-- script has it), laplace (--sigma1 as b), or a Lua file returning a prior
+-- (its name and a hash of its text are kept in the checkpoint).
+function recipe.prior(args)
+  local prior = require("bbb.prior")
+  local kind = args.prior or "gaussian"
+  if args._prior then return args._prior end
+  if kind:find("%.lua$") then return prior.from_file(kind, args.prior_hash) end
+  if kind == "mixture" then
+    return prior.ScaleMixture{ pi = args.pi, sigma1 = args.sigma1, sigma2 = args.sigma2 }
+  elseif kind == "gaussian" then
+    return prior.Gaussian{ sigma = args.prior_sigma or args.sigma1 }
+  end
+  return prior.Laplace{ b = args.sigma1 }
+end
+
+--- recipe.activation(args) -> the activation module class of --activation.
+function recipe.activation(args)
+  local nn = require("bbb.nn")
+  return ({ relu = nn.ReLU, sigmoid = nn.Sigmoid, tanh = nn.Tanh })[args.activation or "relu"]
+end
+
+--- recipe.mlp(args, sizes, gen [, prior]) -> a Bayesian MLP (model "bbb"),
+-- or a plain or dropout MLP (model "mlp" / "dropout").
+function recipe.mlp(args, sizes, gen, prior)
+  local nn = require("bbb.nn")
+  if (args.model or "bbb") == "bbb" then
+    return nn.bayes_mlp(sizes, { prior = prior or recipe.prior(args), estimator = args.estimator,
+      activation = recipe.activation(args), rho_init = args.rho_init, mu_scale = args.mu_init, generator = gen })
+  end
+  return nn.mlp(sizes, { activation = recipe.activation(args), generator = gen,
+    dropout = args.model == "dropout" and args.dropout or nil })
+end
+
+--- recipe.optimizer(args, net) -> optimizer, schedule (exponential decay by
+-- --lr-decay per epoch; nil when the script has no --lr-decay).
+function recipe.optimizer(args, net)
+  local optim = require("bbb.optim")
+  local opt
+  if args.optim == "sgd" then
+    opt = optim.SGD(net, { lr = args.lr, momentum = args.momentum or 0 })
+  elseif args.optim == "rmsprop" then
+    opt = optim.RMSprop(net, { lr = args.lr })
+  else
+    opt = optim.Adam(net, { lr = args.lr })
+  end
+  return opt, args.lr_decay and optim.schedule.exponential(opt, args.lr_decay) or nil
+end
+
+--- recipe.interrupted(script, result [, suffix, prefix]) prints where the
+-- state was saved and how to resume (the command as it was invoked, with
+-- prefix before it and suffix after it), and exits 128 + the signal (130
+-- for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP).
+function recipe.interrupted(script, result, extra, prefix)
+  local argv0 = (prefix or "") .. table.concat(require("bbb.sys").bbblua_argv(arg and arg[0] or script), " ")
+  if result.checkpoint then
+    io.stderr:write(("\ninterrupted in epoch %d after batch %d; the state is saved in %s.\n"
+      .. "Resume with: %s --resume %s%s\n"):format(result.epoch + 1, result.batch, result.checkpoint,
+      argv0, result.checkpoint, extra or ""))
+  else
+    io.stderr:write(("\ninterrupted in epoch %d after batch %d; nothing was saved.\n")
+      :format(result.epoch + 1, result.batch))
+  end
+  os.exit(128 + (result.signal or 2))
+end
+
+--- recipe.interrupt_path(stem) -> a file name for the state of an
+-- interrupted run that has no --checkpoint: stem.ckpt, or stem-2.ckpt,
+-- stem-3.ckpt, ... when an earlier interrupted run's file is there.
+function recipe.interrupt_path(stem)
+  local path, k = stem .. ".ckpt", 1
+  while require("bbb.sys").kind(path) do
+    k = k + 1
+    path = ("%s-%d.ckpt"):format(stem, k)
+  end
+  return path
+end
+
+return recipe

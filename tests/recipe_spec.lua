@@ -1,0 +1,162 @@
+-- The shared recipe of the experiment scripts: resuming writes only where the
+-- command line says, a checkpoint's flags are checked again, outputs are
+-- checked and made before training, signals save the run, and a prior
+-- written in a Lua file reaches every script.
+local h = require "helpers"
+local q = h.q
+
+local root = h.root:sub(1, 1) == "/" and h.root or (os.getenv("PWD") .. "/" .. h.root)
+local bbblua = h.build:sub(1, 1) == "/" and h.bbblua or (os.getenv("PWD") .. "/" .. h.bbblua)
+local MNIST = root .. "/scripts/mnist.lua"
+local SMALL = "--limit 300 --test-limit 100 --hidden 16 --threads 1 --test-samples 2 --batch 100"
+
+local function fresh_dir()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. q(dir) .. " && ln -s " .. q(root .. "/data") .. " " .. q(dir .. "/data")))
+  return dir
+end
+
+-- bbblua mnist.lua args, run inside dir: exit status, output.
+local function mnist_in(dir, args)
+  local out, status = h.sh(("cd %s && %s %s %s"):format(q(dir), q(bbblua), q(MNIST), args))
+  return status, out
+end
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+describe("--resume", function()
+  local dir
+  setup(function()
+    dir = fresh_dir()
+    local status, out = mnist_in(dir, SMALL .. " --epochs 1 --checkpoint a/run.ckpt --log a/run.jsonl --save a/model.ckpt")
+    assert.are.equal(0, status, out)
+  end)
+  teardown(function() os.execute("rm -rf " .. q(dir)) end)
+
+  it("of a copied checkpoint writes the copy, never the original run's files", function()
+    local before = {}
+    for _, f in ipairs { "run.ckpt", "run.jsonl", "model.ckpt" } do before[f] = read(dir .. "/a/" .. f) end
+    os.execute(("mkdir -p %s && cp %s %s"):format(q(dir .. "/b"), q(dir .. "/a/run.ckpt"), q(dir .. "/b/copy.ckpt")))
+    local copy = read(dir .. "/b/copy.ckpt")
+    local status, out = mnist_in(dir, "--resume b/copy.ckpt --epochs 2")
+    assert.are.equal(0, status, out)
+    h.has(out, "resuming b/copy.ckpt after epoch 1")
+    for f, s in pairs(before) do assert.are.equal(s, read(dir .. "/a/" .. f), "a/" .. f .. " was written") end
+    assert.are_not.equal(copy, read(dir .. "/b/copy.ckpt"), "the copy holds the resumed run")
+  end)
+
+  it("refuses a checkpoint whose flags were edited to values that do not exist", function()
+    local s = read(dir .. "/a/run.ckpt")
+    -- the run's flags sit in __metadata__ as JSON inside a JSON string: quotes escaped
+    for _, edit in ipairs { { [[\"dataset\":\"mnist\"]], [[\"dataset\":\"cifar\"]], "--dataset" },
+                            { [[\"activation\":\"relu\"]], [[\"activation\":\"gelu\"]], "--activation" } } do
+      assert.truthy(s:find(edit[1], 1, true), edit[1])
+      write(dir .. "/edited.ckpt", (s:gsub(edit[1]:gsub("%p", "%%%0"), edit[2])))
+      local status, out = mnist_in(dir, "--resume edited.ckpt --epochs 2")
+      assert.are_not.equal(0, status, out)
+      h.has(out, "--resume: edited.ckpt holds an invalid " .. edit[3])
+    end
+  end)
+
+  it("refuses --preset and --seed that differ from the resumed run's", function()
+    local status, out = mnist_in(dir, "--resume a/run.ckpt --epochs 2 --preset paper-400 --checkpoint c1.ckpt")
+    assert.are_not.equal(0, status, out)
+    h.has(out, "--preset paper-400 differs from the resumed run's (none)")
+    status, out = mnist_in(dir, "--resume a/run.ckpt --epochs 2 --seed 7 --checkpoint c2.ckpt")
+    assert.are_not.equal(0, status, out)
+    h.has(out, "--seed is 7 but a/run.ckpt was trained with 1")
+  end)
+end)
+
+describe("outputs", function()
+  it("refuses one path for two outputs, before any work", function()
+    local dir = fresh_dir()
+    local status, out = mnist_in(dir, SMALL .. " --epochs 1 --checkpoint x.log --log x.log")
+    os.execute("rm -rf " .. q(dir))
+    assert.are_not.equal(0, status, out)
+    h.has(out, "--checkpoint and --log name the same file x.log")
+  end)
+
+  it("makes missing folders before training, and stops on one it cannot make", function()
+    local dir = fresh_dir()
+    local status, out = mnist_in(dir, SMALL .. " --epochs 0 --log out/deep/run.jsonl --summary out/s/sum.json")
+    assert.are.equal(0, status, out)
+    assert.are.equal("folder", require("bbb.core").sys.kind(dir .. "/out/deep"))
+    write(dir .. "/blocker", "")
+    status, out = mnist_in(dir, SMALL .. " --epochs 5 --save blocker/sub/m.ckpt")
+    os.execute("rm -rf " .. q(dir))
+    assert.are_not.equal(0, status, out)
+    h.has(out, "--save")
+    assert.is_nil(out:find("epoch  1", 1, true), "training started before the output was checked:\n" .. out)
+  end)
+end)
+
+describe("signals", function()
+  -- Starts a long run, waits for its log to appear (training started), sends sig.
+  local function interrupt(dir, sig)
+    local sys = require("bbb.core").sys
+    local log = ("%s/r%d.jsonl"):format(dir, sig)
+    local pid = assert(sys.spawn({ bbblua, MNIST, "--limit", "2000", "--test-limit", "100", "--hidden", "64",
+      "--threads", "1", "--epochs", "500", "--log", log }, { stdout = dir .. "/out.txt", stderr = dir .. "/out.txt",
+      cwd = dir }))
+    local t0 = os.time()
+    while not io.open(log) and os.time() - t0 < 60 do sys.sleep(0.05) end
+    sys.sleep(0.3)
+    sys.kill(pid, sig)
+    return sys.wait(pid)
+  end
+
+  it("SIGTERM and SIGHUP save the run like Ctrl-C; a second run does not overwrite the first's file", function()
+    local dir = fresh_dir()
+    local how, code = interrupt(dir, 15)
+    assert.are.equal("exit", how, read(dir .. "/out.txt"))
+    assert.are.equal(143, code, read(dir .. "/out.txt"))
+    local first = read(dir .. "/mnist-interrupted.ckpt")
+    assert.truthy(first, read(dir .. "/out.txt"))
+    h.has(read(dir .. "/out.txt"), "--resume mnist-interrupted.ckpt")
+    how, code = interrupt(dir, 1)
+    assert.are.equal(129, code, read(dir .. "/out.txt"))
+    assert.truthy(read(dir .. "/mnist-interrupted-2.ckpt"), read(dir .. "/out.txt"))
+    assert.are.equal(first, read(dir .. "/mnist-interrupted.ckpt"))
+    os.execute("rm -rf " .. q(dir))
+  end)
+end)
+
+describe("--prior FILE.lua", function()
+  it("trains with the file's prior, names it, resumes with it, and refuses it changed or gone", function()
+    local dir = fresh_dir()
+    local text = read(root .. "/examples/priors/student_t.lua")
+    write(dir .. "/t.lua", text)
+    local status, out = mnist_in(dir, SMALL .. " --epochs 1 --prior t.lua --checkpoint run.ckpt")
+    assert.are.equal(0, status, out)
+    h.has(out, "prior=StudentT{nu=3, s=0.1}")
+    status, out = mnist_in(dir, "--resume run.ckpt --epochs 2")
+    assert.are.equal(0, status, out)
+    h.has(out, "epoch  2")
+    write(dir .. "/t.lua", text .. "\n-- edited\n")
+    status, out = mnist_in(dir, "--resume run.ckpt --epochs 3")
+    assert.are_not.equal(0, status, out)
+    h.has(out, "prior file 't.lua' changed since the run was saved")
+    os.remove(dir .. "/t.lua")
+    status, out = mnist_in(dir, "--resume run.ckpt --epochs 3")
+    assert.are_not.equal(0, status, out)
+    h.has(out, "prior file 't.lua' does not exist")
+    status, out = mnist_in(dir, SMALL .. " --epochs 1 --prior missing.lua")
+    assert.are_not.equal(0, status, out)
+    h.has(out, "--prior: prior file 'missing.lua' does not exist")
+    os.execute("rm -rf " .. q(dir))
+  end)
+end)
