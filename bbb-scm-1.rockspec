@@ -11,6 +11,7 @@ description = {
 Float32 tensors, a define-by-run autodiff tape and fused Bayesian layers on
 OpenBLAS, driven from Lua 5.4 (Blundell et al. 2015, "Weight Uncertainty in
 Neural Networks").]],
+  license = "MIT",
 }
 dependencies = { "lua >= 5.4, < 5.5" }
 build = {

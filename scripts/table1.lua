@@ -5,7 +5,6 @@
 -- called as a function) with the paper-N preset.
 -- bbblua scripts/table1.lua --help
 local bbb = require "bbb"
-local argparse = require "argparse"
 local cli = require "bbb.cli"
 local json = require "bbb.json"
 local recipe = require "bbb.recipe"
@@ -43,26 +42,21 @@ end
 
 local about = { "Methods:" }
 for _, m in ipairs(METHOD_NAMES) do about[#about + 1] = ("  %s: %s."):format(m, METHODS[m].about) end
-local parser = argparse("table1.lua", "Reproduce rows of Table 1 of Blundell et al. (2015): MNIST test error "
+local parser = recipe.parser("table1.lua", "Reproduce rows of Table 1 of Blundell et al. (2015): MNIST test error "
   .. "of 2-hidden-layer networks, ours beside the paper's. Every row is a scripts/mnist.lua run with "
-  .. "the paper-N preset.")
+  .. "the paper-N preset.", { defaults = { epochs = "30" }, outputs = { "out" } })
   :epilog(table.concat(about, "\n") .. "\nFlags after -- go to every mnist.lua run (e.g. -- --limit 1000).")
 parser:option("--units", "Units per hidden layer (400, 800, 1200 in the paper).", "400")
   :convert(list_of(cli.positive_integer { max = 1 << 16 }, "units"))
 parser:option("--methods", "Methods: " .. table.concat(METHOD_NAMES, ","), "bbb-mixture")
   :convert(list_of(cli.choice(METHOD_NAMES), "methods"))
-parser:option("--epochs", "Training epochs of every run.", "30"):convert(cli.positive_integer { max = 100000 })
-parser:option("--threads", "Threads of every run.", "2"):convert(cli.threads())
-parser:option("--seed", "Random seed.", "1"):convert(cli.integer())
+recipe.declare(parser, { "epochs" })
+recipe.declare(parser, { "threads" })
+recipe.declare(parser, { "seed" })
 parser:option("--out", "Write the rows as JSON here.", "out/table1.json"):convert(cli.output_path { ext = { "json" } })
 parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
-local args = cli.parse(parser)
+local args = recipe.parse(parser)
 
-local okdir, direrr = bbb.sys.mkdir_for(args.out)
-if not okdir then
-  io.stderr:write(("table1.lua: --out: %s\n"):format(direrr))
-  os.exit(2)
-end
 
 local rows = {}
 for _, units in ipairs(args.units) do

@@ -19,7 +19,7 @@ end
 local tmp = os.tmpname()
 os.remove(tmp)
 os.execute("mkdir -p " .. tmp)
-local TINY = " --limit 1500 --test-limit 300 --noise-n 60 --hidden 24 --epochs 2 --lr 0.005 --samples 4 --chunk 128"
+local TINY = " --limit 1500 --test-limit 300 --noise-n 60 --hidden 24 --epochs 2 --lr 0.005 --test-samples 4 --chunk 128"
 
 -- Table rows: model, set, then the figures (a "-" where there is none).
 local function row(out, model, set)
@@ -90,7 +90,7 @@ describe("ood.lua", function()
   end)
 
   it("refuses bad input before any work", function()
-    refused("--samples 0", "--samples: integer '0' is out of range")
+    refused("--test-samples 0", "--test-samples: integer '0' is out of range")
     refused("--preset s9", "--preset: expected one of s0, s1, got 's9'")
     refused("--sets normal cifar", "--sets: expected one of mnist, fashion, normal, uniform, got 'cifar'")
     local wrong = tmp .. "/wrong.safetensors"

@@ -185,6 +185,7 @@ function cli.output_path(opts)
   return converter(function(s)
     if type(s) ~= "string" or s == "" then return nil, "expected a file name, got ''" end
     if s:find("%c") then return nil, ("file name %s holds a control character"):format(show(s)) end
+    if s:find("^%s*|") then return nil, ("file %s starts with '|', which gnuplot runs as a command"):format(show(s)) end
     if opts.ext then
       local e = (s:match("%.([%w]+)$") or ""):lower()
       local okext = false

@@ -77,7 +77,7 @@ def("prior_sigma", "Sigma of the Gaussian prior.", "0.1", function() return cli.
 -- The free energy
 def("samples", "MC samples per minibatch in training.", "1", function() return cli.positive_integer { max = 1000 } end)
 def("kl_weight", "Weight of each minibatch's complexity term: uniform (1/M), blundell (2^(M-i)/(2^M-1)) "
-  .. "or a number >= 0.", "uniform", function() return cli.choice_or_number({ "uniform", "blundell" }, { min = 0, max = 1e12 }) end)
+  .. "or a number >= 0.", "uniform", function() return cli.choice_or_number({ "uniform", "blundell" }, { min = 0 }) end)
 def("kl", "Complexity term: mc (log q - log p at the sample) or analytic (Gaussian prior only).", "mc",
   function() return cli.choice { "mc", "analytic" } end)
 def("reduction", "mean (loss per example) or sum (summed over the minibatch).", "mean",
@@ -109,7 +109,8 @@ recipe.FLAGS = FLAGS
 
 --- recipe.parser(script, about, spec) -> an argparse parser with the shared
 -- flags spec.flags (names as in recipe.FLAGS, in that order) declared, with
--- spec.defaults[name] replacing a default (false: no default), and
+-- spec.defaults[name] replacing a default (false: no default),
+-- spec.aliases[name] a second spelling ("--steps" for epochs), and
 -- spec.presets ({name = {about =, flags = {...}}}) offered as --preset.
 function recipe.parser(script, about, spec)
   local parser = argparse(script, about)
@@ -139,7 +140,8 @@ function recipe.declare(parser, names)
     else
       local default = f.default
       if spec.defaults and spec.defaults[name] ~= nil then default = spec.defaults[name] or nil end
-      local o = parser:option(f.long, f.help, default)
+      local names = f.long .. (spec.aliases and spec.aliases[name] and (" " .. spec.aliases[name]) or "")
+      local o = parser:option(names, f.help, default)
       if f.convert then o:convert(f.convert()) end
     end
   end

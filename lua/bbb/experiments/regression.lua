@@ -1,0 +1,527 @@
+--- bbb.experiments.regression: 1-d regression with uncertainty bands: a Bayes-by-Backprop net against a
+-- deterministic MLP, on the toy points of the PyTorch tutorial (seed 001), the
+-- curve of Blundell et al. (2015, fig. 5), or a noisy sine (seed 004's sweep
+-- over the KL weight beta).
+-- scripts/regression.lua is its command line.
+local bbb = require "bbb"
+local cli = require "bbb.cli"
+local recipe = require "bbb.recipe"
+
+local regression = {}
+
+-- Presets: the seed documents' runs. Each sets the flags not given.
+regression.PRESETS = {
+  s1 = { about = "seed 001's x^4 toy: x = -2, -1.8, -1, 1, 1.8, 2, y = -x^4 + 3x^2 + 1; BNN 1-32-1 sigmoid, "
+         .. "Gaussian prior sigma 10, noise 0.1, mu and rho start at 0, Adam lr 0.1, 2000 epochs, 1 sample, "
+         .. "band from the 2.5th and 97.5th percentiles of 100 samples over [-5, 5] and [-100, 100]; "
+         .. "MLP 1-16-16-1 sigmoid, MSE, SGD lr 0.01, 30000 epochs",
+         flags = { task = "toy", activation = "sigmoid", layers = 1, hidden = 32, prior_sigma = 10,
+                   noise_sigma = 0.1, mu_init = 0, rho_init = 0, optim = "adam", lr = 0.1, schedule = "none",
+                   epochs = 2000, samples = 1, band = "percentile", pred_samples = 100,
+                   xrange = { "-5:5", "-100:100" }, kl_weight = 1, band_of = "f",
+                   mlp_layers = 2, mlp_hidden = 16, mlp_optim = "sgd", mlp_lr = 0.01, mlp_epochs = 30000 },
+         seed = { "seed 001 reports: BNN loss (-ELBO, summed, 1 sample) 278.1 at epoch 1991; "
+                  .. "MLP MSE 4.19e-05 at epoch 25000 and about -13 at x = 100" } },
+  s4 = { about = "seed 004's sine regression: 2x10 tanh, 50000 iterations, ELBO = -(mean squared error) "
+         .. "- beta KL (analytic, prior N(0, 1)) with beta swept over 1, 0.1, 0.01, 0.001, 0.0001, one panel "
+         .. "per beta; the seed gives neither its data nor its initial variance: here 200 points x ~ U(-3, 3), "
+         .. "noise 0.1, initial sigma 0.03 (variance 1e-3, as its MNIST run), Adam lr 0.01",
+         flags = { task = "sine", activation = "tanh", layers = 2, hidden = 10, prior_sigma = 1,
+                   noise_sigma = math.sqrt(0.5), rho_init = math.log(math.exp(0.03) - 1), kl = "analytic",
+                   optim = "adam", lr = 0.01, schedule = "none", epochs = 50000, samples = 1,
+                   beta = "1,0.1,0.01,0.001,0.0001", no_mlp = true, band = "normal", band_of = "f" },
+         seed = { "seed 004 reports at beta 0.001 after 50000 iterations: ELBO -0.04507, L2 -0.01688, KL 28.19" } },
+}
+local PRESET_NAMES = { "s1", "s4" }
+local preset_help = { "Presets (explicit flags override them):" }
+for _, k in ipairs(PRESET_NAMES) do preset_help[#preset_help + 1] = ("  %s: %s."):format(k, regression.PRESETS[k].about) end
+
+-- "lo:hi" (or "lo,hi") with lo < hi, both finite; messages name the flag.
+local function range_of(flag)
+  return function(s)
+    local a, b = tostring(s):match("^%s*([^:,]+)%s*[:,]%s*([^:,]+)%s*$")
+    local num = cli.number()
+    local lo, hi = a and num(a), b and num(b)
+    if not (lo and hi) then return nil, ("%s: expected lo:hi in finite numbers, got '%s'"):format(flag, s) end
+    if lo >= hi then return nil, ("%s: lo must be below hi, got %s"):format(flag, s) end
+    return { lo, hi }
+  end
+end
+local range_converter = range_of("--xrange")
+
+-- One beta or a comma-separated list of them, each finite and >= 0.
+local function beta_list(s)
+  local num = cli.number { min = 0 }
+  local list = {}
+  for word in (tostring(s) .. ","):gmatch("([^,]*),") do
+    local v, err = num(word)
+    if v == nil then return nil, "--beta: " .. err end
+    list[#list + 1] = v
+  end
+  return list
+end
+
+
+--- regression.parser() -> the command line of the experiment.
+function regression.parser()
+  local parser = recipe.parser("regression.lua", "Fit a Bayesian MLP (Bayes by Backprop) and a "
+    .. "deterministic MLP to 1-d data; plot the true function, the data, the posterior predictive mean "
+    .. "and its 95% band, and report the band's coverage inside the training range and its width inside "
+    .. "and outside it.", { aliases = { epochs = "--steps" },
+    defaults = { epochs = false, lr = "0.01", activation = false, hidden = false, samples = "4",
+                 prior_sigma = false, kl_weight = false, threads = "1", layers = "2" } })
+  parser:epilog(table.concat(preset_help, "\n"))
+  parser:option("--preset", "A seed's setup (see below)."):convert(cli.choice(PRESET_NAMES))
+  parser:option("--task", "toy, paper or sine.", "paper"):convert(cli.choice { "toy", "paper", "sine" })
+  parser:option("--n", "Training points (paper, sine).", "200"):convert(cli.positive_integer { max = 1000000 })
+  recipe.declare(parser, { "epochs", "optim", "lr" })
+  parser:option("--schedule", "cosine (decay to lr/20 over the run) or none.", "cosine")
+    :convert(cli.choice { "cosine", "none" })
+  recipe.declare(parser, { "activation", "layers", "hidden", "samples", "prior_sigma" })
+  parser:option("--noise-sigma", "Fix the likelihood's noise sigma (default: the task's; paper and sine learn it).")
+    :convert(cli.positive_number())
+  recipe.declare(parser, { "mu_init", "rho_init", "kl", "kl_weight" })
+  parser:option("--beta", "Weight of the complexity term against the mean log-likelihood per point "
+    .. "(seed 004's beta = kl-weight / n); a comma-separated list trains one net per value.")
+    :convert(beta_list)
+  parser:option("--band", "percentile (2.5th and 97.5th of the samples) or normal (mean +- 1.96 sd).", "normal")
+    :convert(cli.choice { "percentile", "normal" })
+  parser:option("--band-of", "y (the posterior predictive of y: weights and noise) or f (of the "
+    .. "function f(x, w): weights only).", "y"):convert(cli.choice { "y", "f" })
+  parser:option("--pred-samples", "MC samples for the predictive band.", "300"):convert(cli.positive_integer { max = 100000 })
+  parser:option("--xrange", "Plot range lo:hi (default: the task's); repeat for one panel per range.")
+    :count("*"):convert(range_converter)
+  parser:option("--yrange", "Plot y range lo:hi (default: the data and the truth over the training range).")
+    :convert(range_of("--yrange"))
+  parser:flag("--no-mlp", "Skip the MLP baseline.")
+  parser:option("--mlp-layers", "MLP hidden layers (default: --layers)."):convert(cli.positive_integer { max = 16 })
+  parser:option("--mlp-hidden", "MLP units per hidden layer (default: --hidden).")
+    :convert(cli.positive_integer { max = 1 << 16 })
+  parser:option("--mlp-optim", "MLP optimizer, adam or sgd (default: --optim).")
+    :convert(cli.choice { "adam", "sgd" })
+  parser:option("--mlp-lr", "MLP learning rate (default: --lr)."):convert(cli.positive_number())
+  parser:option("--mlp-epochs", "MLP epochs (default: --epochs)."):convert(cli.positive_integer { max = 10000000 })
+  recipe.declare(parser, { "seed", "threads" })
+  parser:option("--out", "PNG file to write.", "out/regression.png"):convert(cli.output_path { ext = { "png", "svg" } })
+  recipe.declare(parser, { "log" })
+  parser:flag("--no-plot", "Skip the plot.")
+  return parser
+end
+
+--- regression.parse([argv]) -> args: the command line, checked, the preset applied.
+function regression.parse(raw)
+  raw = raw or arg
+  local parser = regression.parser()
+  -- `--xrange -5:5` and `--yrange -4:4`: argparse would read "-5:5" as a flag.
+  local argv = {}
+  for i = 1, #raw do
+    local a, prev = raw[i], argv[#argv]
+    if (prev == "--xrange" or prev == "--yrange") and a:match("^%-[%d.]") then
+      argv[#argv] = prev .. "=" .. a
+    else
+      argv[#argv + 1] = a
+    end
+  end
+  local args = cli.parse(parser, argv)
+  local given = cli.given(parser, argv)
+  if given.kl_weight and given.beta then parser:error("give --kl-weight or --beta, not both") end
+  if #args.xrange == 0 then args.xrange = nil end
+  if args.preset then
+    for k, v in pairs(regression.PRESETS[args.preset].flags) do
+      if not given[k] and not (k == "beta" and given.kl_weight) and not (k == "kl_weight" and given.beta) then
+        if k == "xrange" then
+          args[k] = {}
+          for i, r in ipairs(v) do args[k][i] = assert(range_converter(r)) end
+        elseif k == "beta" then
+          args[k] = assert(beta_list(v))
+        else
+          args[k] = v
+        end
+      end
+    end
+  end
+
+  local ok, err = recipe.prepare_outputs(args, { "out" })
+  if not ok then parser:error(err) end
+  return args
+end
+
+--- regression.run(args): trains, reports and plots.
+function regression.run(args)
+  bbb.set_num_threads(args.threads)
+
+  -- Each task: how to draw (x, y), the true function, the training range,
+  -- the plot range, and the network and noise settings that suit it.
+  local tasks = {
+    toy = {
+      xs = { -2, -1.8, -1, 1, 1.8, 2 },
+      truth = function(x) return -x ^ 4 + 3 * x ^ 2 + 1 end,
+      noise = 0, sigma = 0.1, learn_sigma = false, lo = -2, hi = 2, plot = { -4, 4 },
+      hidden = 32, activation = "relu", epochs = 3000, prior_sigma = 1, name = "x^4 toy",
+    },
+    paper = {
+      -- y = x + 0.3 sin(2 pi (x + e)) + 0.3 sin(4 pi (x + e)) + e, e ~ N(0, 0.02^2)
+      draw = function(x, e) return x + 0.3 * math.sin(2 * math.pi * (x + e)) + 0.3 * math.sin(4 * math.pi * (x + e)) + e end,
+      truth = function(x) return x + 0.3 * math.sin(2 * math.pi * x) + 0.3 * math.sin(4 * math.pi * x) end,
+      noise = 0.02, sigma = 0.05, learn_sigma = true, lo = 0, hi = 0.5, plot = { -0.5, 1.2 },
+      hidden = 32, activation = "relu", epochs = 3000, prior_sigma = 2, name = "Blundell et al. fig. 5 curve",
+    },
+    sine = {
+      draw = function(x, e) return math.sin(x) + e end,
+      truth = math.sin,
+      noise = 0.1, sigma = 0.1, learn_sigma = true, lo = -3, hi = 3, plot = { -7, 7 },
+      hidden = 10, activation = "tanh", epochs = 4000, prior_sigma = 1, name = "sine",
+    },
+  }
+  local task = tasks[args.task]
+  local ACT = { relu = bbb.nn.ReLU, sigmoid = bbb.nn.Sigmoid, tanh = bbb.nn.Tanh }
+  local act_name = args.activation or task.activation
+  local hidden = args.hidden or task.hidden
+  local epochs = args.epochs or task.epochs
+  local prior_sigma = args.prior_sigma or task.prior_sigma
+  local ranges = args.xrange or { task.plot }
+  local gen = bbb.Generator(args.seed)
+
+  -- n points (x, y) from the task's process, x uniform in its range.
+  local function draw(n)
+    if task.xs then
+      local ys = {}
+      for i, x in ipairs(task.xs) do ys[i] = task.truth(x) end
+      return task.xs, ys
+    end
+    local u = bbb.rand({ n }, task.lo, task.hi, gen):totable()
+    local e = bbb.randn({ n }, 0, task.noise, gen):totable()
+    local ys = {}
+    for i = 1, n do ys[i] = task.draw(u[i], e[i]) end
+    return u, ys
+  end
+
+  local function column(list) return bbb.tensor(list):reshape(-1, 1) end
+  local function sizes_of(layers, units)
+    local s = { 1 }
+    for _ = 1, layers do s[#s + 1] = units end
+    s[#s + 1] = 1
+    return s
+  end
+  local function arch(s, act) return table.concat(s, "-") .. " " .. act end
+
+  local xs, ys = draw(args.n)
+  local x, y = column(xs), column(ys)
+  local n = #xs
+  local train_set = { x = x, y = y, n = n }
+  local fresh_x, fresh_y = draw(1000)   -- for coverage (paper, sine): drawn before any training
+
+  -- The KL weights to train with: --kl-weight w is against the summed
+  -- log-likelihood; beta against the mean, so w = beta * n.
+  local weights = {}
+  if args.beta then
+    for i, b in ipairs(args.beta) do weights[i] = { w = b * n, beta = b } end
+  else
+    local w = args.kl_weight or 1
+    weights[1] = { w = w, beta = w / n }
+  end
+
+  local clock = bbb.core.clock or os.clock
+  local bnn_sizes = sizes_of(args.layers, hidden)
+  local fixed_sigma = args.noise_sigma or (not task.learn_sigma and task.sigma) or nil
+  print(("%s: %d points in [%g, %g]; BBB %s, prior N(0, %g^2), noise sigma %s, %s lr %g, %d epochs, "
+    .. "%d sample(s), kl %s")
+    :format(args.task, n, task.lo, task.hi, arch(bnn_sizes, act_name), prior_sigma,
+      fixed_sigma and ("%g (fixed)"):format(fixed_sigma) or "learned", args.optim, args.lr, epochs, args.samples,
+      args.kl))
+
+  -- Trains one Bayesian net with KL weight w; returns the net, its ELBO
+  -- and the last epoch record.
+  local function train_bnn(w)
+    local g = bbb.Generator(args.seed)
+    local zero_mu = args.mu_init == 0
+    local net = bbb.nn.bayes_mlp(bnn_sizes, { prior = bbb.prior.Gaussian{ sigma = prior_sigma },
+      activation = ACT[act_name], rho_init = args.rho_init, mu_scale = not zero_mu and args.mu_init or nil,
+      generator = g, kl = args.kl })
+    if zero_mu then   -- seed 001 starts every mean at 0: the weight noise breaks the symmetry
+      for _, p in ipairs(net:named_parameters()) do
+        if p[1]:match("mu$") then p[2]:copy(bbb.zeros(p[2]:size())) end
+      end
+    end
+    local elbo = bbb.elbo.ELBO{ n_data = n, n_batches = 1, likelihood = "gaussian",
+      sigma = fixed_sigma or task.sigma, learn_sigma = not fixed_sigma, samples = args.samples, kl_weight = w }
+    local params = net:named_parameters()
+    for _, p in ipairs(elbo:named_parameters()) do params[#params + 1] = p end
+    local opt = (args.optim == "adam" and bbb.optim.Adam or bbb.optim.SGD)(params, { lr = args.lr })
+    -- Cosine decay over the run lets the fit settle instead of jittering at lr.
+    local schedule = args.schedule == "cosine" and bbb.optim.schedule.cosine(opt, epochs, args.lr / 20) or nil
+    local fit = bbb.train.fit{ model = net, elbo = elbo, optimizer = opt, schedule = schedule,
+      data = train_set, batch_size = n, epochs = epochs, generator = g, log = args.log, quiet = true }
+    return net, elbo, fit.history[#fit.history]
+  end
+
+  -- The MLP baseline: the same loop with a Gaussian likelihood of variance
+  -- 1/2 and no complexity term, i.e. the mean squared error plus a constant.
+  local mlp, mlp_mse, mlp_sizes, mlp_act
+  if not args.no_mlp then
+    mlp_sizes = sizes_of(args.mlp_layers or args.layers, args.mlp_hidden or hidden)
+    mlp_act = act_name
+    local g = bbb.Generator(args.seed + 1)
+    mlp = bbb.nn.mlp(mlp_sizes, { activation = ACT[act_name], generator = g })
+    local optim = args.mlp_optim or args.optim
+    local lr = args.mlp_lr or args.lr
+    local t0 = clock()
+    local fit = bbb.train.fit{ model = mlp, optimizer = (optim == "adam" and bbb.optim.Adam or bbb.optim.SGD)(mlp, { lr = lr }),
+      data = train_set, elbo = bbb.elbo.ELBO{ n_data = n, n_batches = 1, likelihood = "gaussian", sigma = math.sqrt(0.5) },
+      batch_size = n, epochs = args.mlp_epochs or epochs, generator = g, quiet = true }
+    mlp_mse = fit.history[#fit.history].nll_per_example - 0.5 * math.log(math.pi)
+    print(("MLP %s, MSE, %s lr %g, %d epochs in %.1f s: final MSE %.3g")
+      :format(arch(mlp_sizes, mlp_act), optim, lr, args.mlp_epochs or epochs, clock() - t0, mlp_mse))
+  end
+
+  local function mlp_at(xq)
+    return bbb.no_grad(function() return mlp:forward(xq) end):reshape(-1):totable()
+  end
+
+  -- The 95% band at the points xq (a column) of the posterior predictive of
+  -- y = f(x, w) + sigma e (--band-of y) or of f(x, w) alone (--band-of f):
+  -- percentiles of the samples, or the mean +- 1.96 standard deviations.
+  local function percentile(sorted, p)
+    local h = (#sorted - 1) * p + 1
+    local i = math.floor(h)
+    local f = h - i
+    return sorted[i] + f * ((sorted[math.min(i + 1, #sorted)]) - sorted[i])
+  end
+
+  local function band(net, sigma, xq)
+    local N = xq:size(1)
+    if args.band_of == "f" then sigma = 0 end
+    if args.band == "normal" then
+      local mean, sd = net:predict(xq, { samples = args.pred_samples, likelihood = "gaussian", noise_sigma = sigma })
+      local m, s = mean:reshape(-1):totable(), sd:reshape(-1):totable()
+      local lo, hi = {}, {}
+      for i = 1, N do lo[i], hi[i] = m[i] - 1.96 * s[i], m[i] + 1.96 * s[i] end
+      return m, lo, hi
+    end
+    local mean, _, outs = net:predict(xq, { samples = args.pred_samples, likelihood = "gaussian", keep_samples = true })
+    local cols = {}
+    for s, o in ipairs(outs) do
+      cols[s] = (sigma > 0 and o:reshape(-1) + bbb.randn({ N }, 0, sigma, gen) or o:reshape(-1)):totable()
+    end
+    local lo, hi = {}, {}
+    local v = {}
+    for i = 1, N do
+      for s = 1, #cols do v[s] = cols[s][i] end
+      table.sort(v)
+      lo[i], hi[i] = percentile(v, 0.025), percentile(v, 0.975)
+    end
+    return mean:reshape(-1):totable(), lo, hi
+  end
+
+  local function inside(v) return v >= task.lo and v <= task.hi end
+
+  -- Coverage of the band inside the training range: of fresh noisy points
+  -- for a band of y, of the true function on a fine grid for a band of f
+  -- (and on the noise-free toy).
+  local function coverage(net, sigma)
+    local cx, cy = fresh_x, fresh_y
+    if task.xs or args.band_of == "f" then
+      cx, cy = bbb.linspace(task.lo, task.hi, 401):totable(), {}
+      for i, v in ipairs(cx) do cy[i] = task.truth(v) end
+    end
+    local _, lo, hi = band(net, sigma, column(cx))
+    local k = 0
+    for i = 1, #cx do
+      if cy[i] >= lo[i] and cy[i] <= hi[i] then k = k + 1 end
+    end
+    return k / #cx
+  end
+
+  -- Seed 004's figures: L2 = -(mean squared error on the training points,
+  -- averaged over weight samples), KL (the analytic KL or the MC complexity,
+  -- averaged likewise) and ELBO = L2 - beta KL.
+  local function seed4_terms(net, beta)
+    local S = 100
+    local se, kl = 0, 0
+    net:evaluate()
+    bbb.no_grad(function()
+      for _ = 1, S do
+        local out = net:forward(x)
+        se = se + ((out - y) ^ 2):mean():item()
+        kl = kl + net:kl():item()
+      end
+    end)
+    net:train()
+    local l2 = -se / S
+    return { l2 = l2, kl = kl / S, elbo = l2 - beta * kl / S }
+  end
+
+  local results = {}
+  local t_all = clock()
+  for i, wt in ipairs(weights) do
+    local t0 = clock()
+    local net, elbo, last = train_bnn(wt.w)
+    local sigma = elbo:sigma()
+    local r = { net = net, sigma = sigma, beta = wt.beta, w = wt.w, last = last }
+    r.terms = seed4_terms(net, wt.beta)
+    if not task.xs or task.truth then r.coverage = coverage(net, sigma) end
+    r.seconds = clock() - t0
+    results[i] = r
+    print(("BBB kl-weight %g (beta %g): %d epochs in %.1f s; -elbo total %.2f (nll %.2f + %g x complexity %.2f), "
+      .. "noise sigma %.4f")
+      :format(wt.w, wt.beta, epochs, r.seconds, last.elbo_per_example * n, last.nll_per_example * n, wt.w,
+        last.complexity_total / math.max(wt.w, 1e-300), sigma))
+    io.stdout:flush()
+  end
+
+  -- Band, mean and widths over each plot range; the y-range from the data
+  -- and the truth over the training range (widened to the means when the
+  -- view is more than ten times wider than the data).
+  local function view(r, range)
+    local grid = bbb.linspace(range[1], range[2], 400)
+    local gx = grid:totable()
+    local m, lo, hi = band(r.net, r.sigma, grid:reshape(-1, 1))
+    local w_in, n_in, w_out, n_out = 0, 0, 0, 0
+    for i, v in ipairs(gx) do
+      if inside(v) then w_in, n_in = w_in + hi[i] - lo[i], n_in + 1
+      else w_out, n_out = w_out + hi[i] - lo[i], n_out + 1 end
+    end
+    local v = { gx = gx, m = m, lo = lo, hi = hi, range = range,
+                width_in = n_in > 0 and w_in / n_in or nil, width_out = n_out > 0 and w_out / n_out or nil }
+    if mlp then v.mlp = mlp_at(grid:reshape(-1, 1)) end
+    local ylo, yhi = math.huge, -math.huge
+    local function take(val) if val == val then ylo, yhi = math.min(ylo, val), math.max(yhi, val) end end
+    for _, val in ipairs(ys) do take(val) end
+    for _, t in ipairs(bbb.linspace(task.lo, task.hi, 200):totable()) do take(task.truth(t)) end
+    local wide = (range[2] - range[1]) > 10 * (task.hi - task.lo)
+    if wide then
+      for i = 1, #gx do take(m[i]); if v.mlp then take(v.mlp[i]) end end
+    end
+    local pad = 0.15 * (yhi - ylo)
+    v.yrange = args.yrange or { ylo - pad, yhi + pad }
+    local off = {}
+    for i = 1, #gx do
+      if lo[i] < v.yrange[1] or hi[i] > v.yrange[2] then off.band = true end
+      local t = task.truth(gx[i])
+      if t < v.yrange[1] or t > v.yrange[2] then off.truth = true end
+      if m[i] < v.yrange[1] or m[i] > v.yrange[2] then off.mean = true end
+      if v.mlp and (v.mlp[i] < v.yrange[1] or v.mlp[i] > v.yrange[2]) then off.mlp = true end
+    end
+    local names = {}
+    for _, k in ipairs { "band", "truth", "mean", "mlp" } do
+      if off[k] then names[#names + 1] = ({ band = "band", truth = "truth", mean = "BBB mean", mlp = "MLP" })[k] end
+    end
+    v.off = #names > 0 and ("off the chart: " .. table.concat(names, ", ")) or nil
+    v.wide = wide
+    return v
+  end
+
+  local function fmt_range(r) return ("[%g, %g]"):format(r[1], r[2]) end
+
+  for _, r in ipairs(results) do
+    r.views = {}
+    for k, range in ipairs(ranges) do r.views[k] = view(r, range) end
+    local v = r.views[1]
+    local lines = {}
+    if r.coverage then
+      lines[#lines + 1] = ("coverage of the 95%% band inside the training range: %.1f%% (%s)"):format(100 * r.coverage,
+        (task.xs or args.band_of == "f") and "of the true function on 401 points" or "of 1000 fresh points")
+    end
+    for k, vv in ipairs(r.views) do
+      if vv.width_out then
+        lines[#lines + 1] = ("mean band width over %s: inside the training range %.4f, outside %.4f, ratio %.1f")
+          :format(fmt_range(ranges[k]), vv.width_in, vv.width_out, vv.width_out / vv.width_in)
+      end
+    end
+    r.report = lines
+    for _, l in ipairs(lines) do print((#weights > 1 and ("beta %g: "):format(r.beta) or "") .. l) end
+  end
+
+  -- Seed figures beside ours.
+  if args.preset == "s1" and mlp then
+    local r = results[1]
+    print("seed 001 beside ours:")
+    print(("  BNN -ELBO (summed, last epoch, 1 sample): seed 278.1, ours %.1f"):format(r.last.elbo_per_example * n))
+    print(("  MLP MSE at the end: seed 4.19e-05 (epoch 25000), ours %.3g (epoch %d)")
+      :format(mlp_mse, args.mlp_epochs or epochs))
+    print(("  MLP at x = 100: seed about -13, ours %.2f"):format(mlp_at(bbb.tensor{ { 100 } })[1]))
+    local m, lo, hi = band(r.net, r.sigma, bbb.tensor{ { 4 }, { 100 } })
+    print(("  BBB at x = 4: truth %.0f, mean %.1f, band [%.1f, %.1f]; at x = 100: mean %.1f, band [%.1f, %.1f]")
+      :format(task.truth(4), m[1], lo[1], hi[1], m[2], lo[2], hi[2]))
+  end
+  if #weights > 1 or args.preset == "s4" then
+    print(("%-8s %10s %10s %10s %10s %10s %10s   %s"):format("beta", "ELBO", "L2", "KL", "coverage", "width in",
+      "width out", "seed 004 (ELBO, L2, KL)"))
+    for _, r in ipairs(results) do
+      local v = r.views[1]
+      print(("%-8g %10.5f %10.5f %10.3f %9.1f%% %10.4f %10.4f   %s"):format(r.beta, r.terms.elbo, r.terms.l2,
+        r.terms.kl, 100 * (r.coverage or 0), v.width_in or 0, v.width_out or 0,
+        r.beta == 0.001 and "-0.04507, -0.01688, 28.19" or "-"))
+    end
+  end
+  if #weights > 1 then print(("sweep: %d nets in %.1f s"):format(#weights, clock() - t_all)) end
+
+  if args.no_plot then return end
+
+  local YRULE = "y-range from the data and the truth over the training range"
+
+  -- One panel per (beta, range).
+  local function panel(r, v, single)
+    local series = {}
+    local lo_t = {}
+    for i, gx in ipairs(v.gx) do lo_t[i] = task.truth(gx) end
+    series[#series + 1] = { x = v.gx, y = lo_t, title = "true function", color = "#000000", width = 1.5, dash = 2 }
+    series[#series + 1] = { x = v.gx, y = v.m, title = "BBB predictive mean", color = "#08519c", width = 2.5 }
+    if v.mlp then series[#series + 1] = { x = v.gx, y = v.mlp, title = "MLP", color = "#d62728", width = 2 } end
+    series[#series + 1] = { x = xs, y = ys, title = "data", style = "points", color = "#000000", pointtype = 7,
+      pointsize = n > 50 and 0.5 or 1.2 }
+    local numbers = {}
+    local band_text = {}
+    if r.coverage then band_text[#band_text + 1] = ("coverage inside %.1f%%"):format(100 * r.coverage) end
+    if v.width_out then
+      band_text[#band_text + 1] = ("width inside %.3g, outside %.3g (x%.1f)"):format(v.width_in, v.width_out,
+        v.width_out / v.width_in)
+    end
+    if #band_text > 0 then numbers[1] = "95% band: " .. table.concat(band_text, "; ") end
+    local title = single and {} or { (#weights > 1 and ("beta = %g, "):format(r.beta) or "") .. "x in " .. fmt_range(v.range) }
+    if single then
+      title[1] = ("Bayes by Backprop, %s%s: BBB %s, %d epochs"):format(task.name,
+        args.preset and (" (preset " .. args.preset .. ")") or "", arch(bnn_sizes, act_name), epochs)
+    else
+      if #weights > 1 then
+        numbers[#numbers + 1] = ("ELBO %.4f, L2 %.4f, KL %.2f"):format(r.terms.elbo, r.terms.l2, r.terms.kl)
+      end
+      for _, l in ipairs(numbers) do title[#title + 1] = l end
+    end
+    if v.off then title[#title + 1] = v.off .. (single and (" (" .. YRULE .. (v.wide and " and the means" or "") .. ")") or "") end
+    return {
+      title = title, xlabel = "x", ylabel = "y", xrange = v.range, yrange = v.yrange,
+      caption = single and numbers or nil,
+      shade = { { lo = task.lo, hi = task.hi, color = "#fdf0c2", title = "training range" } },
+      bands = { { x = v.gx, lo = v.lo, hi = v.hi, color = "#6baed6", opacity = 0.45, edges = true,
+                  edge_color = "#2171b5", title = ("95%% band of %s (%s)"):format(args.band_of, args.band) } },
+      series = series,
+    }
+  end
+
+  local panels = {}
+  for _, r in ipairs(results) do
+    for _, v in ipairs(r.views) do panels[#panels + 1] = panel(r, v, #results * #ranges == 1) end
+  end
+  local file
+  if #panels == 1 then
+    local p = panels[1]
+    p.file, p.size = args.out, { 1100, 650 }
+    file = bbb.plot.lines(p)
+  else
+    local cols = #panels <= 3 and #panels or math.ceil(#panels / 2)
+    local rows = math.ceil(#panels / cols)
+    local key = cols <= 2 and "right" or "below"
+    for _, p in ipairs(panels) do p.key = key end
+    file = bbb.plot.panels{ file = args.out, size = { (key == "right" and 900 or 650) * cols, 560 * rows },
+      layout = { rows, cols },
+      page_title = { ("Bayes by Backprop, %s%s: BBB %s, %d epochs, band of %s (%s)"):format(task.name,
+        args.preset and (" (preset " .. args.preset .. ")") or "", arch(bnn_sizes, act_name), epochs, args.band_of, args.band),
+        YRULE .. " (and the means for a view 10x wider than the data); what leaves it is named" },
+      panels = panels }
+  end
+  print("wrote " .. file)
+
+end
+
+return regression
