@@ -65,8 +65,9 @@ local parser = argparse("mnist.lua", "Train a Bayesian MLP on MNIST with Bayes b
 parser:option("--preset", "A named setup (see below).")
   :convert(cli.choice(PRESET_NAMES))
 parser:option("--dataset", "mnist or fashion.", "mnist"):convert(cli.choice { "mnist", "fashion" })
-parser:option("--model", "bbb (Bayes by Backprop), mlp or dropout.", "bbb")
-  :convert(cli.choice { "bbb", "mlp", "dropout" })
+parser:option("--model", "bbb (Bayes by Backprop), mlp or dropout; cnn, cnn-plain or cnn-dropout: "
+  .. "the LeNet-5-style bbb.nn.lenet (10 epochs by default).", "bbb")
+  :convert(cli.choice { "bbb", "mlp", "dropout", "cnn", "cnn-plain", "cnn-dropout" })
 parser:option("--hidden", "Units per hidden layer.", "400"):convert(cli.positive_integer { max = 1 << 16 })
 parser:option("--layers", "Hidden layers.", "2"):convert(cli.positive_integer { max = 64 })
 parser:option("--activation", "relu, sigmoid or tanh.", "relu")
@@ -213,10 +214,16 @@ sizes[#sizes + 1] = #train_set.classes
 local activation = ({ relu = bbb.nn.ReLU, sigmoid = bbb.nn.Sigmoid, tanh = bbb.nn.Tanh })[args.activation]
 
 local net, prior
-if args.model == "bbb" then
+if args.model == "bbb" or args.model == "cnn" then
   -- --sigma1 is the Gaussian's sigma and the Laplace's b too
   prior = bbb.prior.from_config{ kind = args.prior, pi = args.pi, sigma1 = args.sigma1,
     sigma2 = args.sigma2, sigma = args.sigma1, b = args.sigma1 }
+end
+if args.model:find("^cnn") then
+  if not given.epochs and not resume_info then args.epochs = 10 end
+  net = bbb.nn.lenet{ bayes = args.model == "cnn", prior = prior, estimator = args.estimator, rho_init = args.rho_init,
+    mu_scale = args.mu_init, dropout = args.model == "cnn-dropout" and args.dropout or nil, generator = gen }
+elseif args.model == "bbb" then
   net = bbb.nn.bayes_mlp(sizes, { prior = prior, estimator = args.estimator, activation = activation,
     rho_init = args.rho_init, mu_scale = args.mu_init, generator = gen })
 else
