@@ -140,6 +140,14 @@ typedef struct {
   bbb_float *col;            /* (K, T P) */
 } tile;
 
+/* The outputs ox in [*lo, *hi) whose input column iw0 + ox s lies in [0, W). */
+static void valid_range(int64_t iw0, int s, int64_t W, int64_t ow, int64_t *lo, int64_t *hi) {
+  *lo = iw0 >= 0 ? 0 : (-iw0 + s - 1) / s;
+  *hi = iw0 > W - 1 ? 0 : (W - 1 - iw0) / s + 1;
+  if (*hi > ow) *hi = ow;
+  if (*lo > *hi) *lo = *hi;
+}
+
 /* Column rows [lo, hi): row (c, i, j) holds x[n, c, oy s - p + i d, ox s - p + j d]
 ** at column t P + oy ow + ox, zero outside the input. */
 static void im2col_rows(void *p, int64_t lo, int64_t hi) {
@@ -148,18 +156,19 @@ static void im2col_rows(void *p, int64_t lo, int64_t hi) {
   int sh = g->o.stride[0], sw = g->o.stride[1];
   for (int64_t k = lo; k < hi; k++) {
     int64_t c = u->grp * g->Cg + k / (g->kh * g->kw), i = k / g->kw % g->kh, j = k % g->kw;
-    int64_t ih0 = i * g->o.dil[0] - g->o.pad[0], iw0 = j * g->o.dil[1] - g->o.pad[1];
+    int64_t ih0 = i * g->o.dil[0] - g->o.pad[0], iw0 = j * g->o.dil[1] - g->o.pad[1], a, b;
+    valid_range(iw0, sw, g->W, g->ow, &a, &b);
     for (int64_t t = 0; t < u->T; t++) {
       const bbb_float *plane = u->x + ((u->n0 + t) * g->C + c) * g->H * g->W;
       bbb_float *r = u->col + k * u->T * g->P + t * g->P;
       for (int64_t oy = 0; oy < g->oh; oy++, r += g->ow) {
         int64_t ih = ih0 + oy * sh;
         if (ih < 0 || ih >= g->H) { memset(r, 0, (size_t)g->ow * sizeof *r); continue; }
-        const bbb_float *src = plane + ih * g->W;
-        for (int64_t ox = 0; ox < g->ow; ox++) {
-          int64_t iw = iw0 + ox * sw;
-          r[ox] = iw >= 0 && iw < g->W ? src[iw] : 0;
-        }
+        const bbb_float *src = plane + ih * g->W + iw0;
+        for (int64_t ox = 0; ox < a; ox++) r[ox] = 0;
+        if (sw == 1) memcpy(r + a, src + a, (size_t)(b - a) * sizeof *r);
+        else for (int64_t ox = a; ox < b; ox++) r[ox] = src[ox * sw];
+        for (int64_t ox = b; ox < g->ow; ox++) r[ox] = 0;
       }
     }
   }
@@ -177,18 +186,16 @@ static void col2im_channels(void *p, int64_t lo, int64_t hi) {
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
         int64_t k = (cl * g->kh + i) * g->kw + j;
-        int64_t ih0 = i * g->o.dil[0] - g->o.pad[0], iw0 = j * g->o.dil[1] - g->o.pad[1];
+        int64_t ih0 = i * g->o.dil[0] - g->o.pad[0], iw0 = j * g->o.dil[1] - g->o.pad[1], a, b;
+        valid_range(iw0, sw, g->W, g->ow, &a, &b);
         for (int64_t t = 0; t < u->T; t++) {
           bbb_float *plane = u->gx + ((u->n0 + t) * g->C + c) * g->H * g->W;
           const bbb_float *r = u->col + k * u->T * g->P + t * g->P;
           for (int64_t oy = 0; oy < g->oh; oy++, r += g->ow) {
             int64_t ih = ih0 + oy * sh;
             if (ih < 0 || ih >= g->H) continue;
-            bbb_float *dst = plane + ih * g->W;
-            for (int64_t ox = 0; ox < g->ow; ox++) {
-              int64_t iw = iw0 + ox * sw;
-              if (iw >= 0 && iw < g->W) dst[iw] += r[ox];
-            }
+            bbb_float *dst = plane + ih * g->W + iw0;
+            for (int64_t ox = a; ox < b; ox++) dst[ox * sw] += r[ox];
           }
         }
       }
@@ -382,16 +389,22 @@ static void window(const pool_ctx *u, int64_t oy, int64_t ox, int64_t *y0, int64
 }
 
 /* The position of the window's maximum: the first in row order, or the
-** first NaN (which then propagates, as in PyTorch). */
+** first NaN (which then propagates, as in PyTorch). Selects, not branches:
+** on real data which element wins is unpredictable. */
 static int64_t argmax_in(const pool_ctx *u, const bbb_float *plane, int64_t oy, int64_t ox) {
-  int64_t y0, y1, x0, x1, best = -1;
+  int64_t y0, y1, x0, x1;
   window(u, oy, ox, &y0, &y1, &x0, &x1);
-  bbb_float m = -INFINITY;
+  int64_t best = y0 * u->W + x0;
+  bbb_float m = plane[best];
+  int nan = m != m;
   for (int64_t iy = y0; iy < y1; iy++)
     for (int64_t ix = x0; ix < x1; ix++) {
-      bbb_float v = plane[iy * u->W + ix];
-      if (v != v) return iy * u->W + ix;
-      if (best < 0 || v > m) { m = v; best = iy * u->W + ix; }
+      int64_t at = iy * u->W + ix;
+      bbb_float v = plane[at];
+      int take = (nan == 0) & ((v > m) | (v != v));
+      best = take ? at : best;
+      m = take ? v : m;
+      nan |= v != v;
     }
   return best;
 }
