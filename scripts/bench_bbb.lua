@@ -69,9 +69,10 @@ end
 
 -- A network ready to train, as the three phases of a step: forward with
 -- the ELBO, backward, optimizer. Each phase takes the previous one's result.
-local function phases(sizes, estimator, prior)
+local function phases(sizes, estimator, prior, build)
   local gen = bbb.Generator(1)
-  local net = bbb.nn.bayes_mlp(sizes, { prior = PRIORS[prior](), estimator = estimator, generator = gen })
+  local opts = { prior = PRIORS[prior](), estimator = estimator, generator = gen }
+  local net = (build or bbb.nn.bayes_mlp)(sizes, opts)
   local opt = bbb.optim.Adam(net, { lr = 1e-3 })
   local elbo = bbb.elbo.ELBO{ n_data = 60000, batch_size = B }
   local x = bbb.rand({ B, sizes[1] }, 0, 2, gen)
@@ -87,8 +88,8 @@ end
 
 -- run(n) times n training steps and returns the median times, overall and
 -- by phase.
-local function stepper(sizes, estimator, prior)
-  local ph_fns, net = phases(sizes, estimator, prior)
+local function stepper(sizes, estimator, prior, build)
+  local ph_fns, net = phases(sizes, estimator, prior, build)
   local function step(ph)
     local v, t = nil, { clock() }
     for k, f in ipairs(ph_fns) do
@@ -191,6 +192,33 @@ for _, sizes in ipairs{ { 784, 1200, 1200, 10 }, { 784, 400, 400, 10 } } do
   local w = n_weights(sizes)
   print(("%-18s phases: forward+ELBO %.2f ms, backward %.2f ms, optimizer %.2f ms (%.1f GB/s over its %d MB)")
     :format("", r.fwd * 1e3, r.bwd * 1e3, r.opt * 1e3, 56 * w / r.opt / 1e9, 56 * w // 1000000))
+end
+
+-- The LeNet step (bbb.nn.lenet's defaults) against its GEMMs alone: per
+-- convolution the im2col GEMMs of each batch tile conv2d makes (weights
+-- (O, K) times columns (K, T P), then grad W and, above the first layer,
+-- grad columns), and the dense layers' GEMMs. Every estimator against
+-- these same GEMMs.
+local function lenet_floor(reps)
+  local t, cap = 0, bbb.conv_workspace()
+  for l, c in ipairs { { 16, 25, 784 }, { 32, 400, 100 } } do
+    local O, K, P = c[1], c[2], c[3]
+    local T = math.max(1, math.min(B, cap // (P * (2 * K + O) * 4)))
+    for n0 = 0, B - 1, T do
+      local NP = math.min(T, B - n0) * P
+      t = t + bench.sgemm(O, NP, K, false, false, reps) + bench.sgemm(O, K, NP, false, true, reps)
+      if l > 1 then t = t + bench.sgemm(K, NP, O, true, false, reps) end
+    end
+  end
+  return t + gemm_floor({ 800, 256, 10 }, reps, false, B) + bench.sgemm(B, 800, 256, false, false, reps)
+end
+local LENET_TARGET = { weight = 2.0, ["local"] = 2.5 }
+for _, est in ipairs { "weight", "local", "flipout" } do
+  local r, floor = time_against_floor(stepper({ 784, 10 }, est, "ScaleMixture", function(_, o) return bbb.nn.lenet(o) end),
+    function() return lenet_floor(5) end, math.tointeger(args.steps))
+  local t = LENET_TARGET[est]
+  print(("%-18s %9.2f %9.2f %7.2f %7s   (LeNet 16-32-256, estimator %s)"):format("LeNet " .. est, r.step * 1e3,
+    floor * 1e3, r.step / floor, t and ("<=%.1f %s"):format(t, verdict(r.step / floor, t)) or "", est))
 end
 
 if not args.no_table then

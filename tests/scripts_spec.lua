@@ -61,6 +61,12 @@ describe("scripts", function()
     ok("scripts/mnist.lua --estimator flipout --prior laplace --kl-weight blundell --samples 2" .. small, "test accuracy")
     ok("scripts/mnist.lua --dataset fashion --optim rmsprop" .. small, "fashion: 256 training")
   end)
+  it("mnist.lua trains the LeNet-style CNNs: Bayesian, plain and with dropout", function()
+    local small = " --epochs 1 --limit 128 --test-limit 50 --test-samples 2 --threads 1"
+    ok("scripts/mnist.lua --model cnn --estimator local" .. small, "BayesConv2d(1 -> 16, 5x5, padding 2", "test accuracy")
+    ok("scripts/mnist.lua --model cnn-plain" .. small, "Conv2d(16 -> 32, 5x5)", "test accuracy")
+    ok("scripts/mnist.lua --model cnn-dropout --dataset fashion" .. small, "Dropout(0.5)", "test accuracy")
+  end)
   it("mnist.lua refuses bad options with a message", function()
     local status, out = run("scripts/mnist.lua --hidden 0")
     assert.are_not.equal(0, status)
@@ -72,7 +78,7 @@ describe("scripts", function()
   it("the benchmarks run and print their ratios", function()
     ok("scripts/bench_core.lua --reps 3", "matmul", "softplus", "vector math", "sigmoid", "OpenBLAS kernels")
     ok("scripts/bench_bbb.lua --steps 2 --infer-samples 1 --infer-images 1000", "OpenBLAS kernels",
-      "784-1200-1200-10", "784-400-400-10",
+      "784-1200-1200-10", "784-400-400-10", "LeNet weight", "LeNet local",
       "thread scaling", "busy share", "ScaleMixture", "Laplace", "flipout", "peak RSS")
   end)
 end)

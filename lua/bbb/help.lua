@@ -81,7 +81,8 @@ function help.text(x)
     end
   elseif type(x) == "table" and (getmetatable(x) or {}).__name then
     local name = getmetatable(x).__name
-    d, shown = docs[name] or docs["nn." .. name], name
+    -- a layer: its class's doc, or its constructor's
+    d, shown = docs[name] or docs["nn." .. name] or docs[name .. ":init"], name
   end
   if not d then
     return nil, ("no help for %s"):format(type(x) == "string" and x or tostring(x))

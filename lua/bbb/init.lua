@@ -83,6 +83,7 @@ local PUBLIC = {
   "pow", "clamp", "maximum", "minimum", "logaddexp", "sum", "mean", "max", "argmax",
   "logsumexp", "matmul", "linear", "log_softmax", "softmax", "nll", "reshape", "narrow",
   "index_select", "cat", "t", "transpose", "clone", "detach",
+  "conv2d", "max_pool2d", "avg_pool2d", "conv_workspace",
   -- autograd, randomness, runtime
   "set_grad_enabled", "is_grad_enabled", "Generator", "manual_seed",
   "set_num_threads", "get_num_threads", "max_threads", "bytes_allocated",
@@ -139,6 +140,30 @@ function bbb.save(path, obj) return bbb.checkpoint.save(path, obj) end
 --- load(path [, {generator =, prior =}]) -> model, info: the model rebuilt
 -- from the checkpoint, ready for predict.
 function bbb.load(path, opts) return bbb.checkpoint.load(path, opts) end
+
+--- flatten(x [, start_dim]) -> x with dimensions start_dim (2 by default)
+-- to the last merged into one: (B, C, H, W) -> (B, C H W). A view, as reshape.
+function bbb.flatten(x, start_dim)
+  start_dim = start_dim or 2
+  if not core.is_tensor(x) then
+    error(("flatten: argument 1 (x): expected a tensor, got %s"):format(type(x)), 2)
+  end
+  local n = x:dim()
+  if math.type(start_dim) ~= "integer" or start_dim < 1 or start_dim > math.max(n, 1) then
+    error(("flatten: argument 2 (start_dim): must be an integer in 1..%d, got %s")
+      :format(math.max(n, 1), tostring(start_dim)), 2)
+  end
+  local shape = {}
+  for d = 1, start_dim - 1 do shape[d] = x:size(d) end
+  shape[start_dim] = -1
+  if x:numel() == 0 then   -- -1 cannot be inferred from no elements
+    local m = 1
+    for d = start_dim, n do m = m * x:size(d) end
+    shape[start_dim] = m
+  end
+  return x:reshape(shape)
+end
+core.Tensor.flatten = bbb.flatten
 
 --- A tensor of zeros with t's sizes.
 function bbb.zeros_like(t) return core.zeros(t:size()) end

@@ -271,6 +271,7 @@ function recipe.parse(parser, argv)
   end
   local ok, err = recipe.prepare_outputs(args, spec.outputs)
   if not ok then usage_error(parser, err) end
+  args._given = given
   return args, given
 end
 

@@ -67,7 +67,7 @@ bbb_node *bbb_node_of(const bbb_tensor *t) { return node_of(t); }
 static const char *const op_names[BBB_OP_COUNT] = {
   "unary", "binary", "reduce", "matmul", "linear", "softmax", "log_softmax", "nll",
   "reshape", "copy", "narrow", "index_select", "concat", "transpose",
-  "bayes_sample", "bayes_kl", "prior_log_prob",
+  "bayes_sample", "bayes_kl", "prior_log_prob", "conv2d", "max_pool2d", "avg_pool2d",
 };
 
 const char *bbb_node_name(const bbb_node *n) {

@@ -63,4 +63,21 @@ int bbb_transpose(bbb_tensor **out, bbb_tensor *x);
 int bbb_copy(bbb_tensor **out, bbb_tensor *x);     /* differentiable clone */
 int bbb_detach(bbb_tensor **out, bbb_tensor *x);   /* shares storage, no graph */
 
+/* Convolution and pooling over NCHW tensors (ops_conv.c), PyTorch's
+** F.conv2d conventions: weight (Cout, Cin/groups, kH, kW), index 0 is the
+** height, 1 the width. */
+typedef struct { int stride[2], pad[2], dil[2], groups; } bbb_conv_opts;
+/* x (B, Cin, H, W), w (Cout, Cin/groups, kH, kW), b (Cout) or NULL:
+** y (B, Cout, oH, oW) by im2col and sgemm, tiled over the batch so the
+** im2col buffers stay under the workspace cap. */
+int bbb_conv2d(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b,
+               const bbb_conv_opts *o);
+/* The cap on conv2d's scratch memory per thread, in bytes (at least one
+** image's worth is always used). Returns the previous cap; bytes <= 0 only reads it. */
+int64_t bbb_conv_workspace(int64_t bytes);
+/* Pooling windows: kernel, stride and padding; dil and groups unused. */
+int bbb_max_pool2d(bbb_tensor **out, bbb_tensor *x, const int k[2], const bbb_conv_opts *o);
+/* Average over the window, padding counted as zeros (PyTorch's default). */
+int bbb_avg_pool2d(bbb_tensor **out, bbb_tensor *x, const int k[2], const bbb_conv_opts *o);
+
 #endif

@@ -86,6 +86,19 @@ void bbb_parallel_for_whole(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx
   parallel_for(n, grain, fn, ctx, 0);
 }
 
+void bbb_parallel_each(int64_t n, bbb_range_fn fn, void *ctx) {
+  int nt = bbb_get_num_threads();
+  if (nt <= 1 || n < 1) {
+    for (int64_t i = 0; i < n; i++) fn(ctx, i, i + 1);
+    return;
+  }
+  #pragma omp parallel num_threads(nt)
+  {
+    int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
+    for (int64_t i = t; i < n; i += k) fn(ctx, i, i + 1);
+  }
+}
+
 typedef struct { bbb_chunk_sum_fn fn; const void *ctx; int64_t n; double *part; } sum_ctx;
 
 static void sum_chunks(void *c, int64_t lo, int64_t hi) {

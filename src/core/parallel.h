@@ -42,6 +42,13 @@ void bbb_parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx);
 ** changes all of a parameter or none of it). */
 void bbb_parallel_for_whole(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx);
 
+/* Calls fn(ctx, i, i + 1) for each i in [0, n), spread over the threads,
+** always inside a parallel region when there are several threads: OpenBLAS
+** then runs every GEMM fn makes on one thread, the same kernel as a
+** one-thread run, so their numbers do not depend on the thread count (a
+** GEMM split over threads differs in the last bits). */
+void bbb_parallel_each(int64_t n, bbb_range_fn fn, void *ctx);
+
 /* Sum of fn over the whole of [0, n), in double: fn sums one chunk of a
 ** fixed size and the chunks are added in order, so the result is the same
 ** for any thread count. */

@@ -74,8 +74,9 @@ function mnist.parser()
     .. "with posterior means and an MC ensemble.", {
     presets = mnist.PRESETS, run_flags = mnist.RUN_FLAGS,
     flags = { "dataset" } })
-  parser:option("--model", "bbb (Bayes by Backprop), mlp or dropout.", "bbb")
-    :convert(cli.choice { "bbb", "mlp", "dropout" })
+  parser:option("--model", "bbb (Bayes by Backprop), mlp or dropout; cnn, cnn-plain or cnn-dropout: "
+    .. "the LeNet-5-style bbb.nn.lenet (10 epochs by default).", "bbb")
+    :convert(cli.choice { "bbb", "mlp", "dropout", "cnn", "cnn-plain", "cnn-dropout" })
   recipe.declare(parser, { "hidden", "layers", "activation", "dropout", "prior", "pi", "sigma1", "sigma2",
     "samples", "estimator", "kl_weight", "reduction", "optim", "lr", "lr_decay", "momentum", "rho_init",
     "mu_init", "batch", "epochs", "seed", "threads", "test_samples", "pixel_scale", "val", "limit",
@@ -162,7 +163,15 @@ function mnist.run(args)
   local sizes = { train_set.x:size(2) }
   for _ = 1, args.layers do sizes[#sizes + 1] = args.hidden end
   sizes[#sizes + 1] = #train_set.classes
-  local net = recipe.mlp(args, sizes, gen)
+  local net
+  if args.model:find("^cnn") then
+    if not (args._given and args._given.epochs) and not resume_info then args.epochs = 10 end
+    net = bbb.nn.lenet{ bayes = args.model == "cnn", prior = args.model == "cnn" and recipe.prior(args) or nil,
+      estimator = args.estimator, rho_init = args.rho_init, mu_scale = args.mu_init,
+      dropout = args.model == "cnn-dropout" and args.dropout or nil, generator = gen }
+  else
+    net = recipe.mlp(args, sizes, gen)
+  end
   if resume_info then
     local ok, err = pcall(net.load_state_dict, net, resume_info.tensors.model)
     if not ok then fail(("--resume: %s"):format(err)) end

@@ -146,8 +146,8 @@ function BayesLinear:sample(mu, rho, key)
   local w, logq = core.bayes_sample(mu, rho, nil, self.generator, noise(self, key))
   local lp = p:log_prob(w)
   if not bbb.is_tensor(lp) or lp:numel() ~= 1 then
-    error(("BayesLinear: the Lua prior's log_prob must return a one-element tensor, got %s")
-      :format(bbb.is_tensor(lp) and ("a tensor of size " .. table.concat(lp:size(), "x")) or type(lp)), 3)
+    error(("%s: the Lua prior's log_prob must return a one-element tensor, got %s")
+      :format(self.__name, bbb.is_tensor(lp) and ("a tensor of size " .. table.concat(lp:size(), "x")) or type(lp)), 3)
   end
   return w, logq - lp
 end

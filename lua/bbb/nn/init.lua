@@ -1,12 +1,17 @@
 --- bbb.nn: layers, batch-first (x is (batch, features)).
 local layers = require "bbb.nn.layers"
 
+local conv = require "bbb.nn.conv"
+
 local nn = {
   Module = require "bbb.nn.module",
   BayesLinear = require "bbb.nn.bayes_linear",
 }
 for k, v in pairs(layers) do
   if k ~= "check_input" then nn[k] = v end
+end
+for k, v in pairs(conv) do
+  if k ~= "builders" then nn[k] = v end
 end
 
 -- sizes: a list of at least two positive integers (inputs, ..., outputs).
@@ -50,6 +55,14 @@ function nn.mlp(sizes, opts)
   return net
 end
 
+local models = require "bbb.nn.models"
+--- lenet{bayes =, estimator =, prior =, dropout =, ...} -> a LeNet-5-style
+-- network for 1 x 28 x 28 images (see bbb.nn.models)
+nn.lenet = models.lenet
+--- bayesian(model [, {delta =, prior =, estimator =, ...}]) -> the Bayesian
+-- twin of a plain model, mu from its weights (see bbb.nn.models)
+nn.bayesian = models.bayesian
+
 local pruning = require "bbb.nn.prune"
 --- prune(net, {fraction =, by = "snr" | "magnitude"}) -> masks, info (see bbb.nn.prune)
 nn.prune = pruning.prune
@@ -86,6 +99,16 @@ local function build(c, opts, path, scratch)
       kl = c.kl, mode = c.mode, bias = c.bias ~= false, masked = c.masked == true,
       generator = scratch })
     m.generator = opts.generator
+  elseif conv.builders[ty] then
+    local p
+    if ty == "BayesConv2d" then
+      local ok, pr = pcall(require("bbb.prior").from_config, c.prior, opts.prior)
+      if not ok then error(("nn.build: %s: %s"):format(path, pr), 0) end
+      p = pr
+    end
+    local ok, built = pcall(conv.builders[ty], c, int, opts, scratch, p)
+    if not ok then error(("nn.build: %s: %s"):format(path, tostring(built):gsub("^[^\n]-:%d+: ", "")), 0) end
+    m = built
   elseif ty == "Dropout" then
     m = nn.Dropout(c.p, { generator = opts.generator })
   elseif ACTIVATIONS[ty] then

@@ -1,0 +1,358 @@
+--- Convolutional layers over NCHW batches: Conv2d, BayesConv2d, MaxPool2d,
+-- AvgPool2d, Flatten and View (a flat image batch back to B x C x H x W).
+--
+-- BayesConv2d is BayesLinear's posterior on a convolution's weights: the
+-- same priors, complexity terms, pruning masks and noise hooks (it inherits
+-- them); only the forward differs. Its three estimators:
+--   weight   one weight sample per forward, then conv2d: the paper's;
+--   local    each output sampled from its exact marginal
+--            N(conv(x, mu), conv(x^2, sigma^2)). A convolution shares each
+--            weight across positions, so the outputs at different positions
+--            of one image are correlated under a weight sample; sampling them
+--            independently drops that correlation (the per-output marginals
+--            stay exact): less gradient noise, a slightly different objective;
+--   flipout  conv(x, mu) + conv(x * s_in, dW) * s_out with random signs per
+--            example and channel (Wen et al. 2018), shared over positions.
+local bbb = require "bbb"
+local Module = require "bbb.nn.module"
+local BayesLinear = require "bbb.nn.bayes_linear"
+local prior_mod = require "bbb.prior"
+
+local M = {}
+
+-- v as a pair {height, width} of integers >= lo, or an error naming the layer.
+local function pair(v, key, layer, lo)
+  local p = type(v) == "table" and v or { v, v }
+  for k = 1, 2 do
+    if #p ~= 2 or math.type(p[k]) ~= "integer" or p[k] < lo then
+      error(("%s: %s must be an integer >= %d or a pair of them, got %s"):format(layer, key, lo,
+        type(v) == "table" and ("{" .. table.concat(v, ", ") .. "}") or tostring(v)), 4)
+    end
+  end
+  return { p[1], p[2] }
+end
+
+local function positive(v, what, layer)
+  if math.type(v) ~= "integer" or v < 1 then
+    error(("%s: %s must be a positive integer, got %s"):format(layer, what, tostring(v)), 4)
+  end
+  return v
+end
+
+-- The geometry both convolution layers share, checked.
+local function conv_geometry(self, layer, n_in, n_out, kernel, opts)
+  self.in_channels = positive(n_in, "in_channels", layer)
+  self.out_channels = positive(n_out, "out_channels", layer)
+  self.kernel = pair(kernel, "kernel_size", layer, 1)
+  self.stride = pair(opts.stride or 1, "stride", layer, 1)
+  self.padding = pair(opts.padding or 0, "padding", layer, 0)
+  self.dilation = pair(opts.dilation or 1, "dilation", layer, 1)
+  self.groups = positive(opts.groups or 1, "groups", layer)
+  if n_in % self.groups ~= 0 or n_out % self.groups ~= 0 then
+    error(("%s: in_channels %d and out_channels %d must be multiples of groups %d"):format(layer,
+      n_in, n_out, self.groups), 4)
+  end
+  self.conv_opts = { stride = self.stride, padding = self.padding, dilation = self.dilation,
+                     groups = self.groups }
+  self.weight_shape = { n_out, n_in // self.groups, self.kernel[1], self.kernel[2] }
+  self.fan_in = (n_in // self.groups) * self.kernel[1] * self.kernel[2]
+end
+
+-- A 4-d input with the layer's channels, or an error naming the layer.
+local function check_image(x, layer, channels)
+  if not bbb.is_tensor(x) then
+    error(("%s: input must be a tensor, got %s"):format(layer, type(x)), 4)
+  end
+  if x:dim() ~= 4 or (channels and x:size(2) ~= channels) then
+    error(("%s: input of size %s does not match the layer's %d input channels (expected batch x %d "
+      .. "x height x width)"):format(layer, table.concat(x:size(), "x"), channels, channels), 4)
+  end
+end
+
+-- conv2d with the layer named in a shape error (a kernel larger than the
+-- padded input, say).
+local function conv(self, x, w, b)
+  local ok, y = pcall(bbb.conv2d, x, w, b, self.conv_opts)
+  if not ok then error(("%s: %s"):format(self:describe(), tostring(y):gsub("^[^\n]-:%d+: ", "")), 4) end
+  return y
+end
+
+local function geometry_config(self, ty)
+  return { type = ty, in_channels = self.in_channels, out_channels = self.out_channels,
+           kernel = self.kernel, stride = self.stride, padding = self.padding,
+           dilation = self.dilation, groups = self.groups }
+end
+
+-- "6 -> 16, 5x5, stride 2, padding 1": what differs from the defaults.
+local function geometry_string(self)
+  local s = ("%d -> %d, %dx%d"):format(self.in_channels, self.out_channels, self.kernel[1], self.kernel[2])
+  for _, k in ipairs { "stride", "padding", "dilation" } do
+    local v, d = self[k], k == "padding" and 0 or 1
+    if v[1] ~= d or v[2] ~= d then
+      s = s .. (v[1] == v[2] and (", %s %d"):format(k, v[1]) or (", %s %dx%d"):format(k, v[1], v[2]))
+    end
+  end
+  if self.groups > 1 then s = s .. (", groups %d"):format(self.groups) end
+  return s
+end
+
+local Conv2d = Module.class("Conv2d")
+M.Conv2d = Conv2d
+
+--- Conv2d(in_channels, out_channels, kernel_size [, {stride =, padding =,
+-- dilation =, groups =, bias = true, generator =}]): PyTorch's nn.Conv2d;
+-- each option an integer or a pair {height, width}; weights uniform in
+-- +-1/sqrt(fan-in).
+function Conv2d:init(n_in, n_out, kernel, opts)
+  opts = opts or {}
+  conv_geometry(self, "Conv2d", n_in, n_out, kernel, opts)
+  local s = 1 / math.sqrt(self.fan_in)
+  self.weight = bbb.rand(self.weight_shape, -s, s, opts.generator):requires_grad(true)
+  if opts.bias ~= false then
+    self.bias = bbb.rand({ n_out }, -s, s, opts.generator):requires_grad(true)
+  end
+end
+
+function Conv2d:forward(x)
+  check_image(x, "Conv2d", self.in_channels)
+  return conv(self, x, self.weight, self.bias)
+end
+
+function Conv2d:own_parameters()
+  local out = { { "weight", self.weight } }
+  if self.bias then out[2] = { "bias", self.bias } end
+  return out
+end
+
+function Conv2d:config()
+  local c = geometry_config(self, "Conv2d")
+  c.bias = self.bias ~= nil
+  return c
+end
+
+function Conv2d:describe() return ("Conv2d(%s)"):format(geometry_string(self)) end
+function Conv2d:__tostring() return self:describe() end
+
+local BayesConv2d = Module.class("BayesConv2d", BayesLinear)
+M.BayesConv2d = BayesConv2d
+
+local ESTIMATORS = { weight = true, ["local"] = true, flipout = true }
+
+local function choice(v, allowed, what)
+  if not allowed[v] then
+    local names = {}
+    for k in pairs(allowed) do names[#names + 1] = '"' .. k .. '"' end
+    table.sort(names)
+    error(("BayesConv2d: %s must be one of %s, got %s"):format(what, table.concat(names, ", "), tostring(v)), 4)
+  end
+  return v
+end
+
+local function finite(v, key, default, lo)
+  if v == nil then return default end
+  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge or (lo and v < lo) then
+    error(("BayesConv2d: %s must be a finite number%s, got %s"):format(key, lo and (" >= " .. lo) or "",
+      tostring(v)), 4)
+  end
+  return v
+end
+
+--- BayesConv2d(in_channels, out_channels, kernel_size [, opts]): a Gaussian
+-- posterior over every weight of a convolution. opts: Conv2d's geometry
+-- (stride, padding, dilation, groups, bias) and BayesLinear's prior,
+-- estimator ("weight", "local", "flipout"), kl ("mc", "analytic"),
+-- mu_scale (default 1/sqrt(fan-in)), rho_init (-5), mode, generator, masked.
+function BayesConv2d:init(n_in, n_out, kernel, opts)
+  opts = opts or {}
+  conv_geometry(self, "BayesConv2d", n_in, n_out, kernel, opts)
+  self.prior = prior_mod.check(opts.prior or prior_mod.ScaleMixture{}, "BayesConv2d")
+  self.estimator = choice(opts.estimator or "weight", ESTIMATORS, "estimator")
+  self.kl_mode = choice(opts.kl or "mc", { mc = true, analytic = true }, "kl")
+  self.mode = choice(opts.mode or "sample", { sample = true, mean = true }, "mode")
+  if self.kl_mode == "analytic" and not (prior_mod.is_fused(self.prior) and self.prior.kind == "gaussian") then
+    error(("BayesConv2d: kl = \"analytic\" needs a Gaussian prior, got %s"):format(tostring(self.prior)), 3)
+  end
+  self.generator = opts.generator
+  local s = finite(opts.mu_scale, "mu_scale", 1 / math.sqrt(self.fan_in), 0)
+  local rho = finite(opts.rho_init, "rho_init", -5)
+  local function init_mu(shape)
+    if s == 0 then return bbb.zeros(shape) end
+    return bbb.rand(shape, -s, s, opts.generator)
+  end
+  self.weight_mu = init_mu(self.weight_shape):requires_grad(true)
+  self.weight_rho = bbb.full(self.weight_shape, rho):requires_grad(true)
+  if opts.bias ~= false then
+    self.bias_mu = init_mu({ n_out }):requires_grad(true)
+    self.bias_rho = bbb.full({ n_out }, rho):requires_grad(true)
+  end
+  if opts.masked then
+    self.weight_mask = bbb.ones(self.weight_shape)
+    self.bias_mask = self.bias_mu and bbb.ones{ n_out } or nil
+  end
+end
+
+local function masked(t, m)
+  if t == nil or m == nil then return t end
+  return t * m
+end
+
+-- +1 or -1 with equal probability
+local function random_signs(shape, gen)
+  return bbb.rand(shape, 0, 1, gen):lt(0.5) * 2 - 1
+end
+
+local function noise(self, key) return self.noise and self.noise[key] end
+
+-- Local reparameterization: each output from N(conv(x, mu), conv(x^2, sigma^2)).
+function BayesConv2d:forward_local(x, wm, bm)
+  local mean = conv(self, x, masked(self.weight_mu, wm), masked(self.bias_mu, bm))
+  local var = conv(self, x:square(), masked(self.weight_rho:softplus():square(), wm),
+    masked(self.bias_rho and self.bias_rho:softplus():square(), bm))
+  local eps = noise(self, "out") or bbb.randn(mean:size(), 0, 1, self.generator)
+  return mean + (var + 1e-16):sqrt() * eps
+end
+
+-- Flipout: signs per example and channel, shared over the positions.
+function BayesConv2d:forward_flipout(x, w, b, wm, bm)
+  local B = x:size(1)
+  local s_in = noise(self, "s_in") or random_signs({ B, self.in_channels, 1, 1 }, self.generator)
+  local y = conv(self, x, masked(self.weight_mu, wm), masked(b, bm))
+  local s_out = noise(self, "s_out") or random_signs({ B, self.out_channels, 1, 1 }, self.generator)
+  return y + conv(self, x * s_in, masked(w - self.weight_mu, wm)) * s_out
+end
+
+function BayesConv2d:forward(x)
+  check_image(x, "BayesConv2d", self.in_channels)
+  local wm, bm = self.weight_mask, self.bias_mask
+  if self.mode == "mean" and not self.training then
+    self.last_kl = nil
+    return conv(self, x, masked(self.weight_mu, wm), masked(self.bias_mu, bm))
+  end
+  -- every estimator's complexity term comes from a weight sample (or the analytic KL)
+  local w, klw = self:sample(self.weight_mu, self.weight_rho, "w")
+  local b, klb = self:sample_bias()
+  self.last_kl = klw + klb
+  if self.estimator == "weight" then return conv(self, x, masked(w, wm), masked(b, bm)) end
+  if self.estimator == "local" then return self:forward_local(x, wm, bm) end
+  return self:forward_flipout(x, w, b, wm, bm)
+end
+
+function BayesConv2d:config()
+  local c = geometry_config(self, "BayesConv2d")
+  c.prior, c.estimator, c.kl = prior_mod.config(self.prior), self.estimator, self.kl_mode
+  c.mode, c.bias, c.masked = self.mode, self.bias_mu ~= nil, self.weight_mask ~= nil or nil
+  return c
+end
+
+function BayesConv2d:describe() return ("BayesConv2d(%s)"):format(geometry_string(self)) end
+
+function BayesConv2d:__tostring()
+  return ("BayesConv2d(%s, prior=%s, estimator=%s%s)"):format(geometry_string(self),
+    prior_mod.describe(self.prior), self.estimator, self.kl_mode == "analytic" and ", kl=analytic" or "")
+end
+
+-- A pooling layer class: fn is bbb.max_pool2d or bbb.avg_pool2d.
+local function pooling(name, fn)
+  local cls = Module.class(name)
+  --- MaxPool2d(kernel_size [, {stride = kernel_size, padding = 0}]) and
+  -- AvgPool2d(...): pooling over each window of a B x C x H x W batch.
+  function cls:init(kernel, opts)
+    opts = opts or {}
+    self.kernel = pair(kernel, "kernel_size", name, 1)
+    self.stride = pair(opts.stride or self.kernel, "stride", name, 1)
+    self.padding = pair(opts.padding or 0, "padding", name, 0)
+  end
+  function cls:forward(x)
+    check_image(x, name)
+    local ok, y = pcall(fn, x, self.kernel, { stride = self.stride, padding = self.padding })
+    if not ok then error(("%s: %s"):format(tostring(self), tostring(y):gsub("^[^\n]-:%d+: ", "")), 3) end
+    return y
+  end
+  function cls:config()
+    return { type = name, kernel = self.kernel, stride = self.stride, padding = self.padding }
+  end
+  function cls:__tostring()
+    local k, s = self.kernel, self.stride
+    local t = ("%s(%dx%d"):format(name, k[1], k[2])
+    if s[1] ~= k[1] or s[2] ~= k[2] then t = t .. (", stride %dx%d"):format(s[1], s[2]) end
+    if self.padding[1] > 0 or self.padding[2] > 0 then
+      t = t .. (", padding %dx%d"):format(self.padding[1], self.padding[2])
+    end
+    return t .. ")"
+  end
+  return cls
+end
+
+M.MaxPool2d = pooling("MaxPool2d", bbb.max_pool2d)
+M.AvgPool2d = pooling("AvgPool2d", bbb.avg_pool2d)
+
+local Flatten = Module.class("Flatten")
+M.Flatten = Flatten
+
+--- Flatten([start_dim = 2]): B x C x H x W -> B x (C H W), for the dense
+-- layers after the convolutions.
+function Flatten:init(start_dim) self.start_dim = start_dim or 2 end
+function Flatten:forward(x) return bbb.flatten(x, self.start_dim) end
+function Flatten:config() return { type = "Flatten", start_dim = self.start_dim } end
+function Flatten:__tostring() return "Flatten()" end
+
+local View = Module.class("View")
+M.View = View
+
+--- View(n1, n2, ...): each example reshaped to n1 x n2 x ...: a flat
+-- 784-pixel batch becomes B x 1 x 28 x 28 with View(1, 28, 28).
+function View:init(...)
+  self.sizes = { ... }
+  if #self.sizes == 0 then error("View: needs the sizes of one example", 3) end
+  for i, n in ipairs(self.sizes) do positive(n, ("size %d"):format(i), "View") end
+end
+
+function View:forward(x)
+  local n = 1
+  for _, s in ipairs(self.sizes) do n = n * s end
+  if not bbb.is_tensor(x) or x:dim() < 1 or x:numel() ~= x:size(1) * n then
+    error(("View: input of size %s does not hold batch x %s"):format(
+      bbb.is_tensor(x) and table.concat(x:size(), "x") or type(x), table.concat(self.sizes, "x")), 3)
+  end
+  return x:reshape { x:size(1), table.unpack(self.sizes) }
+end
+
+function View:config() return { type = "View", sizes = self.sizes } end
+function View:__tostring() return ("View(%s)"):format(table.concat(self.sizes, "x")) end
+
+-- nn.build's constructors for these layers: c is the config, int(key)
+-- reads a checked positive integer, scratch initialises the parameters.
+-- A checkpoint's JSON gives 5.0 for 5: integers back, in numbers and pairs.
+local function ints(v)
+  if type(v) == "number" then return math.tointeger(v) or v end
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for i, x in ipairs(v) do out[i] = math.tointeger(x) or x end
+  return out
+end
+
+local function geometry_opts(c, extra)
+  local o = { stride = ints(c.stride), padding = ints(c.padding), dilation = ints(c.dilation),
+              groups = ints(c.groups), bias = c.bias ~= false }
+  for k, v in pairs(extra) do o[k] = v end
+  return o
+end
+
+M.builders = {
+  Conv2d = function(c, int, _, scratch)
+    return Conv2d(int("in_channels"), int("out_channels"), ints(c.kernel), geometry_opts(c, { generator = scratch }))
+  end,
+  BayesConv2d = function(c, int, opts, scratch, p)
+    local m = BayesConv2d(int("in_channels"), int("out_channels"), ints(c.kernel), geometry_opts(c,
+      { prior = p, estimator = c.estimator, kl = c.kl, mode = c.mode, masked = c.masked == true,
+        generator = scratch }))
+    m.generator = opts.generator
+    return m
+  end,
+  MaxPool2d = function(c) return M.MaxPool2d(ints(c.kernel), { stride = ints(c.stride), padding = ints(c.padding) }) end,
+  AvgPool2d = function(c) return M.AvgPool2d(ints(c.kernel), { stride = ints(c.stride), padding = ints(c.padding) }) end,
+  Flatten = function(c) return Flatten(ints(c.start_dim)) end,
+  View = function(c) return View(table.unpack(ints(c.sizes or {}))) end,
+}
+
+return M
