@@ -75,6 +75,7 @@ void lbbb_open_help(lua_State *L, const lbbb_tables *tb);      /* lhelp.c */
 void lbbb_open_checkpoint(lua_State *L, const lbbb_tables *tb); /* lcheckpoint.c */
 void lbbb_open_signal(lua_State *L, const lbbb_tables *tb);    /* lsignal.c */
 void lbbb_open_rdata(lua_State *L, const lbbb_tables *tb);     /* lrdata.c */
+void lbbb_open_csv(lua_State *L, const lbbb_tables *tb);       /* lcsv.c */
 
 /* Monotonic wall-clock seconds (lruntime.c). */
 double lbbb_now(void);
