@@ -49,6 +49,55 @@ local function remap(codes, got, want, name, what)
   return core.tensor(list)
 end
 
+--- build(t, levels, what) -> a data set from a raw table t = {x = (n, k) values
+-- and category codes, columns = {{name =, categorical =, levels =}}, n_rows =,
+-- n_dropped =, y =, target =}: the shape read_csv and load_r share.
+function M.build(t, levels, what)
+  local n = t.n_rows
+  local pieces, columns, names, all_numeric = {}, {}, {}, true
+  for _, c in ipairs(t.columns) do
+    if c.categorical or levels[c.name] then all_numeric = false end
+  end
+  local width = 0
+  for j, c in ipairs(t.columns) do
+    local col = { name = c.name, categorical = c.categorical, levels = c.levels, first = width + 1 }
+    if levels[c.name] and not c.categorical then col.categorical = true end
+    if col.categorical then
+      local want = levels[c.name] or c.levels
+      local codes = t.x:narrow(2, j, 1):reshape(n)
+      codes = remap(codes, c.levels, want, c.name, what)
+      col.levels = want
+      col.width = #want
+      pieces[#pieces + 1] = identity(#want):index_select(codes)
+      for _, l in ipairs(want) do names[#names + 1] = c.name .. "=" .. l end
+    else
+      col.levels = nil
+      col.width = 1
+      if not all_numeric then pieces[#pieces + 1] = t.x:narrow(2, j, 1) end   -- a copy
+      names[#names + 1] = c.name
+    end
+    width = width + col.width
+    columns[j] = col
+  end
+  local x
+  if all_numeric or #pieces == 0 then x = t.x
+  elseif #pieces == 1 then x = pieces[1]
+  else x = core.cat(pieces, 2) end
+  local ds = { x = x, n = n, n_dropped = t.n_dropped, columns = columns, feature_names = names }
+  if t.target then
+    local tg = t.target
+    ds.target = { name = tg.name, categorical = tg.categorical }
+    if tg.categorical then
+      local want = levels[tg.name] or tg.levels
+      ds.y = remap(t.y, tg.levels, want, tg.name, what)
+      ds.target.levels, ds.classes = want, want
+    else
+      ds.y = t.y
+    end
+  end
+  return ds
+end
+
 --- read_csv(path, {delimiter = ",", quote = '"', header = true, target = "y",
 --              categorical = {names}, ignore = {names}, na = {"", "NA", "N/A", "?"},
 --              drop_missing = false, max_levels = 1000, levels = {column = {levels}},
@@ -88,51 +137,7 @@ function M.read_csv(path, opts)
   copt.max_levels = opts.max_levels or 1000
   local ok, t = pcall(opts.text and core.read_csv_string or core.read_csv, path, copt)
   if not ok then error("bbb.data.read_csv: " .. tostring(t):gsub("^read_csv: ", ""), 2) end
-  local n = t.n_rows
-  local ok2, res = pcall(function()
-    local pieces, columns, names, all_numeric = {}, {}, {}, true
-    for _, c in ipairs(t.columns) do
-      if c.categorical or levels[c.name] then all_numeric = false end
-    end
-    local width = 0
-    for j, c in ipairs(t.columns) do
-      local col = { name = c.name, categorical = c.categorical, levels = c.levels, first = width + 1 }
-      if levels[c.name] and not c.categorical then col.categorical = true end
-      if col.categorical then
-        local want = levels[c.name] or c.levels
-        local codes = t.x:narrow(2, j, 1):reshape(n)
-        codes = remap(codes, c.levels, want, c.name, "bbb.data.read_csv")
-        col.levels = want
-        col.width = #want
-        pieces[#pieces + 1] = identity(#want):index_select(codes)
-        for _, l in ipairs(want) do names[#names + 1] = c.name .. "=" .. l end
-      else
-        col.levels = nil
-        col.width = 1
-        if not all_numeric then pieces[#pieces + 1] = t.x:narrow(2, j, 1) end   -- a copy
-        names[#names + 1] = c.name
-      end
-      width = width + col.width
-      columns[j] = col
-    end
-    local x
-    if all_numeric or #pieces == 0 then x = t.x
-    elseif #pieces == 1 then x = pieces[1]
-    else x = core.cat(pieces, 2) end
-    local ds = { x = x, n = n, n_dropped = t.n_dropped, columns = columns, feature_names = names }
-    if t.target then
-      local tg = t.target
-      ds.target = { name = tg.name, categorical = tg.categorical }
-      if tg.categorical then
-        local want = levels[tg.name] or tg.levels
-        ds.y = remap(t.y, tg.levels, want, tg.name, "bbb.data.read_csv")
-        ds.target.levels, ds.classes = want, want
-      else
-        ds.y = t.y
-      end
-    end
-    return ds
-  end)
+  local ok2, res = pcall(M.build, t, levels, "bbb.data.read_csv")
   if not ok2 then error(res, 2) end
   return res
 end
