@@ -195,7 +195,7 @@ local function save(o, par, path, gens, pos, history)
   return clock() - t0
 end
 
---- fit(opts) -> {history = {epoch records}, status = "done" | "interrupted",
+--- fit(opts) -> {history = {epoch records}, status = "done" | "interrupted" | "stopped",
 --               checkpoint = path written last (or nil), epoch, batch}
 -- opts:
 --   model, optimizer, data (a bbb.data set), batch_size, epochs: required
@@ -212,7 +212,9 @@ end
 --               no checkpoint path is set
 --   resume      the info from bbb.load of a checkpoint of this run
 --   args        a table saved with the checkpoints (the script's flags)
---   on_epoch    function(rec, ctx): adds figures to the epoch record
+--   on_epoch    function(rec, ctx): adds figures to the epoch record;
+--               returning "stop" ends the run after this epoch (status
+--               "stopped": early stopping)
 --   on_step     function(i, terms, ctx)
 --   print       function(rec) -> line (default: every figure); quiet = true
 --   progress    "bar" | "lines" | "off" (default: bar on a terminal)
@@ -368,7 +370,7 @@ function train.run(o)
           end
         end
       end)
-      if o.on_epoch then o.on_epoch(rec, { epoch = epoch, model = model }) end
+      local stop = o.on_epoch and o.on_epoch(rec, { epoch = epoch, model = model }) == "stop"
       model:train()
       rec.seconds, rec.eval_seconds = train_seconds, clock() - t_eval
       pos.epoch, pos.batch, pos.sums, pos.order = epoch, 0, nil, nil
@@ -385,6 +387,7 @@ function train.run(o)
         print(line(rec))
         io.stdout:flush()
       end
+      if stop then bar:finish(); return "stopped" end
     end
     bar:finish()
     return "done"
