@@ -17,6 +17,11 @@ local tab = require "bbb.tabular"
 local SETS = {
   boston = { spec = "data/r/MASS:Boston", target = "medv" },
   concrete = { spec = "data/r/modeldata:concrete", target = "compressive_strength" },
+  -- classification, from r-cran-mlbench (rows with a missing value dropped)
+  breastcancer = { spec = "data/r/mlbench:BreastCancer", target = "Class", ignore = { "Id" } },
+  pima = { spec = "data/r/mlbench:PimaIndiansDiabetes", target = "diabetes" },
+  sonar = { spec = "data/r/mlbench:Sonar", target = "Class" },
+  ionosphere = { spec = "data/r/mlbench:Ionosphere", target = "Class" },
 }
 -- {rmse, se, ll, se} as published (Lakshminarayanan et al. 2017, Table 1;
 -- VI from Hernandez-Lobato and Adams 2015, MC dropout from Gal and Ghahramani 2016)
@@ -29,7 +34,8 @@ local PUBLISHED = {
 local METHODS = { "bbb-weight", "bbb-local", "bbb-flipout", "dropout", "mlp" }
 
 local parser = argparse("uci.lua", "The UCI regression benchmark (20 random 90/10 splits, 50 hidden units).")
-parser:option("--sets", "Comma-separated: boston, concrete, or FILE.csv:TARGET.", "boston,concrete")
+parser:option("--sets", "Comma-separated: boston, concrete (regression), breastcancer, pima, sonar, ionosphere "
+  .. "(classification), or FILE.csv:TARGET.", "boston,concrete")
 parser:option("--methods", "Comma-separated, of " .. table.concat(METHODS, ", ") .. ".", table.concat(METHODS, ","))
 parser:option("--splits", "Random splits.", "20"):convert(cli.positive_integer { max = 1000 })
 parser:option("--epochs", "Most epochs.", "2000"):convert(cli.positive_integer { max = 1000000 })
@@ -59,8 +65,8 @@ end
 for s in args.sets:gmatch("[^,]+") do
   local file, target = s:match("^(.+):([^:]+)$")
   local set = SETS[s] or (file and { spec = file, target = target })
-  if not set then fail(("--sets: '%s' is neither boston, concrete nor FILE:TARGET"):format(s)) end
-  local ok, ds = pcall(tab.read, set.spec, { target = set.target })
+  if not set then fail(("--sets: '%s' is not a known set nor FILE:TARGET"):format(s)) end
+  local ok, ds = pcall(tab.read, set.spec, { target = set.target, ignore = set.ignore, drop_missing = true })
   if not ok then fail(ds) end
   sets[#sets + 1] = { name = s, ds = ds }
 end
@@ -88,62 +94,44 @@ local function run(ds, method, k)
   return s, info.best_epoch
 end
 
-local function summary(xs)
-  local n, sum, sq = #xs, 0, 0
-  for _, x in ipairs(xs) do sum = sum + x end
-  local mean = sum / n
-  for _, x in ipairs(xs) do sq = sq + (x - mean) ^ 2 end
-  return mean, n > 1 and math.sqrt(sq / (n - 1) / n) or 0
-end
-
 local rows, t_start = {}, bbb.core.clock()
 local total, done = #sets * #methods * args.splits, 0
 for _, set in ipairs(sets) do
   for _, method in ipairs(methods) do
-    local rmse, ll, cover, epochs = {}, {}, {}, {}
-    local t0 = bbb.core.clock()
+    local per, t0 = {}, bbb.core.clock()
     for k = 1, args.splits do
       local s, best = run(set.ds, method, k)
-      rmse[k], ll[k], cover[k], epochs[k] = s.rmse, s.ll, s.cover95, best
+      s.best_epoch = best
+      for key, v in pairs(s) do per[key] = per[key] or {}; per[key][k] = v end
       done = done + 1
       local el = bbb.core.clock() - t_start
-      io.stderr:write(("\r%s %s split %d/%d: RMSE %.3f LL %.3f | %d/%d runs, ETA %.0f s   "):format(set.name, method,
-        k, args.splits, s.rmse, s.ll, done, total, el / done * (total - done)))
+      io.stderr:write(("\r%s %s split %d/%d: %s %.3f LL %.3f | %d/%d runs, ETA %.0f s   "):format(set.name, method, k,
+        args.splits, s.rmse and "RMSE" or "accuracy", s.rmse or s.accuracy, s.ll, done, total, el / done * (total - done)))
     end
     local r = { set = set.name, method = method, splits = args.splits, seconds = bbb.core.clock() - t0 }
-    r.rmse, r.rmse_se = summary(rmse)
-    r.ll, r.ll_se = summary(ll)
-    r.cover95 = summary(cover)
-    r.best_epoch = summary(epochs)
+    for key, list in pairs(per) do r[key], r[key .. "_se"] = tab.mean_se(list) end
     rows[#rows + 1] = r
     io.stderr:write("\n")
   end
 end
-
-local lines = { ("%-9s %-15s %15s %16s %8s %7s %6s"):format("data", "method", "test RMSE", "test LL", "cover95", "epochs", "s") }
-for _, set in ipairs(sets) do
-  for _, r in ipairs(rows) do
-    if r.set == set.name then
-      lines[#lines + 1] = ("%-9s %-15s %7.2f +- %4.2f %8.2f +- %4.2f %7.1f%% %7.0f %6.0f"):format(r.set, "ours " .. r.method,
-        r.rmse, r.rmse_se, r.ll, r.ll_se, 100 * r.cover95, r.best_epoch, r.seconds)
-    end
-  end
-  for _, name in ipairs { "VI", "PBP", "MC dropout", "deep ensembles" } do
-    local p = (PUBLISHED[set.name] or {})[name]
-    if p then lines[#lines + 1] = ("%-9s %-15s %7.2f +- %4.2f %8.2f +- %4.2f"):format(set.name, "pub. " .. name, table.unpack(p)) end
-  end
-end
-print(table.concat(lines, "\n"))
+print(table.concat(tab.bench_lines(rows, PUBLISHED), "\n"))
 if args.out then
   local commit = io.popen("git rev-parse --short HEAD 2>/dev/null"):read("l") or "?"
   local cmd = "build/bbblua scripts/uci.lua " .. table.concat(arg, " ")
   local doc = { command = cmd, commit = commit, date = os.date("!%Y-%m-%d %H:%M UTC"), rows = rows, published = PUBLISHED,
     seconds = bbb.core.clock() - t_start }
   cli.write_file(args.out .. ".json", bbb.json.encode(doc) .. "\n")
-  local csv = { "# " .. cmd .. " (commit " .. commit .. ")", "set,method,splits,rmse,rmse_se,ll,ll_se,cover95,best_epoch,seconds" }
+  local keys = { "rmse", "accuracy", "ll", "cover50", "cover90", "cover95", "ece", "best_epoch" }
+  local head = { "set", "method", "splits", "seconds" }
+  for _, k in ipairs(keys) do head[#head + 1] = k; head[#head + 1] = k .. "_se" end
+  local csv = { "# " .. cmd .. " (commit " .. commit .. ")", table.concat(head, ",") }
   for _, r in ipairs(rows) do
-    csv[#csv + 1] = ("%s,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.1f"):format(r.set, r.method, r.splits, r.rmse, r.rmse_se,
-      r.ll, r.ll_se, r.cover95, r.best_epoch, r.seconds)
+    local line = { r.set, r.method, r.splits, ("%.1f"):format(r.seconds) }
+    for _, k in ipairs(keys) do
+      line[#line + 1] = r[k] and ("%.4f"):format(r[k]) or ""
+      line[#line + 1] = r[k] and ("%.4f"):format(r[k .. "_se"]) or ""
+    end
+    csv[#csv + 1] = table.concat(line, ",")
   end
   cli.write_file(args.out .. ".csv", table.concat(csv, "\n") .. "\n")
   print("wrote " .. args.out .. ".json and " .. args.out .. ".csv")

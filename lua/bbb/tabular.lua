@@ -260,6 +260,45 @@ function M.header(spec, delimiter)
   return names
 end
 
+--- mean_se(list) -> mean, standard error of the mean (sd / sqrt(n), sd with n - 1).
+function M.mean_se(xs)
+  local n, sum, sq = #xs, 0, 0
+  for _, x in ipairs(xs) do sum = sum + x end
+  local mean = sum / n
+  for _, x in ipairs(xs) do sq = sq + (x - mean) ^ 2 end
+  return mean, n > 1 and math.sqrt(sq / (n - 1) / n) or 0
+end
+
+--- bench_lines(rows, published) -> the lines of a benchmark table: each
+-- set's rows (mean +- standard error over the splits), then its published
+-- {rmse, se, ll, se} rows.
+function M.bench_lines(rows, published)
+  local lines, seen = {}, {}
+  for _, r in ipairs(rows) do
+    if not seen[r.set] then
+      seen[r.set] = true
+      local reg = r.rmse ~= nil
+      lines[#lines + 1] = reg and ("%-12s %-20s %15s %16s %8s %7s %6s"):format("data", "method", "test RMSE", "test LL",
+        "cover95", "epochs", "s") or ("%-12s %-20s %15s %16s %15s %7s %6s"):format("data", "method", "accuracy %",
+        "test LL", "ECE", "epochs", "s")
+      for _, q in ipairs(rows) do
+        if q.set == r.set and reg then
+          lines[#lines + 1] = ("%-12s %-20s %7.2f +- %4.2f %8.2f +- %4.2f %7.1f%% %7.0f %6.0f"):format(q.set,
+            "ours " .. q.method, q.rmse, q.rmse_se, q.ll, q.ll_se, 100 * q.cover95, q.best_epoch, q.seconds)
+        elseif q.set == r.set then
+          lines[#lines + 1] = ("%-12s %-20s %7.2f +- %4.2f %8.3f +- %4.3f %7.3f +- %4.3f %7.0f %6.0f"):format(q.set,
+            "ours " .. q.method, 100 * q.accuracy, 100 * q.accuracy_se, q.ll, q.ll_se, q.ece, q.ece_se, q.best_epoch, q.seconds)
+        end
+      end
+      for _, name in ipairs { "VI", "PBP", "MC dropout", "deep ensembles" } do
+        local p = (published[r.set] or {})[name]
+        if p then lines[#lines + 1] = ("%-12s %-20s %7.2f +- %4.2f %8.2f +- %4.2f"):format(r.set, "pub. " .. name, table.unpack(p)) end
+      end
+    end
+  end
+  return lines
+end
+
 local function csv_field(s)
   s = tostring(s)
   if s:find('[,"\r\n]') then return '"' .. s:gsub('"', '""') .. '"' end
