@@ -217,5 +217,7 @@ function data.split(ds, n_first)
 end
 
 data.load_mushroom = require("bbb.mushroom").load   -- the UCI Mushroom table (R data)
+data.read_csv = require("bbb.csv").read_csv         -- a table of your own (CSV)
+data.load_r = require("bbb.rdata").load_r           -- data sets of R packages (r-cran-*)
 
 return data

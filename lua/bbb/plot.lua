@@ -252,7 +252,7 @@ local function series_columns(what, s, k)
   return { x, y }
 end
 
-local STYLES = { lines = true, points = true, linespoints = true }
+local STYLES = { lines = true, points = true, linespoints = true, errorbars = true }
 
 local function opacity_of(what, item, field, default)
   local a = item.opacity
@@ -333,11 +333,17 @@ local function lines_body(what, opts, data_path, blocks)
   for k, s in ipairs(series) do
     local style = s.style or "lines"
     if not STYLES[style] then
-      fail(what, "series[%d].style must be lines, points or linespoints", k)
+      fail(what, "series[%d].style must be lines, points, linespoints or errorbars", k)
     end
-    blocks[#blocks + 1] = series_columns(what, s, k)
-    clauses[#clauses + 1] = ("%s index %d using 1:2 with %s %s lc rgb %s %s"):format(
-      gp_quote(data_path), #blocks - 1, style, series_look(what, s, k), gp_quote(color_of(s, k)), title_clause(s))
+    if style == "errorbars" then   -- points at (x, y) with vertical bars from lo to hi
+      blocks[#blocks + 1] = xy_columns(what, s, ("series[%d]"):format(k), { "x", "y", "lo", "hi" })
+      clauses[#clauses + 1] = ("%s index %d using 1:2:3:4 with yerrorbars %s lc rgb %s %s"):format(
+        gp_quote(data_path), #blocks - 1, series_look(what, s, k), gp_quote(color_of(s, k)), title_clause(s))
+    else
+      blocks[#blocks + 1] = series_columns(what, s, k)
+      clauses[#clauses + 1] = ("%s index %d using 1:2 with %s %s lc rgb %s %s"):format(
+        gp_quote(data_path), #blocks - 1, style, series_look(what, s, k), gp_quote(color_of(s, k)), title_clause(s))
+    end
   end
   pre[#pre + 1] = "plot " .. table.concat(clauses, ", \\\n     ")
   return table.concat(pre, "\n")
@@ -521,7 +527,8 @@ end
 --        xrange = {lo, hi}, yrange = {lo, hi}, key = "right" | "below" | "off" (outside the axes),
 --        caption = "text" or {"line", ...} (under the plot),
 --        shade = {{lo =, hi =, color =, opacity = 1, title =}} (spans of x, behind all),
---        series = {{x =, y =, title =, style = "lines"|"points"|"linespoints", color = "#rrggbb",
+--        series = {{x =, y =, title =, style = "lines"|"points"|"linespoints"|"errorbars"
+--                   (errorbars: lo =, hi = too), color = "#rrggbb",
 --                   width = 2, pointsize =, pointtype =, dash =}},
 --        bands = {{x =, lo =, hi =, title =, color =, opacity = 0.25, edges = false, edge_color =}}} -> file
 -- x, y, lo, hi are tensors or Lua arrays; x defaults to 1..#y. title may be

@@ -82,6 +82,18 @@ function sys.run_all(argvs, jobs, opts)
   return results
 end
 
+--- sys.output(argv) -> what argv printed on stdout (its last newline
+-- dropped), or nil when it could not start or did not exit with status 0.
+function sys.output(argv)
+  local tmp = os.tmpname()
+  local ok = sys.run(argv, { stdin = "/dev/null", stdout = tmp, stderr = "/dev/null" })
+  local f = io.open(tmp, "rb")
+  local text = f and f:read("a")
+  if f then f:close() end
+  os.remove(tmp)
+  return ok and text and (text:gsub("\n$", "")) or nil
+end
+
 --- sys.bbblua_argv(script, ...) -> argv: the command that runs script with
 -- this same interpreter (bbblua, or the lua that runs this program).
 function sys.bbblua_argv(script, ...)

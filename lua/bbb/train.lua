@@ -195,7 +195,7 @@ local function save(o, par, path, gens, pos, history)
   return clock() - t0
 end
 
---- fit(opts) -> {history = {epoch records}, status = "done" | "interrupted",
+--- fit(opts) -> {history = {epoch records}, status = "done" | "interrupted" | "stopped",
 --               checkpoint = path written last (or nil), epoch, batch,
 --               signal = the signal that interrupted it (2, 15 or 1)}
 -- opts:
@@ -213,7 +213,9 @@ end
 --               (or a function giving it) for those when no checkpoint is set
 --   resume      the info from bbb.load of a checkpoint of this run
 --   args        a table saved with the checkpoints (the script's flags)
---   on_epoch    function(rec, ctx): adds figures to the epoch record
+--   on_epoch    function(rec, ctx): adds figures to the epoch record;
+--               returning "stop" ends the run after this epoch (status
+--               "stopped": early stopping)
 --   on_step     function(i, terms, ctx)
 --   print       function(rec) -> line (default: every figure); quiet = true
 --   progress    "bar" | "lines" | "off" (default: bar on a terminal)
@@ -332,7 +334,8 @@ local function evaluate(r, rec)
   end)
 end
 
--- The epoch's record from its sums, evaluated, logged, checkpointed, printed.
+-- The epoch's record from its sums, evaluated, logged, checkpointed, printed;
+-- returns "stopped" when on_epoch asks to stop.
 local function end_epoch(r, epoch, sums, t0)
   local o, pos = r.o, r.pos
   if r.par.n > 1 then sums = r.par.reduce_sums(sums) end
@@ -346,7 +349,7 @@ local function end_epoch(r, epoch, sums, t0)
   if r.elbo.likelihood == "categorical" then rec.train_acc = sums.correct / sums.n end
   local t_eval = clock()
   evaluate(r, rec)
-  if o.on_epoch then o.on_epoch(rec, { epoch = epoch, model = r.model }) end
+  local stop = o.on_epoch and o.on_epoch(rec, { epoch = epoch, model = r.model }) == "stop"
   r.model:train()
   rec.seconds, rec.eval_seconds = train_seconds, clock() - t_eval
   pos.epoch, pos.batch, pos.sums, pos.order = epoch, 0, nil, nil
@@ -363,6 +366,7 @@ local function end_epoch(r, epoch, sums, t0)
     print(r.line(rec))
     io.stdout:flush()
   end
+  return stop and "stopped" or nil
 end
 
 -- Saves the state after a signal (at the step just finished).
@@ -380,7 +384,8 @@ local function checkpoint_now(r, t0)
 end
 
 -- One epoch: draw the minibatches in this epoch's order and step on each.
--- Returns "interrupted" when a signal arrived (after its step is saved).
+-- Returns "interrupted" when a signal arrived (after its step is saved),
+-- "stopped" when on_epoch asked to stop.
 local function run_epoch(r, epoch)
   local o, pos, opt = r.o, r.pos, r.opt
   local t0 = clock()
@@ -405,7 +410,7 @@ local function run_epoch(r, epoch)
       return "interrupted"
     end
   end
-  end_epoch(r, epoch, pos.sums, t0)
+  return end_epoch(r, epoch, pos.sums, t0)
 end
 
 function train.run(o)
@@ -423,7 +428,11 @@ function train.run(o)
   core.sigint_trap(true)
   local ok, status = pcall(function()
     for epoch = pos.epoch + 1, o.epochs do
-      if run_epoch(r, epoch) == "interrupted" then return "interrupted" end
+      local ended = run_epoch(r, epoch)
+      if ended then
+        if ended == "stopped" then r.bar:finish() end
+        return ended
+      end
     end
     r.bar:finish()
     return "done"

@@ -13,6 +13,8 @@
 */
 #include <lzma.h>
 #include <limits.h>
+#include <math.h>
+#include <zlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +30,7 @@
 
 enum {
   RD_NILSXP = 0, RD_SYMSXP = 1, RD_LISTSXP = 2, RD_CHARSXP = 9, RD_LGLSXP = 10,
-  RD_INTSXP = 13, RD_STRSXP = 16, RD_VECSXP = 19,
+  RD_INTSXP = 13, RD_REALSXP = 14, RD_STRSXP = 16, RD_VECSXP = 19, RD_ALTREP = 238,
   RD_REFSXP = 255, RD_NILVALUE = 254
 };
 
@@ -70,6 +72,7 @@ typedef struct rd_node {
   int type;                   /* one of the RD_*SXP above */
   int64_t len;                /* vectors */
   int32_t *ints;              /* INTSXP, LGLSXP */
+  double *reals;              /* REALSXP */
   char *str;                  /* CHARSXP (NULL: NA), SYMSXP name */
   struct rd_node **items;     /* STRSXP (CHARSXP nodes), VECSXP */
   struct rd_node *attr;       /* a pairlist or NULL */
@@ -156,6 +159,7 @@ static rd_node *new_node(rd_parser *ps, int type) {
 }
 
 static int read_item(rd_parser *ps, int depth, rd_node **out);
+static int read_altrep(rd_parser *ps, int depth, size_t at, rd_node **out);
 
 static int read_charsxp_body(rd_parser *ps, rd_node **out) {
   int64_t len;
@@ -233,6 +237,19 @@ static int read_vector(rd_parser *ps, int type, rd_node *nd, int depth) {
       if ((st = read_int(ps, &nd->ints[i]))) return st;
     return BBB_OK;
   }
+  if (type == RD_REALSXP) {
+    if ((st = read_length(ps, 8, &nd->len))) return st;
+    nd->reals = arena_alloc(ps->arena, (size_t)nd->len * sizeof(double));
+    if (!nd->reals) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
+    for (int64_t i = 0; i < nd->len; i++) {
+      const unsigned char *b = ps->p + ps->pos;   /* read_length checked 8 bytes per element */
+      uint64_t u = 0;
+      for (int k = 0; k < 8; k++) u = u << 8 | b[k];
+      memcpy(&nd->reals[i], &u, 8);
+      ps->pos += 8;
+    }
+    return BBB_OK;
+  }
   /* STRSXP (each element at least flags + length) or VECSXP (at least flags) */
   if ((st = read_length(ps, type == RD_STRSXP ? 8 : 4, &nd->len))) return st;
   nd->items = arena_alloc(ps->arena, (size_t)nd->len * sizeof(rd_node *));
@@ -241,6 +258,47 @@ static int read_vector(rd_parser *ps, int type, rd_node *nd, int depth) {
     st = type == RD_STRSXP ? read_charsxp(ps, &nd->items[i]) : read_item(ps, depth + 1, &nd->items[i]);
     if (st) return st;
   }
+  return BBB_OK;
+}
+
+/* An ALTREP object (serialization version 3): info (a pairlist naming its
+** class), state, attributes. The compact sequences R writes for 1:n are
+** expanded; wrappers give the vector they wrap; other classes are errors. */
+static int read_altrep(rd_parser *ps, int depth, size_t at, rd_node **out) {
+  rd_node *info, *state, *attr;
+  int st;
+  if ((st = read_item(ps, depth + 1, &info)) || (st = read_item(ps, depth + 1, &state)) ||
+      (st = read_item(ps, depth + 1, &attr)))
+    return st;
+  const char *cls = info && info->type == RD_LISTSXP && info->car && info->car->type == RD_SYMSXP
+                    ? info->car->str : NULL;
+  if (!cls) return bbb_error(BBB_EIO, "rdata: an ALTREP object at byte %zu has no class", at);
+  rd_node *nd = NULL;
+  if ((strcmp(cls, "compact_intseq") == 0 || strcmp(cls, "compact_realseq") == 0) &&
+      state && state->type == RD_REALSXP && state->len == 3) {
+    double n = state->reals[0], start = state->reals[1], step = state->reals[2];
+    int is_int = cls[8] == 'i';
+    if (!(n >= 0 && n <= (double)(1 << 26)) || !(fabs(start) < 2e9) || !(step == 1 || step == -1))
+      return bbb_error(BBB_EIO, "rdata: a %s at byte %zu has length %g, start %g, step %g", cls, at, n, start, step);
+    if (!(nd = new_node(ps, is_int ? RD_INTSXP : RD_REALSXP))) return BBB_EMEM;
+    nd->len = (int64_t)n;
+    void *d = arena_alloc(ps->arena, (size_t)nd->len * (is_int ? 4 : 8));
+    if (!d) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
+    for (int64_t i = 0; i < nd->len; i++) {
+      double v = start + step * (double)i;
+      if (is_int) ((int32_t *)d)[i] = (int32_t)v; else ((double *)d)[i] = v;
+    }
+    if (is_int) nd->ints = d; else nd->reals = d;
+  } else if (strncmp(cls, "wrap_", 5) == 0 && state && state->type == RD_VECSXP && state->len >= 1 &&
+             state->items[0]) {
+    rd_node *w = state->items[0];
+    if (!(nd = new_node(ps, w->type))) return BBB_EMEM;
+    *nd = *w;   /* a copy: the attributes below are the wrapper's, not the vector's */
+  } else {
+    return bbb_error(BBB_EIO, "rdata: unsupported ALTREP class '%s' at byte %zu", cls, at);
+  }
+  if (attr && attr->type == RD_LISTSXP) nd->attr = attr;
+  *out = nd;
   return BBB_OK;
 }
 
@@ -283,7 +341,9 @@ static int read_item(rd_parser *ps, int depth, rd_node **out) {
       return read_pairlist(ps, flags, depth, out);
     case RD_CHARSXP:
       return read_charsxp_body(ps, out);
-    case RD_INTSXP: case RD_LGLSXP: case RD_STRSXP: case RD_VECSXP: {
+    case RD_ALTREP:
+      return read_altrep(ps, depth, at, out);
+    case RD_INTSXP: case RD_LGLSXP: case RD_REALSXP: case RD_STRSXP: case RD_VECSXP: {
       rd_node *nd = new_node(ps, type);
       if (!nd) return BBB_EMEM;
       *out = nd;
@@ -335,39 +395,50 @@ static int64_t frame_rows(const rd_node *df) {
   return -1;
 }
 
-static int to_frame(rd_parser *ps, rd_node *top, bbb_rdata_frame *f) {
-  if (!top || top->type != RD_LISTSXP || !top->car)
-    return bbb_error(BBB_EIO, "rdata: the file does not hold a pairlist of named objects (found: %s)", what(top));
-  if (top->tag && top->tag->type == RD_SYMSXP) f->object_name = top->tag->str;
-  rd_node *df = top->car;
-  if (df->type != RD_VECSXP || !has_class(df, "data.frame"))
-    return bbb_error(BBB_EIO, "rdata: object '%s' is not a data frame (found: %s%s)",
-                     f->object_name ? f->object_name : "?", what(df),
-                     df->type == RD_VECSXP ? " without class data.frame" : "");
-  if (df->len > INT_MAX) return bbb_error(BBB_EIO, "rdata: too many columns (%lld)", (long long)df->len);
-  rd_node *names = get_attr(df, "names");
-  if (!names || names->type != RD_STRSXP || names->len != df->len)
-    return bbb_error(BBB_EIO, "rdata: the data frame's names (found: %s of length %lld) do not fit its %lld columns",
-                     what(names), names ? (long long)names->len : 0LL, (long long)df->len);
-  int64_t n_rows = frame_rows(df);
-  if (n_rows < 0) return bbb_error(BBB_EIO, "rdata: the data frame has no usable row.names");
-  f->n_rows = n_rows;
-  f->n_cols = (int)df->len;
-  f->cols = arena_alloc(ps->arena, (size_t)df->len * sizeof *f->cols);
-  if (!f->cols) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
-  for (int j = 0; j < f->n_cols; j++) {
-    bbb_rdata_factor *c = &f->cols[j];
-    rd_node *col = df->items[j], *lev = get_attr(col, "levels");
-    c->name = names->items[j]->str ? names->items[j]->str : "NA";
-    if (col->type != RD_INTSXP || !has_class(col, "factor") || !lev || lev->type != RD_STRSXP)
-      return bbb_error(BBB_EIO, "rdata: column %d ('%s') is not a factor (found: %s%s)", j + 1, c->name,
-                       what(col), col->type == RD_INTSXP ? " without factor class and levels" : "");
-    if (col->len != n_rows)
-      return bbb_error(BBB_EIO, "rdata: column %d ('%s') has %lld rows, the frame %lld", j + 1,
-                       c->name, (long long)col->len, (long long)n_rows);
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A character column as a factor: its distinct strings sorted (as R's
+** factor() would, in the C locale) become the levels. */
+static int strings_to_factor(rd_parser *ps, rd_node *col, bbb_rdata_factor *c, int j) {
+  const char **sorted = arena_alloc(ps->arena, (size_t)(col->len ? col->len : 1) * sizeof(char *));
+  c->codes = arena_alloc(ps->arena, (size_t)(col->len ? col->len : 1) * sizeof(int32_t));
+  if (!sorted || !c->codes) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
+  int64_t n = 0;
+  for (int64_t i = 0; i < col->len; i++)
+    if (col->items[i]->str) sorted[n++] = col->items[i]->str;
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_str);
+  int64_t u = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (u == 0 || strcmp(sorted[u - 1], sorted[i]) != 0) sorted[u++] = sorted[i];
+  if (u > INT_MAX) return bbb_error(BBB_EIO, "rdata: column %d has too many distinct strings", j + 1);
+  c->n_levels = (int)u;
+  c->levels = sorted;
+  for (int64_t i = 0; i < col->len; i++) {
+    const char *sv = col->items[i]->str;
+    if (!sv) { c->codes[i] = 0; continue; }
+    const char **hit = bsearch(&sv, sorted, (size_t)u, sizeof *sorted, cmp_str);
+    c->codes[i] = (int32_t)(hit - sorted) + 1;
+  }
+  return BBB_OK;
+}
+
+static int to_column(rd_parser *ps, rd_node *col, bbb_rdata_factor *c, int j, int64_t n_rows) {
+  rd_node *lev = get_attr(col, "levels");
+  if (col->type != RD_INTSXP && col->type != RD_LGLSXP && col->type != RD_REALSXP && col->type != RD_STRSXP)
+    return bbb_error(BBB_EIO, "rdata: column %d ('%s') is a %s, not numbers, a factor or strings",
+                     j + 1, c->name, what(col));
+  if (col->len != n_rows)
+    return bbb_error(BBB_EIO, "rdata: column %d ('%s') has %lld rows, the frame %lld", j + 1,
+                     c->name, (long long)col->len, (long long)n_rows);
+  if (col->type == RD_STRSXP) return strings_to_factor(ps, col, c, j);
+  if (col->type == RD_INTSXP && has_class(col, "factor")) {
+    if (!lev || lev->type != RD_STRSXP)
+      return bbb_error(BBB_EIO, "rdata: column %d ('%s') is a factor without levels", j + 1, c->name);
     if (lev->len > INT_MAX) return bbb_error(BBB_EIO, "rdata: column %d has too many levels", j + 1);
     c->n_levels = (int)lev->len;
-    c->levels = arena_alloc(ps->arena, (size_t)lev->len * sizeof(char *));
+    c->levels = arena_alloc(ps->arena, (size_t)(lev->len ? lev->len : 1) * sizeof(char *));
     if (!c->levels) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
     for (int64_t k = 0; k < lev->len; k++) {
       if (!lev->items[k]->str)
@@ -382,8 +453,51 @@ static int to_frame(rd_parser *ps, rd_node *top, bbb_rdata_frame *f) {
         return bbb_error(BBB_EIO, "rdata: column %d ('%s') row %lld has code %d outside 1..%d",
                          j + 1, c->name, (long long)i + 1, (int)v, c->n_levels);
     }
+    return BBB_OK;
+  }
+  /* numbers: doubles as they are, integers and logicals converted; NA is NaN */
+  c->numeric = 1;
+  if (col->type == RD_REALSXP) { c->values = col->reals; return BBB_OK; }
+  c->values = arena_alloc(ps->arena, (size_t)(n_rows ? n_rows : 1) * sizeof(double));
+  if (!c->values) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
+  for (int64_t i = 0; i < n_rows; i++)
+    c->values[i] = col->ints[i] == RD_NA_INT ? NAN : (double)col->ints[i];
+  return BBB_OK;
+}
+
+/* A data frame (a tibble is one too) of numbers, factors and strings. */
+static int frame_from(rd_parser *ps, rd_node *df, bbb_rdata_frame *f) {
+  if (!df || df->type != RD_VECSXP || !has_class(df, "data.frame"))
+    return bbb_error(BBB_EIO, "rdata: object '%s' is not a data frame (found: %s%s)",
+                     f->object_name ? f->object_name : "?", what(df),
+                     df && df->type == RD_VECSXP ? " without class data.frame" : "");
+  if (df->len > INT_MAX) return bbb_error(BBB_EIO, "rdata: too many columns (%lld)", (long long)df->len);
+  rd_node *names = get_attr(df, "names");
+  if (!names || names->type != RD_STRSXP || names->len != df->len)
+    return bbb_error(BBB_EIO, "rdata: the data frame's names (found: %s of length %lld) do not fit its %lld columns",
+                     what(names), names ? (long long)names->len : 0LL, (long long)df->len);
+  int64_t n_rows = frame_rows(df);
+  if (n_rows < 0) return bbb_error(BBB_EIO, "rdata: the data frame has no usable row.names");
+  f->n_rows = n_rows;
+  f->n_cols = (int)df->len;
+  f->cols = arena_alloc(ps->arena, (size_t)(df->len ? df->len : 1) * sizeof *f->cols);
+  if (!f->cols) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
+  for (int j = 0; j < f->n_cols; j++) {
+    bbb_rdata_factor *c = &f->cols[j];
+    c->name = names->items[j]->str ? names->items[j]->str : "NA";
+    if (!df->items[j]) return bbb_error(BBB_EIO, "rdata: column %d ('%s') is missing", j + 1, c->name);
+    int st = to_column(ps, df->items[j], c, j, n_rows);
+    if (st) return st;
   }
   return BBB_OK;
+}
+
+/* An .rda image holds a pairlist of named objects: the first is read. */
+static int to_frame(rd_parser *ps, rd_node *top, bbb_rdata_frame *f) {
+  if (!top || top->type != RD_LISTSXP || !top->car)
+    return bbb_error(BBB_EIO, "rdata: the file does not hold a pairlist of named objects (found: %s)", what(top));
+  if (top->tag && top->tag->type == RD_SYMSXP) f->object_name = top->tag->str;
+  return frame_from(ps, top->car, f);
 }
 
 /* ---- xz ---- */
@@ -435,23 +549,49 @@ static int xz_decode(const unsigned char *in, size_t n, unsigned char **out, siz
 
 /* ---- entry points ---- */
 
-static int parse_image(const unsigned char *p, size_t n, bbb_rdata_frame *f) {
-  static const char magic[] = "RDX2\nX\n";
-  if (n < 7 || memcmp(p, magic, 7) != 0) {
-    if (n >= 5 && (memcmp(p, "RDA", 3) == 0 || memcmp(p, "RDB", 3) == 0 || memcmp(p, "RDX", 3) == 0))
-      return bbb_error(BBB_EIO, "rdata: only XDR format version 2 (RDX2) is supported, found '%.4s'",
-                       (const char *)p);
-    return bbb_error(BBB_EIO, "rdata: not an R data file (no RDX2 header)");
+/* The serialization header ("X\n", version, writer, reader and, from
+** version 3, the native encoding), then the items. bare: the stream holds
+** one object (a lazy-load chunk or an .rds file), not a pairlist of named
+** objects. */
+static int parse_stream(const unsigned char *p, size_t n, size_t pos, int bare, rd_node **top, rd_parser *ps) {
+  ps->p = p;
+  ps->n = n;
+  ps->pos = pos;
+  if (n - pos < 2 || p[pos] != 'X' || p[pos + 1] != '\n') {
+    if (n - pos >= 2 && (p[pos] == 'A' || p[pos] == 'B') && p[pos + 1] == '\n')
+      return bbb_error(BBB_EIO, "rdata: only the XDR (binary big-endian) serialization is supported, found %s",
+                       p[pos] == 'A' ? "ASCII" : "native binary");
+    return bbb_error(BBB_EIO, "rdata: not an R serialization (no 'X\\n' at byte %zu)", pos);
   }
-  rd_parser ps = { .p = p, .n = n, .pos = 7, .arena = f->arena };
+  ps->pos += 2;
   int32_t version = 0, writer = 0, reader = 0;
-  int st = read_int(&ps, &version);
-  if (!st) st = read_int(&ps, &writer);
-  if (!st) st = read_int(&ps, &reader);
-  if (!st && version != 2)
-    st = bbb_error(BBB_EIO, "rdata: serialization version %d, only version 2 is supported", (int)version);
+  int st = read_int(ps, &version);
+  if (!st) st = read_int(ps, &writer);
+  if (!st) st = read_int(ps, &reader);
+  if (!st && version != 2 && version != 3)
+    st = bbb_error(BBB_EIO, "rdata: serialization version %d, only versions 2 and 3 are supported", (int)version);
+  if (!st && version == 3) {
+    int32_t nelen = 0;
+    size_t at = ps->pos;
+    if (!(st = read_int(ps, &nelen)) && (nelen < 0 || nelen > 255 || (size_t)nelen > ps->n - ps->pos))
+      st = bbb_error(BBB_EIO, "rdata: native encoding of length %d at byte %zu", (int)nelen, at);
+    if (!st) ps->pos += (size_t)nelen;
+  }
+  (void)bare;
+  if (!st) st = read_item(ps, 0, top);
+  return st;
+}
+
+static int parse_image(const unsigned char *p, size_t n, bbb_rdata_frame *f) {
+  if (n < 5 || memcmp(p, "RDX", 3) != 0 || (p[3] != '2' && p[3] != '3') || p[4] != '\n') {
+    if (n >= 5 && (memcmp(p, "RDA", 3) == 0 || memcmp(p, "RDB", 3) == 0 || memcmp(p, "RDX", 3) == 0))
+      return bbb_error(BBB_EIO, "rdata: only XDR format versions 2 and 3 (RDX2, RDX3) are supported, found '%.4s'",
+                       (const char *)p);
+    return bbb_error(BBB_EIO, "rdata: not an R data file (no RDX2 or RDX3 header)");
+  }
+  rd_parser ps = { .arena = f->arena };
   rd_node *top = NULL;
-  if (!st) st = read_item(&ps, 0, &top);
+  int st = parse_stream(p, n, 5, 0, &top, &ps);
   if (!st) st = to_frame(&ps, top, f);
   free(ps.refs);
   return st;
@@ -483,8 +623,9 @@ int bbb_rdata_parse_frame(const unsigned char *buf, size_t len, bbb_rdata_frame 
   return st;
 }
 
-int bbb_rdata_load_frame(const char *path, bbb_rdata_frame *out) {
-  memset(out, 0, sizeof *out);
+/* A whole file into memory (at most RD_MAX_FILE bytes). */
+static int read_whole(const char *path, unsigned char **out, size_t *len) {
+  *out = NULL;
   FILE *fp = fopen(path, "rb");
   if (!fp) return bbb_error(BBB_EIO, "rdata: cannot open '%s'", path);
   size_t cap = 1 << 16, n = 0;
@@ -506,16 +647,234 @@ int bbb_rdata_load_frame(const char *path, bbb_rdata_frame *out) {
     }
   }
   fclose(fp);
-  if (!st) {
-    st = bbb_rdata_parse_frame(buf, n, out);
-    if (st) {
-      /* name the file in front of the parser's message */
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", bbb_errmsg());
-      st = bbb_error(st, "%s (in '%s')", msg, path);
-    }
-  }
+  if (st) { free(buf); return st; }
+  *out = buf;
+  *len = n;
+  return BBB_OK;
+}
+
+static int name_file(int st, const char *path) {
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", bbb_errmsg());
+  return bbb_error(st, "%s (in '%s')", msg, path);
+}
+
+int bbb_rdata_load_frame(const char *path, bbb_rdata_frame *out) {
+  memset(out, 0, sizeof *out);
+  unsigned char *buf;
+  size_t n = 0;
+  int st = read_whole(path, &buf, &n);
+  if (st) return st;
+  st = bbb_rdata_parse_frame(buf, n, out);
+  if (st) st = name_file(st, path);
   free(buf);
+  return st;
+}
+
+/* ---- lazy-load databases (an installed package's data/Rdata.rdx + .rdb) ---- */
+
+/* zlib or gzip (windowBits 15 + 32 detects either) into at most max bytes. */
+static int inflate_all(const unsigned char *in, size_t n, size_t max, unsigned char **out, size_t *out_len,
+                       const char *what) {
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  if (inflateInit2(&z, 15 + 32) != Z_OK) return bbb_error(BBB_EMEM, "rdata: cannot start zlib");
+  size_t cap = 4096, used = 0;
+  unsigned char *buf = NULL;
+  int st = BBB_OK;
+  z.next_in = (unsigned char *)in;
+  z.avail_in = (uInt)(n > UINT32_MAX ? UINT32_MAX : n);
+  for (;;) {
+    if (!buf || used == cap) {
+      if (buf) {
+        if (cap >= max) { st = bbb_error(BBB_EIO, "rdata: %s inflates to more than %zu bytes", what, max); break; }
+        cap = cap * 2 > max ? max : cap * 2;
+      }
+      unsigned char *b = realloc(buf, cap);
+      if (!b) { st = bbb_error(BBB_EMEM, "rdata: out of memory"); break; }
+      buf = b;
+    }
+    z.next_out = buf + used;
+    z.avail_out = (uInt)(cap - used);
+    int r = inflate(&z, Z_NO_FLUSH);
+    used = cap - z.avail_out;
+    if (r == Z_STREAM_END) break;
+    if (r == Z_OK) continue;
+    if (r == Z_BUF_ERROR && z.avail_out == 0) continue;
+    st = bbb_error(BBB_EIO, "rdata: %s: %s zlib stream", what, r == Z_BUF_ERROR ? "truncated" : "corrupted");
+    break;
+  }
+  inflateEnd(&z);
+  if (st) { free(buf); return st; }
+  *out = buf;
+  *out_len = used;
+  return BBB_OK;
+}
+
+/* R's raw LZMA2 chunks (type 'Z' of R_decompress3): no container, the
+** filter chain R uses (LZMA2, preset 6); a dictionary as large as the
+** output suffices, since no match reaches before the output's start. */
+static int lzma2_raw(const unsigned char *in, size_t n, unsigned char *out, size_t out_len) {
+  lzma_options_lzma opt;
+  if (lzma_lzma_preset(&opt, 6)) return bbb_error(BBB_EMEM, "rdata: cannot set up LZMA2");
+  opt.dict_size = out_len < LZMA_DICT_SIZE_MIN ? LZMA_DICT_SIZE_MIN : (uint32_t)out_len;
+  lzma_filter filters[2] = { { LZMA_FILTER_LZMA2, &opt }, { LZMA_VLI_UNKNOWN, NULL } };
+  lzma_stream s = LZMA_STREAM_INIT;
+  if (lzma_raw_decoder(&s, filters) != LZMA_OK) return bbb_error(BBB_EMEM, "rdata: cannot start the LZMA2 decoder");
+  s.next_in = in;
+  s.avail_in = n;
+  s.next_out = out;
+  s.avail_out = out_len;
+  lzma_ret r = lzma_code(&s, LZMA_FINISH);
+  size_t got = out_len - s.avail_out;
+  lzma_end(&s);
+  if (r != LZMA_STREAM_END && !(r == LZMA_OK && got == out_len))
+    return bbb_error(BBB_EIO, "rdata: corrupted or truncated LZMA2 chunk (liblzma status %d, %zu of %zu bytes)",
+                     (int)r, got, out_len);
+  if (got != out_len)
+    return bbb_error(BBB_EIO, "rdata: an LZMA2 chunk gives %zu bytes, its header says %zu", got, out_len);
+  return BBB_OK;
+}
+
+/* One chunk of the .rdb as R_decompress1 (compress 1) or R_decompress3
+** (compress 2 or 3) would read it: a 4-byte big-endian length, then (2, 3)
+** a type byte, then the data. */
+static int decompress_chunk(const unsigned char *p, size_t n, int method, unsigned char **out, size_t *out_len) {
+  *out = NULL;
+  if (n < 5) return bbb_error(BBB_EIO, "rdata: a lazy-load chunk of %zu bytes is too short", n);
+  size_t len = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
+  if (len > RD_MAX_IMAGE) return bbb_error(BBB_EIO, "rdata: a lazy-load chunk declares %zu bytes, more than %zu", len, RD_MAX_IMAGE);
+  if (method == 1) {
+    unsigned char *b;
+    size_t got;
+    int st = inflate_all(p + 4, n - 4, len ? len : 1, &b, &got, "a lazy-load chunk");
+    if (st) return st;
+    if (got != len) { free(b); return bbb_error(BBB_EIO, "rdata: a zlib chunk gives %zu bytes, its header says %zu", got, len); }
+    *out = b;
+    *out_len = got;
+    return BBB_OK;
+  }
+  unsigned char type = p[4], *b = malloc(len ? len : 1);
+  if (!b) return bbb_error(BBB_EMEM, "rdata: out of memory");
+  int st = BBB_OK;
+  if (type == '0') {
+    if (n - 5 != len) st = bbb_error(BBB_EIO, "rdata: an uncompressed chunk holds %zu bytes, its header says %zu", n - 5, len);
+    else memcpy(b, p + 5, len);
+  } else if (type == 'Z' && method == 3) {
+    st = lzma2_raw(p + 5, n - 5, b, len);
+  } else if (type == '1' && method == 3) {
+    unsigned char *z;
+    size_t got;
+    free(b);
+    b = NULL;
+    if (!(st = inflate_all(p + 5, n - 5, len ? len : 1, &z, &got, "a lazy-load chunk"))) {
+      if (got != len) { free(z); st = bbb_error(BBB_EIO, "rdata: a zlib chunk gives %zu bytes, its header says %zu", got, len); }
+      else b = z;
+    }
+  } else if (type == '2') {
+    st = bbb_error(BBB_EIO, "rdata: bzip2-compressed lazy-load chunks are not supported (only zlib, xz and none)");
+  } else {
+    st = bbb_error(BBB_EIO, "rdata: unknown lazy-load chunk type 0x%02x for compression %d", type, method);
+  }
+  if (st) { free(b); return st; }
+  *out = b;
+  *out_len = len;
+  return BBB_OK;
+}
+
+static rd_node *list_item(const rd_node *list, const char *name) {
+  rd_node *names = list && list->type == RD_VECSXP ? get_attr(list, "names") : NULL;
+  if (!names || names->type != RD_STRSXP || names->len != list->len) return NULL;
+  for (int64_t i = 0; i < list->len; i++)
+    if (names->items[i]->str && strcmp(names->items[i]->str, name) == 0) return list->items[i];
+  return NULL;
+}
+
+static int64_t number_at(const rd_node *v, int64_t i) {
+  if (!v || i >= v->len) return -1;
+  if (v->type == RD_INTSXP || v->type == RD_LGLSXP) return v->ints[i] == RD_NA_INT ? -1 : v->ints[i];
+  if (v->type == RD_REALSXP) return v->reals[i] >= 0 && v->reals[i] < 9e15 ? (int64_t)v->reals[i] : -1;
+  return -1;
+}
+
+/* "a, b, c, ..." of the names of a list, for a message. */
+static void list_names(const rd_node *list, char *buf, size_t cap) {
+  rd_node *names = list && list->type == RD_VECSXP ? get_attr(list, "names") : NULL;
+  size_t o = 0;
+  buf[0] = 0;
+  for (int64_t i = 0; names && names->type == RD_STRSXP && i < names->len && o + 8 < cap; i++) {
+    const char *nm = names->items[i]->str ? names->items[i]->str : "NA";
+    int w = snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", nm);
+    if (w < 0 || (size_t)w >= cap - o) { snprintf(buf + (o > cap - 5 ? cap - 5 : o), 5, "..."); break; }
+    o += (size_t)w;
+  }
+}
+
+int bbb_rdata_parse_lazy(const unsigned char *rdx, size_t rdx_len, const unsigned char *rdb, size_t rdb_len,
+                         const char *name, bbb_rdata_frame *out) {
+  memset(out, 0, sizeof *out);
+  rd_arena *a = calloc(1, sizeof *a);
+  if (!a) return bbb_error(BBB_EMEM, "rdata: out of memory");
+  out->arena = a;
+  unsigned char *index = NULL, *chunk = NULL;
+  size_t index_len = 0, chunk_len = 0;
+  rd_parser ps = { .arena = a }, ps2 = { .arena = a };
+  rd_node *top = NULL, *obj = NULL;
+  int st = inflate_all(rdx, rdx_len, RD_MAX_IMAGE, &index, &index_len, "the index (.rdx)");
+  if (!st) st = parse_stream(index, index_len, 0, 1, &top, &ps);
+  rd_node *vars = NULL, *entry = NULL;
+  int64_t method = -1;
+  if (!st) {
+    vars = list_item(top, "variables");
+    rd_node *comp = list_item(top, "compressed");
+    method = number_at(comp, 0);
+    if (!vars || vars->type != RD_VECSXP || !comp)
+      st = bbb_error(BBB_EIO, "rdata: the index (.rdx) is not a list of variables, references and compressed");
+    else if (method < 0 || method > 3)
+      st = bbb_error(BBB_EIO, "rdata: the index (.rdx) names compression %lld, R knows 0 to 3", (long long)method);
+  }
+  if (!st && !(entry = list_item(vars, name))) {
+    char names[256];
+    list_names(vars, names, sizeof names);
+    st = bbb_error(BBB_EIO, "rdata: no data set '%s' here (there are: %s)", name, names);
+  }
+  if (!st) {
+    int64_t off = number_at(entry, 0), len = number_at(entry, 1);
+    if (!entry || entry->len != 2 || off < 0 || len < 0 || (uint64_t)off > rdb_len || (uint64_t)len > rdb_len - (uint64_t)off)
+      st = bbb_error(BBB_EIO, "rdata: data set '%s' lies at offset %lld, length %lld, outside the %zu bytes of the .rdb",
+                     name, (long long)off, (long long)len, rdb_len);
+    else if (method == 0)
+      st = bbb_error(BBB_EIO, "rdata: uncompressed lazy-load databases (compression 0) are not supported");
+    else
+      st = decompress_chunk(rdb + off, (size_t)len, (int)method, &chunk, &chunk_len);
+  }
+  if (!st) st = parse_stream(chunk, chunk_len, 0, 1, &obj, &ps2);
+  if (!st) {
+    out->object_name = NULL;
+    char *nm = arena_alloc(a, strlen(name) + 1);
+    if (!nm) st = bbb_error(BBB_EMEM, "rdata: out of memory");
+    else { strcpy(nm, name); out->object_name = nm; }
+  }
+  if (!st) st = frame_from(&ps2, obj, out);
+  free(ps.refs);
+  free(ps2.refs);
+  free(index);
+  free(chunk);
+  if (st) bbb_rdata_frame_free(out);
+  return st;
+}
+
+int bbb_rdata_load_lazy(const char *rdx_path, const char *rdb_path, const char *name, bbb_rdata_frame *out) {
+  memset(out, 0, sizeof *out);
+  unsigned char *rdx = NULL, *rdb = NULL;
+  size_t nx = 0, nb = 0;
+  int st = read_whole(rdx_path, &rdx, &nx);
+  if (!st && (st = read_whole(rdb_path, &rdb, &nb))) { free(rdx); return st; }
+  if (st) return st;
+  st = bbb_rdata_parse_lazy(rdx, nx, rdb, nb, name, out);
+  if (st) st = name_file(st, rdx_path);
+  free(rdx);
+  free(rdb);
   return st;
 }
 

@@ -77,6 +77,7 @@ void lbbb_open_signal(lua_State *L, const lbbb_tables *tb);    /* lsignal.c */
 void lbbb_open_rdata(lua_State *L, const lbbb_tables *tb);     /* lrdata.c */
 void lbbb_open_sys(lua_State *L, const lbbb_tables *tb);       /* lsys.c */
 void lbbb_open_conv(lua_State *L, const lbbb_tables *tb);      /* lconv.c */
+void lbbb_open_csv(lua_State *L, const lbbb_tables *tb);       /* lcsv.c */
 
 /* Monotonic wall-clock seconds (lruntime.c). */
 double lbbb_now(void);

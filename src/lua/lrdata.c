@@ -4,6 +4,9 @@
 **   rdata_frame(path)        -> {name =, n_rows =, columns = {{name =, levels = {...}}, ...},
 **                                codes = (n_rows, n_cols) tensor: level 1..L, 0 for NA}
 **   rdata_frame_bytes(bytes) -> the same from a string holding the file's bytes
+**   rdata_lazy(rdx_path, rdb_path, name)   -> data set `name` of a lazy-load database
+**   rdata_lazy_bytes(rdx, rdb, name)       -> the same from strings
+** A numeric column has numeric = true and its values (NaN for NA) in codes.
 */
 #include <string.h>
 
@@ -36,9 +39,11 @@ static int push_frame(lua_State *L, const bbb_rdata_frame *f) {
   lua_createtable(L, f->n_cols, 0);
   for (int j = 0; j < f->n_cols; j++) {
     const bbb_rdata_factor *c = &f->cols[j];
-    lua_createtable(L, 0, 2);
+    lua_createtable(L, 0, 3);
     lua_pushstring(L, c->name);
     lua_setfield(L, -2, "name");
+    lua_pushboolean(L, c->numeric);
+    lua_setfield(L, -2, "numeric");
     lua_createtable(L, c->n_levels, 0);
     for (int k = 0; k < c->n_levels; k++) {
       lua_pushstring(L, c->levels[k]);
@@ -53,8 +58,11 @@ static int push_frame(lua_State *L, const bbb_rdata_frame *f) {
   u->t = bbb_tensor_new(2, shape);
   lbbb_check(L, u->t ? BBB_OK : bbb_error(BBB_EMEM, "rdata: out of memory for the codes"));
   bbb_float *d = bbb_data(u->t);
-  for (int j = 0; j < f->n_cols; j++)
-    for (int64_t i = 0; i < f->n_rows; i++) d[i * f->n_cols + j] = (bbb_float)f->cols[j].codes[i];
+  for (int j = 0; j < f->n_cols; j++) {
+    const bbb_rdata_factor *c = &f->cols[j];
+    for (int64_t i = 0; i < f->n_rows; i++)
+      d[i * f->n_cols + j] = c->numeric ? (bbb_float)c->values[i] : (bbb_float)c->codes[i];
+  }
   lua_setfield(L, -2, "codes");
   return 1;
 }
@@ -74,8 +82,25 @@ static int l_rdata_frame_bytes(lua_State *L) {
   return push_frame(L, f);
 }
 
+static int l_rdata_lazy(lua_State *L) {
+  const char *rdx = luaL_checkstring(L, 1), *rdb = luaL_checkstring(L, 2), *name = luaL_checkstring(L, 3);
+  bbb_rdata_frame *f = new_frame(L);
+  lbbb_check(L, bbb_rdata_load_lazy(rdx, rdb, name, f));
+  return push_frame(L, f);
+}
+
+static int l_rdata_lazy_bytes(lua_State *L) {
+  size_t nx, nb;
+  const char *rdx = luaL_checklstring(L, 1, &nx), *rdb = luaL_checklstring(L, 2, &nb);
+  const char *name = luaL_checkstring(L, 3);
+  bbb_rdata_frame *f = new_frame(L);
+  lbbb_check(L, bbb_rdata_parse_lazy((const unsigned char *)rdx, nx, (const unsigned char *)rdb, nb, name, f));
+  return push_frame(L, f);
+}
+
 static const luaL_Reg funcs[] = {
-  {"rdata_frame", l_rdata_frame}, {"rdata_frame_bytes", l_rdata_frame_bytes}, {NULL, NULL}
+  {"rdata_frame", l_rdata_frame}, {"rdata_frame_bytes", l_rdata_frame_bytes},
+  {"rdata_lazy", l_rdata_lazy}, {"rdata_lazy_bytes", l_rdata_lazy_bytes}, {NULL, NULL}
 };
 
 void lbbb_open_rdata(lua_State *L, const lbbb_tables *tb) {

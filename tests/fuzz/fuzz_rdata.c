@@ -14,7 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* touch what a caller reads */
     volatile int64_t sum = 0;
     for (int j = 0; j < f.n_cols; j++)
-      for (int64_t i = 0; i < f.n_rows; i++) sum += f.cols[j].codes[i];
+      for (int64_t i = 0; i < f.n_rows; i++)
+        sum += f.cols[j].numeric ? (int64_t)(f.cols[j].values[i] == f.cols[j].values[i]) : f.cols[j].codes[i];
   }
   bbb_rdata_frame_free(&f);
   return 0;

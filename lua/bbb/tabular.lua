@@ -1,0 +1,388 @@
+--- bbb.tabular: a Bayesian MLP on a table of your own, and how sure it is.
+-- What scripts/fit.lua, predict.lua and uci.lua share: loading a CSV or an
+-- R data set, splitting, standardising (the statistics live in the model),
+-- building and training a net (Bayes by Backprop, or the plain and
+-- MC-dropout baselines) with early stopping on the validation
+-- log-likelihood, predictive distributions split into their epistemic and
+-- aleatoric parts, scores (RMSE or accuracy, log-likelihood, interval
+-- coverage or ECE), checkpoints holding model and preprocessing, plots.
+local bbb = require "bbb"
+local core = require "bbb.core"
+
+local M = {}
+
+M.LEVELS = { 0.5, 0.9, 0.95 }
+local Z = { [0.5] = 0.6744897501960817, [0.9] = 1.6448536269514722, [0.95] = 1.959963984540054 }
+local LOG_2PI = math.log(2 * math.pi)
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+--- read(spec, {target, task, ignore, drop_missing, delimiter, levels}) -> data set.
+-- spec: a CSV file, or FOLDER:NAME for data set NAME of an R package folder
+-- (data/r/MASS:Boston). task = "classification" reads a numeric target as classes.
+function M.read(spec, o)
+  o = o or {}
+  local folder, name = spec:match("^(.+):([%w%._]+)$")
+  local cat = o.task == "classification" and o.target and { o.target } or nil
+  if folder and not exists(spec) then
+    if cat and not (o.levels and o.levels[o.target]) then
+      local probe = bbb.data.load_r(folder, name, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing })
+      if not probe.target.categorical then error(("%s: the target '%s' is numeric; use it for regression"):format(spec, o.target), 0) end
+      return probe
+    end
+    return bbb.data.load_r(folder, name, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing, levels = o.levels })
+  end
+  return bbb.data.read_csv(spec, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing,
+    delimiter = o.delimiter, levels = o.levels, categorical = cat })
+end
+
+--- subset(ds, idx) -> the rows idx (a tensor of 1-based indices) of ds.
+function M.subset(ds, idx)
+  return { x = ds.x:index_select(idx), y = ds.y and ds.y:index_select(idx), n = idx:numel() }
+end
+
+--- split(n, {test = 0.1, val = 0.1}, generator) -> train, val, test index tensors
+-- (val or test nil when its fraction is 0), from one random permutation.
+function M.split(n, fr, gen)
+  local perm = bbb.data.permutation(n, gen)
+  local n_test = math.floor((fr.test or 0) * n + 0.5)
+  local n_val = math.floor((fr.val or 0) * (n - n_test) + 0.5)
+  if n - n_test - n_val < 2 then error(("only %d rows: too few to split off validation and test rows"):format(n), 0) end
+  local function part(a, len) return len > 0 and perm:narrow(1, a, len) or nil end
+  return part(n_test + n_val + 1, n - n_test - n_val), part(n_test + 1, n_val), part(1, n_test)
+end
+
+--- scaler(x) -> mean, std: per-column lists (a constant column gets std 1).
+function M.scaler(x)
+  if x:dim() == 1 then x = x:reshape(-1, 1) end
+  local mean = x:mean(1, true)
+  local std = ((x - mean):square():mean(1, true)):sqrt():totable()[1]
+  for j, s in ipairs(std) do if not (s > 1e-12) then std[j] = 1 end end
+  return mean:totable()[1], std
+end
+
+local function row(list) return core.tensor(list):reshape(1, #list) end
+
+--- scale(x, mean, std) -> (x - mean) / std, column by column.
+function M.scale(x, mean, std) return (x - row(mean)) / row(std) end
+
+--- build(kind, d_in, d_out, {hidden = {50}, estimator, prior_sigma = 1, rho_init = -5,
+--        dropout = 0.05, generator}) -> net. kind: "bbb", "mlp" or "dropout".
+function M.build(kind, d_in, d_out, o)
+  local sizes = { d_in }
+  for _, h in ipairs(o.hidden or { 50 }) do sizes[#sizes + 1] = h end
+  sizes[#sizes + 1] = d_out
+  if kind == "bbb" then
+    return bbb.nn.bayes_mlp(sizes, { prior = bbb.prior.Gaussian { sigma = o.prior_sigma or 1 },
+      estimator = o.estimator or "local", rho_init = o.rho_init or -5, generator = o.generator })
+  end
+  return bbb.nn.mlp(sizes, { generator = o.generator, dropout = kind == "dropout" and (o.dropout or 0.05) or nil })
+end
+
+--- new(ds, train_x, train_y, kind, opts) -> a model bundle {net, kind, task, prep}:
+-- prep, the preprocessing: columns, levels, scaling statistics of the training rows.
+function M.new(ds, train_x, train_y, kind, o)
+  local task = ds.target.categorical and "classification" or "regression"
+  local prep = { columns = ds.columns, feature_names = ds.feature_names, target = ds.target,
+                 classes = ds.classes, task = task }
+  prep.x_mean, prep.x_std = M.scaler(train_x)
+  if task == "regression" then
+    local m, s = M.scaler(train_y)
+    prep.y_mean, prep.y_std = m[1], s[1]
+  end
+  local d_out = task == "regression" and 1 or #ds.classes
+  return { net = M.build(kind, #prep.x_mean, d_out, o), kind = kind, task = task, prep = prep, noise_sigma = 1 }
+end
+
+--- inputs(model, x) / targets(model, y): the model's scaling applied.
+function M.inputs(m, x) return M.scale(x, m.prep.x_mean, m.prep.x_std) end
+function M.targets(m, y)
+  if m.task ~= "regression" then return y end
+  return (y - m.prep.y_mean) / m.prep.y_std
+end
+
+--- predict(model, x (raw inputs), samples) -> for regression {mean, std,
+-- epistemic, aleatoric (tensors, in the target's units), f = (S, N) samples
+-- of the standardised mean}; for classification {probs, entropy,
+-- mutual_information, samples = (S, N, C)}.
+function M.predict(m, x, S)
+  local xs = M.inputs(m, x)
+  S = m.kind == "mlp" and 1 or (S or 50)
+  if m.task == "regression" then
+    local _, _, stack = m.net:predict(xs, { samples = S, likelihood = "gaussian", keep_samples = "tensor" })
+    local f = stack:reshape(S, -1)
+    local mean = f:mean(1)
+    local epi = ((f - mean:reshape(1, -1)):square():mean(1)):sqrt()
+    local s = m.prep.y_std
+    local alea = bbb.full(mean:size(), m.noise_sigma * s)
+    local epi_s = epi * s
+    return { mean = mean * s + m.prep.y_mean, epistemic = epi_s, aleatoric = alea,
+             std = (epi_s:square() + alea:square()):sqrt(), f = f }
+  end
+  local probs, stack = m.net:predict(xs, { samples = S, keep_samples = "tensor" })
+  local u = bbb.metrics.uncertainty(stack)
+  return { probs = probs, entropy = u.predictive, mutual_information = u.mutual_information, samples = stack }
+end
+
+--- score(model, part, samples) -> {rmse, ll, cover50, cover90, cover95} or
+-- {accuracy, ll, ece}: ll is the mean test log-likelihood per row (for
+-- regression, of the MC mixture of Gaussians, in the target's units).
+function M.score(m, part, S)
+  local p = M.predict(m, part.x, S)
+  if m.task == "regression" then
+    local y = part.y:reshape(-1)
+    local err = p.mean - y
+    local res = { rmse = math.sqrt(err:square():mean():item()) }
+    local sig = m.noise_sigma
+    local ys = M.targets(m, y):reshape(1, -1)
+    local logp = (p.f - ys):square() * (-0.5 / sig ^ 2) - (0.5 * LOG_2PI + math.log(sig))
+    local ll = logp:logsumexp(1) - math.log(logp:size(1)) - math.log(m.prep.y_std)
+    res.ll = ll:mean():item()
+    local z = err:abs() / p.std
+    for _, lv in ipairs(M.LEVELS) do
+      res["cover" .. math.floor(lv * 100)] = z:lt(Z[lv]):mean():item()
+    end
+    return res, p
+  end
+  local probs = p.probs
+  return { accuracy = bbb.metrics.accuracy(probs, part.y), ll = -bbb.metrics.nll(probs, part.y),
+           ece = bbb.metrics.ece(probs, part.y) }, p
+end
+
+local function clone_state(m, elbo)
+  local sd = {}
+  for k, v in pairs(m.net:state_dict()) do sd[k] = v:clone() end
+  return { sd = sd, sigma = elbo.likelihood == "gaussian" and elbo:sigma() or 1 }
+end
+
+--- train(model, tr, va, {epochs = 1000, batch = 32, lr = 0.01, samples = 1,
+--        patience = 100, weight_decay = 0, val_samples = 20, generator, quiet,
+--        every = 0 (print every n epochs)}) -> {best_epoch, epochs, best_ll, status}
+-- tr and va hold raw rows. Trains through bbb.train.fit and keeps the
+-- weights of the epoch with the best validation log-likelihood.
+function M.train(m, tr, va, o)
+  local x, y = M.inputs(m, tr.x), M.targets(m, tr.y)
+  local train_set = { x = x, y = y, n = tr.n }
+  local reg = m.task == "regression"
+  local elbo = bbb.elbo.ELBO { n_data = tr.n, batch_size = o.batch or 32, likelihood = reg and "gaussian" or "categorical",
+    learn_sigma = reg, sigma = 0.5, samples = m.kind == "bbb" and (o.samples or 1) or 1 }
+  local params = m.net:named_parameters()
+  for _, p in ipairs(elbo:named_parameters()) do params[#params + 1] = p end
+  local opt = bbb.optim.Adam(params, { lr = o.lr or 0.01, weight_decay = o.weight_decay or 0 })
+  local best = { ll = -math.huge, epoch = 0 }
+  local every = o.every or 0
+  local res = bbb.train.fit {
+    model = m.net, optimizer = opt, elbo = elbo, data = train_set, batch_size = o.batch or 32,
+    epochs = o.epochs or 1000, generator = o.generator, quiet = true, progress = o.progress or "off",
+    on_epoch = function(rec, ctx)
+      if not va then
+        best.state, best.epoch = nil, ctx.epoch
+        return
+      end
+      m.noise_sigma = reg and elbo:sigma() or 1
+      local s = bbb.no_grad(function() return M.score(m, va, o.val_samples or 20) end)
+      rec.val_ll = s.ll
+      if s.ll > best.ll then best.ll, best.epoch, best.state = s.ll, ctx.epoch, clone_state(m, elbo) end
+      if every > 0 and ctx.epoch % every == 0 then
+        print(("  epoch %4d  nll/ex %.4f  val ll %.4f  %s %.4f  best %.4f (epoch %d)"):format(ctx.epoch,
+          rec.nll_per_example, s.ll, reg and "val rmse" or "val acc", reg and s.rmse or s.accuracy, best.ll, best.epoch))
+        io.stdout:flush()
+      end
+      if ctx.epoch - best.epoch >= (o.patience or 100) then return "stop" end
+    end,
+  }
+  if best.state then
+    m.net:load_state_dict(best.state.sd)
+    m.noise_sigma = best.state.sigma
+  else
+    m.noise_sigma = reg and elbo:sigma() or 1
+  end
+  m.net:evaluate()
+  return { best_epoch = best.epoch, epochs = #res.history, best_ll = best.ll, status = res.status }
+end
+
+--- save(path, model [, extra]) / load(path) -> model: one checkpoint with the
+-- net and its preprocessing (in the checkpoint's state.tabular).
+function M.save(path, m, extra)
+  local meta = { kind = m.kind, task = m.task, prep = m.prep, noise_sigma = m.noise_sigma, extra = extra }
+  bbb.save(path, { model = m.net, state = { tabular = meta } })
+end
+
+function M.load(path)
+  local net, info = bbb.load(path)
+  local t = info.meta and info.meta.state and info.meta.state.tabular
+  if type(t) ~= "table" or type(t.prep) ~= "table" then
+    error(("%s is not a model saved by scripts/fit.lua (no preprocessing in it)"):format(path), 0)
+  end
+  return { net = net, kind = t.kind, task = t.task, prep = t.prep, noise_sigma = t.noise_sigma, extra = t.extra }
+end
+
+--- read_for(model, spec, opts) -> the rows of a file as the model reads them:
+-- its columns (a missing one is an error naming it), its levels (an unseen
+-- category is an error naming it). The target is read when present.
+function M.read_for(m, spec, o)
+  local levels = {}
+  for _, c in ipairs(m.prep.columns) do if c.categorical then levels[c.name] = c.levels end end
+  local tname = m.prep.target.name
+  if m.prep.target.categorical then levels[tname] = m.prep.classes end
+  local header = M.header(spec, o.delimiter)
+  local have, want, ignore = {}, {}, {}
+  for _, h in ipairs(header) do have[h] = true end
+  for _, c in ipairs(m.prep.columns) do
+    want[c.name] = true
+    if not have[c.name] then error(("column '%s' (used by the model) is not in %s"):format(c.name, spec), 0) end
+  end
+  for _, h in ipairs(header) do if not want[h] and h ~= tname then ignore[#ignore + 1] = h end end
+  if not have[tname] then levels[tname] = nil end
+  return M.read(spec, { target = have[tname] and tname or nil, ignore = ignore, levels = levels,
+    delimiter = o.delimiter, drop_missing = o.drop_missing, task = m.task })
+end
+
+--- header(spec [, delimiter]) -> the column names of a CSV file or an R data set.
+function M.header(spec, delimiter)
+  local folder, name = spec:match("^(.+):([%w%._]+)$")
+  local ds
+  if folder and not exists(spec) then ds = bbb.data.load_r(folder, name, { drop_missing = true })
+  else
+    local f = io.open(spec, "rb")
+    if not f then error(("cannot open %s"):format(spec), 0) end
+    local text = {}
+    for _ = 1, 2 do text[#text + 1] = f:read("L") end
+    f:close()
+    ds = bbb.data.read_csv(table.concat(text), { text = true, delimiter = delimiter, drop_missing = true })
+  end
+  local names = {}
+  for j, c in ipairs(ds.columns) do names[j] = c.name end
+  return names
+end
+
+--- mean_se(list) -> mean, standard error of the mean (sd / sqrt(n), sd with n - 1).
+function M.mean_se(xs)
+  local n, sum, sq = #xs, 0, 0
+  for _, x in ipairs(xs) do sum = sum + x end
+  local mean = sum / n
+  for _, x in ipairs(xs) do sq = sq + (x - mean) ^ 2 end
+  return mean, n > 1 and math.sqrt(sq / (n - 1) / n) or 0
+end
+
+--- bench_lines(rows, published) -> the lines of a benchmark table: each
+-- set's rows (mean +- standard error over the splits), then its published
+-- {rmse, se, ll, se} rows.
+function M.bench_lines(rows, published)
+  local lines, seen = {}, {}
+  for _, r in ipairs(rows) do
+    if not seen[r.set] then
+      seen[r.set] = true
+      local reg = r.rmse ~= nil
+      lines[#lines + 1] = reg and ("%-12s %-20s %15s %16s %8s %7s %6s"):format("data", "method", "test RMSE", "test LL",
+        "cover95", "epochs", "s") or ("%-12s %-20s %15s %16s %15s %7s %6s"):format("data", "method", "accuracy %",
+        "test LL", "ECE", "epochs", "s")
+      for _, q in ipairs(rows) do
+        if q.set == r.set and reg then
+          lines[#lines + 1] = ("%-12s %-20s %7.2f +- %4.2f %8.2f +- %4.2f %7.1f%% %7.0f %6.0f"):format(q.set,
+            "ours " .. q.method, q.rmse, q.rmse_se, q.ll, q.ll_se, 100 * q.cover95, q.best_epoch, q.seconds)
+        elseif q.set == r.set then
+          lines[#lines + 1] = ("%-12s %-20s %7.2f +- %4.2f %8.3f +- %4.3f %7.3f +- %4.3f %7.0f %6.0f"):format(q.set,
+            "ours " .. q.method, 100 * q.accuracy, 100 * q.accuracy_se, q.ll, q.ll_se, q.ece, q.ece_se, q.best_epoch, q.seconds)
+        end
+      end
+      for _, name in ipairs { "VI", "PBP", "MC dropout", "deep ensembles" } do
+        local p = (published[r.set] or {})[name]
+        if p then lines[#lines + 1] = ("%-12s %-20s %7.2f +- %4.2f %8.2f +- %4.2f"):format(r.set, "pub. " .. name, table.unpack(p)) end
+      end
+    end
+  end
+  return lines
+end
+
+local function csv_field(s)
+  s = tostring(s)
+  if s:find('[,"\r\n]') then return '"' .. s:gsub('"', '""') .. '"' end
+  return s
+end
+
+local function num(v) return ("%.6g"):format(v) end
+
+--- rows(model, pred [, observed]) -> the lines of a predictions CSV.
+function M.rows(m, p, observed)
+  local head, cols = {}, {}
+  local obs = observed and observed:reshape(-1):totable()
+  if m.task == "regression" then
+    head = { "mean", "std", "epistemic_std", "aleatoric_std" }
+    cols = { p.mean:totable(), p.std:totable(), p.epistemic:totable(), p.aleatoric:totable() }
+    local mean, std = cols[1], cols[2]
+    for _, lv in ipairs(M.LEVELS) do
+      local k = math.floor(lv * 100)
+      head[#head + 1], head[#head + 2] = "lo" .. k, "hi" .. k
+      local lo, hi = {}, {}
+      for i = 1, #mean do lo[i], hi[i] = mean[i] - Z[lv] * std[i], mean[i] + Z[lv] * std[i] end
+      cols[#cols + 1], cols[#cols + 2] = lo, hi
+    end
+  else
+    head = { "predicted" }
+    local probs = p.probs:totable()
+    local pred = p.probs:argmax(2):totable()
+    local names = {}
+    for i, k in ipairs(pred) do names[i] = m.prep.classes[k] end
+    cols = { names }
+    for c, name in ipairs(m.prep.classes) do
+      head[#head + 1] = "p_" .. name
+      local col = {}
+      for i = 1, #probs do col[i] = probs[i][c] end
+      cols[#cols + 1] = col
+    end
+    head[#head + 1], head[#head + 2] = "entropy", "mutual_information"
+    cols[#cols + 1], cols[#cols + 2] = p.entropy:totable(), p.mutual_information:totable()
+  end
+  if obs then
+    head[#head + 1] = "observed"
+    if m.task ~= "regression" then
+      local named = {}
+      for i, k in ipairs(obs) do named[i] = m.prep.classes[k] end
+      obs = named
+    end
+    cols[#cols + 1] = obs
+  end
+  local lines = {}
+  for j, h in ipairs(head) do head[j] = csv_field(h) end
+  lines[1] = table.concat(head, ",")
+  for i = 1, #cols[1] do
+    local r = {}
+    for j, col in ipairs(cols) do r[j] = type(col[i]) == "number" and num(col[i]) or csv_field(col[i]) end
+    lines[i + 1] = table.concat(r, ",")
+  end
+  return lines
+end
+
+--- plot(model, pred, observed, file, title) -> file: predicted against observed
+-- with 95% interval bars (regression), or the reliability diagram (classification).
+function M.plot(m, p, observed, file, title)
+  if m.task == "regression" then
+    local y, mu, sd = observed:reshape(-1):totable(), p.mean:totable(), p.std:totable()
+    local lo, hi = {}, {}
+    local a, b = math.huge, -math.huge
+    for i = 1, #y do
+      lo[i], hi[i] = mu[i] - Z[0.95] * sd[i], mu[i] + Z[0.95] * sd[i]
+      a, b = math.min(a, y[i], lo[i]), math.max(b, y[i], hi[i])
+    end
+    return bbb.plot.lines { file = file, title = title, xlabel = "observed", ylabel = "predicted (mean, 95% interval)",
+      series = { { x = { a, b }, y = { a, b }, title = "predicted = observed", color = "#888888", width = 1, dash = 2 },
+                 { x = y, y = mu, lo = lo, hi = hi, style = "errorbars", title = "prediction", color = "#1f77b4",
+                   width = 1, pointsize = 0.6, pointtype = 7 } } }
+  end
+  local bins = bbb.metrics.reliability(p.probs, observed, 10)
+  local xs, ys = {}, {}
+  for _, bin in ipairs(bins) do
+    if bin.count > 0 then xs[#xs + 1], ys[#ys + 1] = bin.confidence, bin.accuracy end
+  end
+  return bbb.plot.lines { file = file, title = title, xlabel = "confidence (top class probability)", ylabel = "accuracy",
+    xrange = { 0, 1 }, yrange = { 0, 1 },
+    series = { { x = { 0, 1 }, y = { 0, 1 }, title = "perfect calibration", color = "#888888", width = 1, dash = 2 },
+               { x = xs, y = ys, style = "linespoints", title = "model (10 bins)", color = "#d62728" } } }
+end
+
+return M

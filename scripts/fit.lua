@@ -1,0 +1,125 @@
+--- fit: a Bayesian MLP on a table of your own, with its uncertainty scored.
+-- Reads a CSV (or an R data set, FOLDER:NAME), standardises inputs and (for
+-- regression) the target on the training rows, splits train / validation /
+-- test (or takes --test FILE), trains by Bayes by Backprop (or the plain and
+-- MC-dropout baselines) with early stopping on the validation
+-- log-likelihood, and prints test RMSE or accuracy, test log-likelihood and
+-- calibration (50/90/95% interval coverage, or ECE). --save writes one
+-- checkpoint holding the model and its preprocessing for scripts/predict.lua.
+--   build/bbblua scripts/fit.lua --data table.csv --target price --save out/price.ckpt
+local argparse = require "argparse"
+local bbb = require "bbb"
+local cli = require "bbb.cli"
+local tab = require "bbb.tabular"
+
+local function hidden_list(s)
+  local out = {}
+  for w in (tostring(s) .. ","):gmatch("([^,]*),") do
+    local v = math.tointeger(tonumber(w))
+    if not v or v < 1 or v > 65536 then return nil, ("expected units per layer like 50 or 100,100, got '%s'"):format(s) end
+    out[#out + 1] = v
+  end
+  return out
+end
+
+local parser = argparse("fit.lua", "Fit a Bayesian MLP to a table and score how sure it is.")
+  :epilog("--data takes a CSV file with a header row, or FOLDER:NAME for data set NAME of an R package "
+    .. "folder (scripts/bootstrap unpacks data/r/MASS, data/r/modeldata, data/r/mlbench), e.g. data/r/MASS:Boston.")
+parser:option("--data", "The table (CSV, or FOLDER:NAME)."):args(1):count(1)
+parser:option("--target", "The column to predict."):count(1)
+parser:option("--task", "regression or classification (default: classification when the target holds categories).")
+  :convert(cli.choice { "regression", "classification" })
+parser:option("--test", "A separate test table (default: --test-fraction of --data).")
+parser:option("--test-fraction", "Share of rows held out for the test.", "0.1"):convert(cli.number { min = 0, below = 1 })
+parser:option("--val", "Share of the training rows kept for early stopping.", "0.1"):convert(cli.number { above = 0, below = 1 })
+parser:option("--ignore", "A column to leave out (repeat for more)."):count("*")
+parser:flag("--drop-missing", "Drop rows with a missing value instead of stopping at the first.")
+parser:option("--delimiter", "The CSV delimiter (one character).", ",")
+parser:option("--model", "bbb (Bayes by Backprop), mlp (plain) or dropout (MC dropout).", "bbb")
+  :convert(cli.choice { "bbb", "mlp", "dropout" })
+parser:option("--estimator", "weight, local or flipout (bbb).", "local"):convert(cli.choice { "weight", "local", "flipout" })
+parser:option("--hidden", "Units per hidden layer, comma-separated.", "50"):convert(hidden_list)
+parser:option("--epochs", "Most epochs.", "1000"):convert(cli.positive_integer { max = 1000000 })
+parser:option("--patience", "Stop after this many epochs without a better validation log-likelihood.", "100")
+  :convert(cli.positive_integer { max = 1000000 })
+parser:option("--batch", "Minibatch size.", "32"):convert(cli.positive_integer { max = 1 << 20 })
+parser:option("--lr", "Adam's learning rate.", "0.01"):convert(cli.positive_number())
+parser:option("--samples", "MC samples per step (bbb).", "1"):convert(cli.positive_integer { max = 1000 })
+parser:option("--prior-sigma", "Gaussian prior sigma (bbb).", "1"):convert(cli.positive_number())
+parser:option("--rho-init", "Initial rho, sigma = softplus(rho) (bbb).", "-5"):convert(cli.number())
+parser:option("--dropout", "Dropout rate (dropout).", "0.05"):convert(cli.probability())
+parser:option("--weight-decay", "Adam's weight decay (mlp, dropout).", "0"):convert(cli.nonnegative_number())
+parser:option("--pred-samples", "MC samples for predictions.", "100"):convert(cli.positive_integer { max = 100000 })
+parser:option("--every", "Print the validation figures every N epochs (0: never).", "50")
+  :convert(cli.nonnegative_integer { max = 1000000 })
+parser:option("--seed", "Random seed (split, initialisation, noise).", "1"):convert(cli.integer())
+parser:option("--threads", "Threads.", "1"):convert(cli.threads())
+parser:option("--save", "Write the model and its preprocessing to this checkpoint."):convert(cli.output_path())
+parser:option("--plot", "PNG: predicted vs observed with 95% intervals, or the calibration curve.")
+  :convert(cli.output_path { ext = { "png", "svg" } })
+local args = cli.parse(parser)
+
+local function fail(msg)
+  io.stderr:write("fit.lua: ", tostring(msg):gsub("^bbb%.data%.", ""), "\n")
+  os.exit(2)
+end
+
+bbb.set_num_threads(args.threads)
+local gen = bbb.Generator(args.seed)
+local read = { target = args.target, task = args.task, ignore = args.ignore, drop_missing = args.drop_missing,
+               delimiter = args.delimiter }
+local ok, ds = pcall(tab.read, args.data, read)
+if not ok then fail(ds) end
+if not ds.y then fail(("no target column '%s'"):format(args.target)) end
+if args.task == "regression" and ds.target.categorical then
+  fail(("the target '%s' holds categories (%s, ...): use --task classification"):format(args.target, ds.classes[1]))
+end
+
+local tr_idx, va_idx, te_idx
+ok, tr_idx, va_idx, te_idx = pcall(tab.split, ds.n, { val = args.val, test = args.test and 0 or args.test_fraction }, gen)
+if not ok then fail(tr_idx) end
+local tr, va = tab.subset(ds, tr_idx), tab.subset(ds, va_idx)
+local model = tab.new(ds, tr.x, tr.y, args.model, { hidden = args.hidden, estimator = args.estimator,
+  prior_sigma = args.prior_sigma, rho_init = args.rho_init, dropout = args.dropout, generator = gen })
+local te
+if args.test then
+  ok, te = pcall(tab.read_for, model, args.test, read)
+  if not ok then fail(args.test .. ": " .. tostring(te)) end
+elseif te_idx then
+  te = tab.subset(ds, te_idx)
+end
+
+print(("fit.lua: %s, %d rows x %d features (%s); %s of '%s'; train %d, validation %d, test %d"):format(args.data,
+  ds.n, ds.x:size(2), ds.n_dropped > 0 and (ds.n_dropped .. " dropped for missing values") or "none missing",
+  model.task, args.target, tr.n, va.n, te and te.n or 0))
+print(("model: %s %s"):format(args.model, tostring(model.net):gsub("\n%s*", " ")))
+io.stdout:flush()
+local t0 = bbb.core.clock()
+local info = tab.train(model, tr, va, { epochs = args.epochs, batch = args.batch, lr = args.lr, samples = args.samples,
+  patience = args.patience, weight_decay = args.weight_decay, generator = gen, every = args.every,
+  progress = args.every == 0 and "bar" or "off" })
+print(("trained %d epochs in %.1f s (%s); best validation log-likelihood %.4f at epoch %d"):format(info.epochs,
+  bbb.core.clock() - t0, info.status, info.best_ll, info.best_epoch))
+
+local function report(name, part)
+  local s, p = tab.score(model, part, args.pred_samples)
+  if model.task == "regression" then
+    print(("%-10s RMSE %.4f   log-likelihood %.4f   coverage of the 50/90/95%% intervals %.1f%% / %.1f%% / %.1f%%")
+      :format(name, s.rmse, s.ll, 100 * s.cover50, 100 * s.cover90, 100 * s.cover95))
+  else
+    print(("%-10s accuracy %.2f%%   log-likelihood %.4f   ECE %.4f"):format(name, 100 * s.accuracy, s.ll, s.ece))
+  end
+  return s, p
+end
+report("validation", va)
+if te then
+  local _, p = report("test", te)
+  if args.plot then
+    ok = pcall(tab.plot, model, p, te.y, args.plot, ("%s: %s on the test rows"):format(args.target, args.model))
+    print(ok and ("plot: " .. args.plot) or "fit.lua: no plot (is gnuplot installed?)")
+  end
+end
+if args.save then
+  tab.save(args.save, model, { data = args.data, target = args.target, seed = args.seed })
+  print("saved " .. args.save)
+end

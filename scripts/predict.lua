@@ -1,0 +1,61 @@
+--- predict: predictions with their uncertainty from a model of scripts/fit.lua.
+-- Reads the rows of --data the way the model was trained to (its columns,
+-- its categories, its scaling) and writes one line per row: for regression
+-- the predictive mean, its standard deviation split into the epistemic
+-- (weights) and aleatoric (noise) parts, and the 50/90/95% interval bounds;
+-- for classification the predicted class, each class's probability, the
+-- predictive entropy and the mutual information (epistemic part), in nats.
+-- A column the model needs that is missing, or a category it never saw, is
+-- an error naming it. When the rows hold the target too, the scores and
+-- --plot (predicted vs observed, or the calibration curve) come with them.
+--   build/bbblua scripts/predict.lua --model out/price.ckpt --data new.csv --out predictions.csv
+local argparse = require "argparse"
+local bbb = require "bbb"
+local cli = require "bbb.cli"
+local tab = require "bbb.tabular"
+
+local parser = argparse("predict.lua", "Predict with uncertainty from a model saved by scripts/fit.lua --save.")
+parser:option("--model", "The checkpoint written by fit.lua --save."):count(1)
+parser:option("--data", "The rows to predict (CSV, or FOLDER:NAME for an R data set)."):count(1)
+parser:option("--out", "Where the predictions go (CSV).", "predictions.csv"):convert(cli.output_path { ext = { "csv" } })
+parser:option("--delimiter", "The CSV delimiter of --data (one character).", ",")
+parser:flag("--drop-missing", "Drop rows with a missing value instead of stopping at the first.")
+parser:option("--samples", "MC samples.", "100"):convert(cli.positive_integer { max = 100000 })
+parser:option("--seed", "Random seed of the MC samples.", "1"):convert(cli.integer())
+parser:option("--threads", "Threads.", "1"):convert(cli.threads())
+parser:option("--plot", "PNG (needs the target in --data): predicted vs observed with 95% intervals, or calibration.")
+  :convert(cli.output_path { ext = { "png", "svg" } })
+local args = cli.parse(parser)
+
+local function fail(msg)
+  io.stderr:write("predict.lua: ", (tostring(msg):gsub("^bbb%.data%.", "")), "\n")
+  os.exit(2)
+end
+
+bbb.set_num_threads(args.threads)
+bbb.manual_seed(args.seed)
+local ok, model = pcall(tab.load, args.model)
+if not ok then fail(model) end
+local ds
+ok, ds = pcall(tab.read_for, model, args.data, { delimiter = args.delimiter, drop_missing = args.drop_missing })
+if not ok then fail(args.data .. ": " .. tostring(ds)) end
+local p = tab.predict(model, ds.x, args.samples)
+local lines = tab.rows(model, p, ds.y)
+ok = pcall(cli.write_file, args.out, { table.concat(lines, "\n"), "\n" })
+if not ok then fail("cannot write " .. args.out) end
+print(("predict.lua: %d rows of %s -> %s (%s, %s)"):format(ds.n, args.data, args.out, model.task, model.kind))
+if ds.y then
+  local s = tab.score(model, ds, args.samples)
+  if model.task == "regression" then
+    print(("RMSE %.4f   log-likelihood %.4f   coverage of the 50/90/95%% intervals %.1f%% / %.1f%% / %.1f%%")
+      :format(s.rmse, s.ll, 100 * s.cover50, 100 * s.cover90, 100 * s.cover95))
+  else
+    print(("accuracy %.2f%%   log-likelihood %.4f   ECE %.4f"):format(100 * s.accuracy, s.ll, s.ece))
+  end
+  if args.plot then
+    ok = pcall(tab.plot, model, p, ds.y, args.plot, ("%s: %s"):format(model.prep.target.name, args.data))
+    print(ok and ("plot: " .. args.plot) or "predict.lua: no plot (is gnuplot installed?)")
+  end
+elseif args.plot then
+  print(("predict.lua: no plot: %s has no column '%s' to compare with"):format(args.data, model.prep.target.name))
+end

@@ -1,0 +1,165 @@
+-- scripts/fit.lua and scripts/predict.lua end to end on small CSV tables
+-- written to a temporary folder, and bbb.tabular's pieces on their own.
+local bbb = require "bbb"
+local H = require "helpers"
+local tab = require "bbb.tabular"
+
+local dir = os.tmpname()
+os.remove(dir)
+assert(os.execute("mkdir -p " .. H.q(dir)))
+
+-- y = 2 x1 - x2 + (colour effect) + noise; class "hi" when y > 0
+local function write_table(path, n, seed, opts)
+  opts = opts or {}
+  local g = bbb.Generator(seed)
+  local x = bbb.randn({ n, 3 }, 0, 1, g):totable()
+  local colours = opts.colours or { "red", "green", "blue" }
+  local effect = { red = 1, green = 0, blue = -1, purple = 3 }
+  local lines = { opts.header or "x1,x2,colour,y,label" }
+  for i = 1, n do
+    local c = colours[1 + (i % #colours)]
+    local y = 2 * x[i][1] - x[i][2] + effect[c] + 0.3 * x[i][3]
+    local row = { ("%.5f"):format(x[i][1]), ("%.5f"):format(x[i][2]), c }
+    if not opts.no_target then
+      row[#row + 1] = ("%.5f"):format(y)
+      row[#row + 1] = y > 0 and "hi" or "lo"
+    end
+    lines[#lines + 1] = table.concat(row, ",")
+  end
+  local f = assert(io.open(path, "w"))
+  f:write(table.concat(lines, "\n"), "\n")
+  f:close()
+end
+
+local function read_csv_file(path)
+  local rows = {}
+  for line in io.lines(path) do rows[#rows + 1] = line end
+  return rows
+end
+
+local train_csv, new_csv = dir .. "/train.csv", dir .. "/new.csv"
+write_table(train_csv, 300, 1)
+write_table(new_csv, 40, 2, { header = "x1,x2,colour", no_target = true })
+
+describe("fit.lua and predict.lua", function()
+  it("regression: fit, save, predict with epistemic and aleatoric parts, plot", function()
+    local out = H.ok(("scripts/fit.lua --data %s --target y --ignore label --epochs 40 --every 0 --save %s --plot %s")
+      :format(H.q(train_csv), H.q(dir .. "/reg.ckpt"), H.q(dir .. "/reg.png")),
+      "regression of 'y'; train 243, validation 27, test 30", "test       RMSE", "coverage of the 50/90/95% intervals")
+    local rmse = tonumber(out:match("test%s+RMSE ([%d.]+)"))
+    assert.is_true(rmse < 1.2, out)   -- the noise is 0.3; the target's spread about 2.6
+    local ll = tonumber(out:match("test%s+RMSE [%d.]+%s+log%-likelihood (%-?[%d.]+)"))
+    assert.is_true(ll > -2, out)
+    H.ok(("scripts/predict.lua --model %s --data %s --out %s"):format(H.q(dir .. "/reg.ckpt"), H.q(new_csv),
+      H.q(dir .. "/pred.csv")), "40 rows")
+    local rows = read_csv_file(dir .. "/pred.csv")
+    assert.are.equal(41, #rows)
+    assert.are.equal("mean,std,epistemic_std,aleatoric_std,lo50,hi50,lo90,hi90,lo95,hi95", rows[1])
+    for i = 2, #rows do
+      local v = {}
+      for w in rows[i]:gmatch("[^,]+") do v[#v + 1] = tonumber(w) end
+      local mean, std, epi, alea = v[1], v[2], v[3], v[4]
+      assert.near(std, math.sqrt(epi ^ 2 + alea ^ 2), 1e-3 * std + 1e-5)
+      assert.is_true(epi > 0 and alea > 0)
+      assert.is_true(v[5] < mean and mean < v[6] and v[7] < v[5] and v[10] > v[8])
+    end
+    local f = io.open(dir .. "/reg.png", "rb")
+    assert.truthy(f, "no plot")
+    f:close()
+  end)
+
+  it("classification: probabilities, entropy and mutual information; the scores when the target is there", function()
+    H.ok(("scripts/fit.lua --data %s --target label --ignore y --epochs 30 --every 0 --save %s")
+      :format(H.q(train_csv), H.q(dir .. "/cls.ckpt")), "classification of 'label'", "test       accuracy", "ECE")
+    H.ok(("scripts/predict.lua --model %s --data %s --out %s --plot %s"):format(H.q(dir .. "/cls.ckpt"),
+      H.q(train_csv), H.q(dir .. "/cls.csv"), H.q(dir .. "/cal.png")), "300 rows", "accuracy", "plot: ")
+    local rows = read_csv_file(dir .. "/cls.csv")
+    assert.are.equal("predicted,p_hi,p_lo,entropy,mutual_information,observed", rows[1])
+    local p = {}
+    for w in rows[2]:gmatch("[^,]+") do p[#p + 1] = w end
+    assert.near(1, tonumber(p[2]) + tonumber(p[3]), 1e-4)
+    assert.is_true(tonumber(p[5]) >= 0 and tonumber(p[5]) <= tonumber(p[4]) + 1e-6)
+  end)
+
+  it("a missing column or an unseen category is an error naming it (exit 2)", function()
+    local bad = dir .. "/bad.csv"
+    write_table(bad, 10, 3, { header = "x1,x2,colour", no_target = true, colours = { "red", "purple" } })
+    local status, out = H.run(("scripts/predict.lua --model %s --data %s --out %s"):format(H.q(dir .. "/reg.ckpt"),
+      H.q(bad), H.q(dir .. "/x.csv")))
+    assert.are.equal(2, status, out)
+    H.has(out, "predict.lua: ")
+    H.has(out, "column 'colour': category 'purple' (row 1) was never seen in training (known: green, blue, red)")
+    local f = assert(io.open(dir .. "/nocol.csv", "w"))
+    f:write("x1,colour\n1,red\n")
+    f:close()
+    status, out = H.run(("scripts/predict.lua --model %s --data %s"):format(H.q(dir .. "/reg.ckpt"), H.q(dir .. "/nocol.csv")))
+    assert.are.equal(2, status, out)
+    H.has(out, "column 'x2' (used by the model) is not in")
+    status, out = H.run(("scripts/fit.lua --data %s --target nope"):format(H.q(train_csv)))
+    assert.are.equal(2, status, out)
+    H.has(out, "fit.lua: read_csv: target column 'nope' is not in the header")
+    status, out = H.run(("scripts/predict.lua --model %s --data %s"):format(H.q(train_csv), H.q(train_csv)))
+    assert.are.equal(2, status, out)
+    H.has(out, "predict.lua: ")
+  end)
+
+  it("uci.lua runs the protocol on tiny settings and writes its table", function()
+    local out = H.ok(("scripts/uci.lua --sets boston --methods bbb-local,mlp --splits 2 --epochs 3 --pred-samples 5 --out %s")
+      :format(H.q(dir .. "/uci")), "ours bbb-local", "ours mlp", "pub. VI", "4.32 +- 0.29", "wrote ")
+    local f = assert(io.open(dir .. "/uci.json"))
+    local doc = bbb.json.decode(f:read("a"))
+    f:close()
+    assert.are.equal(2, #doc.rows)
+    assert.are.equal(2, doc.rows[1].splits)
+    assert.is_true(doc.rows[1].rmse > 0 and doc.rows[1].ll < 0)
+    H.has(doc.command, "--splits 2")
+    local status, err = H.run("scripts/uci.lua --methods nope")
+    assert.are.equal(2, status)
+    H.has(err, "uci.lua: --methods: unknown method 'nope'")
+  end)
+
+  it("answers --help without side effects", function()
+    H.ok("scripts/uci.lua --help", "--splits", "--methods")
+    H.ok("scripts/fit.lua --help", "--target", "--save")
+    H.ok("scripts/predict.lua --help", "--model", "--out")
+  end)
+end)
+
+describe("bbb.tabular", function()
+  it("standardises with the training rows' statistics, kept in the model", function()
+    local x = bbb.tensor { { 1, 10 }, { 3, 10 }, { 5, 10 } }
+    local mean, std = tab.scaler(x)
+    assert.are.same({ 3, 10 }, mean)
+    assert.near(math.sqrt(8 / 3), std[1], 1e-6)
+    assert.are.equal(1, std[2])   -- a constant column is left unscaled
+    local z = tab.scale(x, mean, std):totable()
+    assert.near(-math.sqrt(3 / 2), z[1][1], 1e-6)
+  end)
+
+  it("splits into disjoint parts covering every row", function()
+    local tr, va, te = tab.split(100, { val = 0.1, test = 0.2 }, bbb.Generator(4))
+    assert.are.same({ 72, 8, 20 }, { tr:numel(), va:numel(), te:numel() })
+    local seen = {}
+    for _, part in ipairs { tr, va, te } do
+      for _, i in ipairs(part:totable()) do
+        assert.is_nil(seen[i])
+        seen[i] = true
+      end
+    end
+    H.errors_with(function() tab.split(3, { val = 0.5, test = 0.5 }) end, "too few to split")
+  end)
+
+  it("scores a known predictive: the log-likelihood of one Gaussian", function()
+    local ds = { target = { name = "y", categorical = false }, columns = { { name = "x" } }, feature_names = { "x" } }
+    local x, y = bbb.tensor { { 0 }, { 1 } }, bbb.tensor { 1, 3 }
+    local m = tab.new(ds, x, y, "mlp", { hidden = { 2 }, generator = bbb.Generator(1) })
+    m.noise_sigma = 0.5
+    local s, p = tab.score(m, { x = x, y = y, n = 2 })
+    local mu, sig = p.mean:totable(), 0.5 * m.prep.y_std
+    local want = 0
+    for i, yi in ipairs { 1, 3 } do
+      want = want + (-0.5 * math.log(2 * math.pi * sig ^ 2) - (yi - mu[i]) ^ 2 / (2 * sig ^ 2)) / 2
+    end
+    assert.near(want, s.ll, 1e-4)
+  end)
+end)
