@@ -258,6 +258,53 @@ describe("atomic writes", function()
       end
     end
     assert.truthy(checked >= 10, "the writer never produced a checkpoint")
-    os.execute("rm -f " .. tmp .. "/atomic.ckpt.tmp.*")
+    os.execute("rm -f " .. tmp .. "/atomic.ckpt.bbb-tmp.*")
+  end)
+end)
+
+describe("saving over what is already there", function()
+  local sys = require("bbb.core").sys
+  local dir
+  before_each(function()
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(sys.mkdir_p(dir))
+  end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+  local net = function() return bbb.nn.Linear(2, 2) end
+
+  it("refuses a FIFO, a symbolic link and a folder, and leaves them as they were", function()
+    assert(os.execute(("mkfifo '%s/fifo' && ln -s target '%s/link' && mkdir '%s/folder'"):format(dir, dir, dir)))
+    local f = assert(io.open(dir .. "/target", "w")); f:write("keep"); f:close()
+    for name, what in pairs { fifo = "a FIFO", link = "a symbolic link", folder = "a folder" } do
+      local ok, err = pcall(bbb.save, dir .. "/" .. name, net())
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("is " .. what .. ", not a regular file: refusing to replace it", 1, true), err)
+    end
+    assert.are.equal("fifo", sys.kind(dir .. "/fifo"))
+    assert.are.equal("link", sys.kind(dir .. "/link"))
+    local t = assert(io.open(dir .. "/target")); assert.are.equal("keep", t:read("a")); t:close()
+  end)
+
+  it("keeps the mode of the file it replaces", function()
+    local path = dir .. "/m.ckpt"
+    bbb.save(path, net())
+    assert(os.execute(("chmod 600 '%s'"):format(path)))
+    bbb.save(path, net())
+    local p = io.popen(("stat -c %%a '%s'"):format(path))
+    local mode = p:read("l")
+    p:close()
+    assert.are.equal("600", mode)
+  end)
+
+  it("removes the temporaries a killed save left for the same file, and only those", function()
+    local dead = 4194000   -- a process id that no process has
+    while sys.kill(dead, 0) do dead = dead - 1 end
+    local stale = ("%s/m.ckpt.bbb-tmp.%d.AbC123"):format(dir, dead)
+    local other = ("%s/n.ckpt.bbb-tmp.%d.AbC123"):format(dir, dead)
+    for _, p in ipairs { stale, other } do local f = assert(io.open(p, "w")); f:close() end
+    bbb.save(dir .. "/m.ckpt", net())
+    assert.is_nil(sys.kind(stale), "the stale temporary of m.ckpt is still there")
+    assert.are.equal("file", sys.kind(other), "another file's temporary was removed")
   end)
 end)
