@@ -48,21 +48,29 @@ function train.split_validation(ds, n)
   return bbb.data.split(ds, ds.n - n)
 end
 
--- Opens the run log: a resumed run rewrites it from the checkpoint's history
--- first, so records after the checkpoint (from the run that was stopped)
--- do not appear twice.
-local function open_log(path, history)
+-- Opens the run log for appending, locked (flock) so that two runs never
+-- write one log. A fresh run appends after what the file holds; a resumed
+-- run first rewrites it from the checkpoint's history, so records after the
+-- checkpoint (from the run that was stopped) do not appear twice. Returns
+-- the file and the lock.
+local function open_log(path, history, resumed)
   if not path then return nil end
-  local tmp = path .. ".tmp"
-  local f, err = io.open(tmp, "w")
-  if not f then fail("train: cannot write the log %s: %s", path, err) end
-  for _, rec in ipairs(history) do f:write(json.encode(rec), "\n") end
-  assert(f:close())
-  local ok, rerr = os.rename(tmp, path)
-  if not ok then fail("train: cannot write the log %s: %s", path, rerr) end
+  local lock, lerr = core.sys.lock(path)
+  if not lock then fail("train: log %s", lerr) end
+  local f, err
+  if resumed then
+    f, err = io.open(path, "w")   -- the same file (and lock), emptied
+    if not f then fail("train: cannot write the log %s: %s", path, err) end
+    for _, rec in ipairs(history) do
+      local ok, werr = f:write(json.encode(rec), "\n")
+      if not ok then fail("train: cannot write the log %s: %s", path, werr) end
+    end
+    local ok, cerr = f:close()
+    if not ok then fail("train: cannot write the log %s: %s", path, cerr) end
+  end
   f, err = io.open(path, "a")
   if not f then fail("train: cannot write the log %s: %s", path, err) end
-  return f
+  return f, lock
 end
 
 local function write_log(f, path, rec)
@@ -418,7 +426,7 @@ function train.run(o)
   if r.par.n > 1 then r.par.broadcast_parameters(r.model) end
   if o.resume then restore(r) end
   local par, pos = r.par, r.pos
-  r.log = par.lead and open_log(o.log, r.history) or nil
+  if par.lead then r.log, r.log_lock = open_log(o.log, r.history, o.resume ~= nil) end
   r.quiet, r.line = o.quiet or not par.lead, o.print or default_line
   local remaining = (o.epochs - pos.epoch) * r.n_batches - pos.batch
   -- a bar on a terminal unless told otherwise; other ranks stay silent
@@ -439,8 +447,11 @@ function train.run(o)
   end)
   local signal = core.interrupt_signal()
   core.sigint_trap(false)
-  if r.log then r.log:close() end
+  local closed, cerr = true, nil
+  if r.log then closed, cerr = r.log:close() end
+  if r.log_lock then r.log_lock:release() end
   if not ok then error(status, 0) end
+  if not closed then fail("train: cannot write the log %s: %s", o.log, tostring(cerr)) end
   return { history = r.history, status = status, epoch = pos.epoch, batch = pos.batch,
            checkpoint = r.last_ckpt, signal = status == "interrupted" and signal or nil }
 end

@@ -16,6 +16,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -288,11 +289,59 @@ static int l_find_program(lua_State *L) {
   return 0;
 }
 
+#define LOCK_MT "bbb.FileLock"
+
+typedef struct { int fd; } file_lock;
+
+static int lock_release(lua_State *L) {
+  file_lock *lk = luaL_checkudata(L, 1, LOCK_MT);
+  if (lk->fd >= 0) { close(lk->fd); lk->fd = -1; }   /* closing drops the flock */
+  return 0;
+}
+
+/** sys.lock(path) -> lock | nil, message
+** Takes an exclusive advisory lock (flock) on path, creating the file when
+** missing, without waiting: nil and a message when another process holds
+** it. The lock lasts until lock:release(), the lock is collected, or the
+** process ends. Two runs writing one log find each other this way. */
+static int l_lock(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  file_lock *lk = lua_newuserdatauv(L, sizeof *lk, 0);
+  lk->fd = -1;
+  if (luaL_newmetatable(L, LOCK_MT)) {
+    lua_pushcfunction(L, lock_release);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, lock_release);
+    lua_setfield(L, -2, "__close");
+    lua_newtable(L);
+    lua_pushcfunction(L, lock_release);
+    lua_setfield(L, -2, "release");
+    lua_setfield(L, -2, "__index");
+  }
+  lua_setmetatable(L, -2);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "cannot open '%s': %s", path, strerror(errno));
+    return 2;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    close(fd);
+    lua_pushnil(L);
+    lua_pushfstring(L, err == EWOULDBLOCK ? "'%s' is being written by another run" : "cannot lock '%s': %s",
+                    path, strerror(err));
+    return 2;
+  }
+  lk->fd = fd;
+  return 1;
+}
+
 void lbbb_open_sys(lua_State *L, const lbbb_tables *tb) {
   static const luaL_Reg funcs[] = {
     {"spawn", l_spawn}, {"wait", l_wait}, {"kill", l_kill}, {"mkdir_p", l_mkdir_p},
     {"kind", l_kind}, {"nproc", l_nproc}, {"isatty", l_isatty}, {"sleep", l_sleep},
-    {"find_program", l_find_program}, {NULL, NULL}
+    {"find_program", l_find_program}, {"lock", l_lock}, {NULL, NULL}
   };
   luaL_newlib(L, funcs);
   lua_setfield(L, tb->module, "sys");
