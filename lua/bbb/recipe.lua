@@ -117,6 +117,13 @@ function recipe.parser(script, about, spec)
   spec = spec or {}
   parser._bbb_spec = spec
   parser._bbb_script = script
+  -- bad input reads "script.lua: what was wrong" and exits 2, as the
+  -- experiments' own errors do (recipe.main), with a pointer to --help
+  -- instead of the whole usage text
+  parser.error = function(_, msg)
+    io.stderr:write(("%s: %s\nTry '%s --help' for the options.\n"):format(script, msg, script))
+    os.exit(2)
+  end
   if spec.presets then
     local names, help = {}, { "Presets (explicit flags override them):" }
     for k in pairs(spec.presets) do names[#names + 1] = k end
