@@ -32,10 +32,9 @@
 #endif
 
 #include "bbblua_complete.h"
+#include "runtime.h"
 
 int luaopen_bbb_core(lua_State *L);
-void bbb_interrupt(void);
-void bbb_interrupt_clear(void);
 int luaopen_bbb_bench(lua_State *L);
 
 #ifndef BBB_VERSION

@@ -66,7 +66,7 @@ int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb) {
   else if (m * n > 0) gemm(ta, tb, m, n, k, bbb_data(a), bbb_data(b), 0, bbb_data(y));
   bbb_tensor *in[2] = { a, b };
   matmul_saved sv = { ta, tb };
-  st = bbb_record(y, BBB_OP_MATMUL, matmul_backward, 2, in, 3u, &sv, sizeof sv, NULL);
+  st = bbb_record(y, BBB_OP_MATMUL, 0, matmul_backward, 2, in, 3u, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;
@@ -113,7 +113,7 @@ int bbb_linear(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b) {
   if (B * o > 0 && x->shape[1] > 0)
     gemm(0, 1, B, o, x->shape[1], bbb_data(x), bbb_data(w), 1, yd);
   bbb_tensor *in[3] = { x, w, b };
-  st = bbb_record(y, BBB_OP_LINEAR, linear_backward, 3, in, 3u, NULL, 0, NULL);
+  st = bbb_record(y, BBB_OP_LINEAR, 0, linear_backward, 3, in, 3u, NULL, 0, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;
@@ -181,7 +181,7 @@ static int softmax_common(bbb_tensor **out, bbb_tensor *x, int log) {
     bbb_tensor_release(y);
     return bbb_error(BBB_EINTR, "%s: interrupted", op);
   }
-  int st = bbb_record(y, log ? BBB_OP_LOG_SOFTMAX : BBB_OP_SOFTMAX, softmax_backward, 1, &x,
+  int st = bbb_record(y, log ? BBB_OP_LOG_SOFTMAX : BBB_OP_SOFTMAX, 0, softmax_backward, 1, &x,
                       BBB_SAVES_OUT, NULL, 0, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
@@ -231,7 +231,7 @@ int bbb_nll(bbb_tensor **out, bbb_tensor *logp, bbb_tensor *labels, int base, in
   bbb_data(y)[0] = (bbb_float)(mean && B ? total / B : total);
   bbb_tensor *in[2] = { logp, labels };
   nll_saved sv = { base, mean };
-  st = bbb_record(y, BBB_OP_NLL, nll_backward, 2, in, 2u, &sv, sizeof sv, NULL);
+  st = bbb_record(y, BBB_OP_NLL, 0, nll_backward, 2, in, 2u, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;

@@ -2,21 +2,14 @@
 ** parallel.c: thread count and the range splitter.
 */
 #include <omp.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "parallel.h"
-#include "tensor.h"
 
 void openblas_set_num_threads(int num_threads);
 
 static int nthreads;
-static volatile sig_atomic_t interrupt_flag;
-
-void bbb_interrupt(void) { interrupt_flag = 1; }
-int bbb_interrupted(void) { return interrupt_flag != 0; }
-void bbb_interrupt_clear(void) { interrupt_flag = 0; }
 
 /* A share is walked in slices of this many grains, checking the interrupt
 ** flag between them. fn's result on an index never depends on how the
@@ -24,7 +17,7 @@ void bbb_interrupt_clear(void) { interrupt_flag = 0; }
 #define SLICE_GRAINS 64
 
 static void run_sliced(bbb_range_fn fn, void *ctx, int64_t lo, int64_t hi, int64_t slice) {
-  for (int64_t a = lo; a < hi && !interrupt_flag; a += slice)
+  for (int64_t a = lo; a < hi && !bbb_interrupted(); a += slice)
     fn(ctx, a, hi - a > slice ? a + slice : hi);
 }
 
