@@ -293,7 +293,7 @@ describe("ELBO", function()
     assert.has_error(function() e:loss(net, bbb.tensor{ { 0 / 0, 1 } }, bbb.tensor{ 1 }, { step = 7 }) end,
       "ELBO: step 7: the likelihood term (nll) is not finite (nan)")
     assert.has_error(function() e:loss(net, bbb.zeros(1, 2), bbb.tensor{ 3 }) end,
-      "nll: label 3 at row 1 is not a class in 1..2")
+      "bbb.nll: label 3 at row 1 is not a class in 1..2")
   end)
 end)
 

@@ -258,7 +258,7 @@ describe("the fused update binding", function()
     errors_with(function() bbb.core.adam_update(p, g, m, v, { lr = 0.1, beta1 = 1.5 }) end,
       "adam: beta1 must be in [0, 1), got 1.5")
     errors_with(function() bbb.core.adam_update(p, g, m, v, { lr = "x" }) end,
-      "adam_update: option lr must be a number, got string")
+      "bbb.core.adam_update: argument 5 (options): lr must be a number, got string")
     errors_with(function() bbb.core.rmsprop_update(p, g, m, { lr = 0.1, alpha = 5 }) end,
       "rmsprop: alpha must be in [0, 1), got 5")
     errors_with(function() bbb.core.sgd_update(p, g, nil, { lr = -1 }) end, "sgd: lr must be finite and >= 0, got -1")
