@@ -30,7 +30,8 @@ static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const bbb_floa
 typedef struct { int ta, tb; } matmul_saved;
 
 static int matmul_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
-  int st = BBB_OK;
+  int st = bbb_blas_room("matmul backward");
+  if (st) return st;
   bbb_tensor *a = nd->in[0].t, *b = nd->in[1].t;
   const matmul_saved *sv = bbb_node_ctx(nd);
   int ta = sv->ta, tb = sv->tb;
@@ -52,6 +53,7 @@ int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb) {
   *out = NULL;
   int st = need_2d(a, "matmul", "first operand");
   if (!st) st = need_2d(b, "matmul", "second operand");
+  if (!st) st = bbb_blas_room("matmul");
   if (st) return st;
   int64_t m = ta ? a->shape[1] : a->shape[0], k = ta ? a->shape[0] : a->shape[1];
   int64_t k2 = tb ? b->shape[1] : b->shape[0], n = tb ? b->shape[0] : b->shape[1];
@@ -73,7 +75,8 @@ int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb) {
 }
 
 static int linear_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
-  int st = BBB_OK, fx, fw, fb;
+  int st = bbb_blas_room("linear backward"), fx, fw, fb;
+  if (st) return st;
   bbb_tensor *x = nd->in[0].t, *w = nd->in[1].t, *b = nd->in[2].t;
   int64_t B = x->shape[0], in = x->shape[1], o = w->shape[0];
   bbb_float *gx = bbb_grad_begin(x, &fx, &st), *gw = bbb_grad_begin(w, &fw, &st);
@@ -94,6 +97,7 @@ int bbb_linear(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b) {
   *out = NULL;
   int st = need_2d(x, "linear", "input");
   if (!st) st = need_2d(w, "linear", "weight");
+  if (!st) st = bbb_blas_room("linear");
   if (st) return st;
   if (x->shape[1] != w->shape[1])
     return bbb_error(BBB_ESHAPE, "linear: input %s does not match weight %s "

@@ -54,4 +54,8 @@ int bbb_max_threads(void);
 int bbb_set_num_threads(int64_t n);
 int bbb_get_num_threads(void);
 
+/* Before a GEMM: BBB_EMEM (naming op) when the address-space limit leaves
+** no room for the workspace OpenBLAS would take (it would spin forever). */
+int bbb_blas_room(const char *op);
+
 #endif
