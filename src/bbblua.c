@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/types.h>
 #include <time.h>
@@ -32,10 +33,9 @@
 #endif
 
 #include "bbblua_complete.h"
+#include "runtime.h"
 
 int luaopen_bbb_core(lua_State *L);
-void bbb_interrupt(void);
-void bbb_interrupt_clear(void);
 int luaopen_bbb_bench(lua_State *L);
 
 #ifndef BBB_VERSION
@@ -825,6 +825,55 @@ static int pmain(lua_State *L) {
   lua_pushboolean(L, run(L, argv, argc, args, script));
   return 1;
 }
+
+/* OpenBLAS (the OpenMP build) sets aside a buffer of about 128 MiB of
+** address space per thread while the program loads, before main, and under
+** a tight `ulimit -v` it retries the failed allocation forever. Functions in
+** .preinit_array run before any library's initialiser: when the address
+** space is limited and the user set no thread count, the program starts
+** itself again with OMP_NUM_THREADS as large as the limit holds (one thread
+** per 512 MiB, at least one), or stops at once with a clear message when
+** not even one fits. (setenv cannot serve here: libc's own
+** initialiser, which runs next, resets the environment.) A later allocation
+** that does not fit then ends in an out-of-memory error. */
+#define BLAS_BYTES_PER_THREAD ((rlim_t)512 << 20)
+#define BLAS_MIN_BYTES ((rlim_t)256 << 20)
+
+static void fit_threads_to_limit(int argc, char **argv, char **envp) {
+  static char setting[48];
+  static char *env[4096];
+  struct rlimit rl;
+  (void)argc;
+  /* envp, not getenv: libc has not set its environment up yet */
+  for (size_t k = 0; envp && envp[k]; k++)
+    if (strncmp(envp[k], "OMP_NUM_THREADS=", 16) == 0) return;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+  if (rl.rlim_cur < BLAS_MIN_BYTES) {   /* OpenBLAS would spin in its initialiser */
+    char msg[200];
+    int len = snprintf(msg, sizeof msg, "%s: out of memory: the address-space limit (ulimit -v) "
+                       "of %lu MiB is below the %lu MiB OpenBLAS needs to start\n",
+                       argv && argv[0] ? argv[0] : "bbblua", (unsigned long)(rl.rlim_cur >> 20),
+                       (unsigned long)(BLAS_MIN_BYTES >> 20));
+    if (len > 0 && write(2, msg, (size_t)len) < 0) _exit(1);
+    _exit(1);
+  }
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  rlim_t n = rl.rlim_cur / BLAS_BYTES_PER_THREAD;
+  if (n < 1) n = 1;
+  if (cores > 0 && n > (rlim_t)cores) n = (rlim_t)cores;
+  snprintf(setting, sizeof setting, "OMP_NUM_THREADS=%lu", (unsigned long)n);
+  size_t k = 0;
+  for (; envp && envp[k]; k++) {
+    if (k + 2 >= sizeof env / sizeof env[0]) return;   /* too many to copy: start as asked */
+    env[k] = envp[k];
+  }
+  env[k] = setting;
+  env[k + 1] = NULL;
+  execve("/proc/self/exe", argv, env);   /* returns only on failure: start as asked */
+}
+
+__attribute__((section(".preinit_array"), used))
+static void (*const preinit_fit_threads)(int, char **, char **) = fit_threads_to_limit;
 
 int main(int argc, char **argv) {
   int status, ok;

@@ -102,7 +102,7 @@ describe("BayesConv2d", function()
     assert.has_error(function() layer:forward(bbb.zeros(2, 3, 28, 28)) end,
       "BayesConv2d: input of size 2x3x28x28 does not match the layer's 1 input channels (expected batch x 1 x height x width)")
     assert.has_error(function() nn.BayesConv2d(1, 6, 9):forward(bbb.zeros(1, 1, 4, 4)) end,
-      "BayesConv2d(1 -> 6, 9x9): conv2d: kernel 9x9 (dilation 1x1) is larger than the padded input 4x4 "
+      "BayesConv2d(1 -> 6, 9x9): bbb.conv2d: kernel 9x9 (dilation 1x1) is larger than the padded input 4x4 "
       .. "(input (1, 1, 4, 4), padding 0x0): the output would be empty")
     assert.has_error(function() nn.BayesConv2d(3, 4, 3, { groups = 2 }) end,
       "BayesConv2d: in_channels 3 and out_channels 4 must be multiples of groups 2")
@@ -140,7 +140,7 @@ describe("Conv2d and the pooling modules", function()
     assert.are.equal("AvgPool2d(3x3, stride 2x2, padding 1x1)", tostring(nn.AvgPool2d(3, { stride = 2, padding = 1 })))
     assert.are.equal("3x4x2x2", size(nn.MaxPool2d(2):forward(c:forward(x))))
     assert.has_error(function() nn.MaxPool2d(4):forward(bbb.zeros(1, 1, 2, 2)) end,
-      "MaxPool2d(4x4): max_pool2d: kernel 4x4 (dilation 1x1) is larger than the padded input 2x2 "
+      "MaxPool2d(4x4): bbb.max_pool2d: kernel 4x4 (dilation 1x1) is larger than the padded input 2x2 "
       .. "(input (1, 1, 2, 2), padding 0x0): the output would be empty")
     assert.has_error(function() nn.View(1, 28, 28):forward(bbb.zeros(2, 783)) end,
       "View: input of size 2x783 does not hold batch x 1x28x28")

@@ -285,7 +285,7 @@ describe("ELBO", function()
     assert.has_error(function() bbb.elbo.ELBO{ n_data = 10, n_batches = 2, samples = 0 } end,
       "ELBO: samples must be a positive integer, got 0")
     assert.has_error(function() bbb.elbo.ELBO{ n_data = 10, n_batches = 2, kl_weight = "half" } end,
-      'ELBO: kl_weight must be "uniform", "blundell" or a number >= 0, got half')
+      'ELBO: kl_weight must be "uniform", "blundell" or a finite number >= 0, got half')
     assert.has_error(function() bbb.elbo.ELBO{ n_batches = 2 } end,
       "ELBO: n_data must be a positive integer, got nil")
     local net = bbb.nn.Sequential{ bbb.nn.BayesLinear(2, 2) }
@@ -293,7 +293,7 @@ describe("ELBO", function()
     assert.has_error(function() e:loss(net, bbb.tensor{ { 0 / 0, 1 } }, bbb.tensor{ 1 }, { step = 7 }) end,
       "ELBO: step 7: the likelihood term (nll) is not finite (nan)")
     assert.has_error(function() e:loss(net, bbb.zeros(1, 2), bbb.tensor{ 3 }) end,
-      "nll: label 3 at row 1 is not a class in 1..2")
+      "bbb.nll: label 3 at row 1 is not a class in 1..2")
   end)
 end)
 

@@ -189,8 +189,9 @@ describe("the checkpoint loader trusts nothing", function()
         return handmade(tmp .. "/mm", {
           __metadata__ = { format = "bbb", bbb = cjson.encode{ format_version = 1,
             model = { type = "Linear", n_in = 3, n_out = 2, bias = false } } },
-          ["model.weight"] = { dtype = "F32", shape = { 2 }, data_offsets = { 0, 8 } } }, floats(1, 2))
-      end, "load_state_dict: weight has size 2, the module's is 2x3" },
+          ["model.weight"] = { dtype = "F32", shape = { 6 }, data_offsets = { 0, 24 } } },
+          floats(1, 2, 3, 4, 5, 6))
+      end, "load_state_dict: weight has size 6, the module's is 2x3" },
   }
   for _, c in ipairs(cases) do
     it("refuses " .. c[1], function()

@@ -133,27 +133,27 @@ describe("conv2d", function()
   it("names the op and the mismatch for shapes that do not fit", function()
     local x = bbb.zeros(2, 3, 7, 6)
     assert.has_error(function() bbb.conv2d(x, bbb.zeros(4, 2, 3, 3)) end,
-      "conv2d: input (2, 3, 7, 6) has 3 channels, weight (4, 2, 3, 3) expects 2 (2 per group x 1 groups)")
+      "bbb.conv2d: input (2, 3, 7, 6) has 3 channels, weight (4, 2, 3, 3) expects 2 (2 per group x 1 groups)")
     assert.has_error(function() bbb.conv2d(x, bbb.zeros(4, 3, 9, 3)) end,
-      "conv2d: kernel 9x3 (dilation 1x1) is larger than the padded input 7x6 (input (2, 3, 7, 6), "
+      "bbb.conv2d: kernel 9x3 (dilation 1x1) is larger than the padded input 7x6 (input (2, 3, 7, 6), "
       .. "padding 0x0): the output would be empty")
     assert.has_error(function() bbb.conv2d(x, bbb.zeros(4, 3, 3, 3), { dilation = 4 }) end,
-      "conv2d: kernel 3x3 (dilation 4x4) is larger than the padded input 7x6 (input (2, 3, 7, 6), "
+      "bbb.conv2d: kernel 3x3 (dilation 4x4) is larger than the padded input 7x6 (input (2, 3, 7, 6), "
       .. "padding 0x0): the output would be empty")
     assert.has_error(function() bbb.conv2d(bbb.zeros(2, 3, 0, 6), bbb.zeros(4, 3, 1, 1)) end,
-      "conv2d: input (2, 3, 0, 6) has an empty plane")
+      "bbb.conv2d: input (2, 3, 0, 6) has an empty plane")
     assert.has_error(function() bbb.conv2d(bbb.zeros(2, 3, 6), bbb.zeros(4, 3, 1, 1)) end,
-      "conv2d: input must be 4-d (batch, channels, height, width), got (2, 3, 6)")
+      "bbb.conv2d: input must be 4-d (batch, channels, height, width), got (2, 3, 6)")
     assert.has_error(function() bbb.conv2d(x, bbb.zeros(4, 3, 3)) end,
-      "conv2d: weight must be 4-d (out, in / groups, kH, kW), got (4, 3, 3)")
+      "bbb.conv2d: weight must be 4-d (out, in / groups, kH, kW), got (4, 3, 3)")
     assert.has_error(function() bbb.conv2d(x, bbb.zeros(4, 1, 3, 3), { groups = 2 }) end,
-      "conv2d: 3 input and 4 output channels must be positive multiples of groups = 2")
+      "bbb.conv2d: 3 input and 4 output channels must be positive multiples of groups = 2")
     assert.has_error(function() bbb.conv2d(x, bbb.zeros(4, 3, 3, 3), bbb.zeros(5)) end,
-      "conv2d: bias (5) does not match weight (4, 3, 3, 3) (one per output channel)")
+      "bbb.conv2d: bias (5) does not match weight (4, 3, 3, 3) (one per output channel)")
     assert.has_error(function() bbb.conv2d(x, bbb.zeros(4, 3, 3, 3), { stride = 0 }) end,
-      "conv2d: argument 3 (options): stride must be an integer >= 1 or a pair of them, got 0")
+      "bbb.conv2d: argument 3 (options): stride must be an integer >= 1 or a pair of them, got 0")
     assert.has_error(function() bbb.conv2d(x, bbb.zeros(4, 3, 3, 3), nil, { padding = { 1, -1 } }) end,
-      "conv2d: argument 4 (options): padding must be an integer >= 0 or a pair of them, got {1, -1}")
+      "bbb.conv2d: argument 4 (options): padding must be an integer >= 0 or a pair of them, got {1, -1}")
   end)
 end)
 
@@ -179,14 +179,14 @@ describe("pooling", function()
   it("rejects bad windows", function()
     local x = bbb.zeros(1, 1, 4, 4)
     assert.has_error(function() bbb.max_pool2d(x, 0) end,
-      "max_pool2d: argument 2 (kernel_size): the kernel size must be an integer >= 1 or a pair of them, got 0")
+      "bbb.max_pool2d: argument 2 (kernel_size): the kernel size must be an integer >= 1 or a pair of them, got 0")
     assert.has_error(function() bbb.avg_pool2d(x, 2, { padding = 2 }) end,
-      "avg_pool2d: padding 2 must be at most half the kernel size 2")
+      "bbb.avg_pool2d: padding 2 must be at most half the kernel size 2")
     assert.has_error(function() bbb.max_pool2d(x, 5) end,
-      "max_pool2d: kernel 5x5 (dilation 1x1) is larger than the padded input 4x4 (input (1, 1, 4, 4), "
+      "bbb.max_pool2d: kernel 5x5 (dilation 1x1) is larger than the padded input 4x4 (input (1, 1, 4, 4), "
       .. "padding 0x0): the output would be empty")
     assert.has_error(function() bbb.max_pool2d(bbb.zeros(4, 4), 2) end,
-      "max_pool2d: input must be 4-d (batch, channels, height, width), got (4, 4)")
+      "bbb.max_pool2d: input must be 4-d (batch, channels, height, width), got (4, 4)")
   end)
 end)
 

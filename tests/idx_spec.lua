@@ -85,7 +85,7 @@ describe("IDX reader", function()
   end)
 
   it("gives each kind of bad file its own message", function()
-    errors_with(function() core.load_idx(dir) end, "is a directory, not an IDX file")
+    errors_with(function() core.load_idx(dir) end, "is a directory, not a file")
     errors_with(function() core.load_idx(dir .. "/nope") end, "cannot open '" .. dir .. "/nope': No such file")
     errors_with(function() core.load_idx(write("empty", "")) end, "is too short for an IDX header (0 bytes)")
     errors_with(function() core.load_idx(write("text", "hello world")) end, "is not an IDX file of unsigned bytes")
@@ -105,7 +105,7 @@ describe("IDX reader", function()
     errors_with(function() core.load_idx(write("trailing.gz", gz .. "garbage" .. gz:sub(-4))) end,
       "has trailing bytes after its gzip stream")
     errors_with(function() core.load_idx(write("twice.gz", gz .. gz)) end, "trailing bytes after its gzip stream")
-    errors_with(function() core.load_idx(dir .. "/good\0.png") end, "load_idx: path contains a NUL byte")
+    errors_with(function() core.load_idx(dir .. "/good\0.png") end, "bbb.core.load_idx: argument 1 (path): the path contains a NUL byte")
   end)
 
   it("load_mnist names a label file with two dimensions", function()

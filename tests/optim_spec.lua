@@ -33,7 +33,7 @@ describe("optimizer hyperparameters", function()
     errors_with(function() optim.Adam({ p }, { betas = { 0.9, 1 } }) end, "Adam: beta2 must be a number in [0, 1), got 1")
     errors_with(function() optim.Adam({ p }, { eps = 0 }) end, "Adam: eps must be a finite number > 0, got 0")
     errors_with(function() optim.RMSprop({ p }, { eps = -1 }) end, "RMSprop: eps must be a finite number > 0, got -1")
-    errors_with(function() optim.SGD({ p }, { momentum = math.huge }) end, "SGD: momentum must be a finite number >= 0, got inf")
+    errors_with(function() optim.SGD({ p }, { momentum = math.huge }) end, "SGD: momentum must be a number in [0, 1), got inf")
     errors_with(function() optim.SGD({ p }, { clip_norm = 0 }) end, "SGD: clip_norm must be a finite number > 0, got 0")
     errors_with(function() optim.SGD({ p }, "fast") end, "SGD: options must be a table, got string")
     assert.are.equal(0, optim.RMSprop({ p }, { alpha = 0 }).alpha)
@@ -258,7 +258,7 @@ describe("the fused update binding", function()
     errors_with(function() bbb.core.adam_update(p, g, m, v, { lr = 0.1, beta1 = 1.5 }) end,
       "adam: beta1 must be in [0, 1), got 1.5")
     errors_with(function() bbb.core.adam_update(p, g, m, v, { lr = "x" }) end,
-      "adam_update: option lr must be a number, got string")
+      "bbb.core.adam_update: argument 5 (options): lr must be a number, got string")
     errors_with(function() bbb.core.rmsprop_update(p, g, m, { lr = 0.1, alpha = 5 }) end,
       "rmsprop: alpha must be in [0, 1), got 5")
     errors_with(function() bbb.core.sgd_update(p, g, nil, { lr = -1 }) end, "sgd: lr must be finite and >= 0, got -1")

@@ -21,6 +21,7 @@ checkpoint.VERSION = 1
 local MAX_TENSORS = 100000
 
 local function fail(msg, ...) error(msg:format(...), 0) end
+local check_config_fits
 
 -- Calls a core function; its error loses the position inside this file,
 -- which the public wrapper replaces with the user's.
@@ -81,7 +82,7 @@ local function write_raw(path, tensors, meta)
 end
 
 local function check_int(v, what)
-  local i = math.tointeger(v)
+  local i = type(v) == "number" and math.tointeger(v)
   if not i or i < 0 then fail("%s must be a non-negative integer, got %s", what, tostring(v)) end
   return i
 end
@@ -124,7 +125,10 @@ end
 -- before anything is allocated.
 local function read_raw(path)
   if type(path) ~= "string" then fail("checkpoint.read: path must be a string, got %s", type(path)) end
-  local text, data_start, data_len = ccall(core.st_header, path)
+  -- one descriptor for the whole read: a file renamed over path meanwhile
+  -- cannot mix its tensors with this one's
+  local reader <close> = ccall(core.st_open, path)
+  local text, data_start, data_len = ccall(core.st_header, reader)
   local ok, header = pcall(json.decode, text, ("load: '%s': header"):format(path))
   if not ok then fail("%s", header) end
   if type(header) ~= "table" then fail("load: '%s': the header is not a JSON object", path) end
@@ -159,7 +163,7 @@ local function read_raw(path)
   end
   local tensors = {}
   for _, e in ipairs(entries) do
-    tensors[e.name] = ccall(core.st_tensor, path, data_start, e.b, e.e, e.shape)
+    tensors[e.name] = ccall(core.st_tensor, reader, e.name, data_start, e.b, e.e, e.shape)
   end
   return tensors, meta
 end
@@ -215,6 +219,34 @@ local function split_prefix(tensors, prefix)
   return out
 end
 
+-- The weights a layer configuration asks for must be in the file: summed
+-- over the Linear and BayesLinear layers, n_in * n_out is bounded by the
+-- model tensors' elements before anything is built, so a hostile config
+-- cannot allocate more than the file holds.
+check_config_fits = function(path, config, model_tensors)
+  local have = 0
+  for _, t in pairs(model_tensors) do have = have + t:numel() end
+  local need, seen = 0, 0
+  local function walk(c, depth)
+    if type(c) ~= "table" or depth > 64 then return end
+    seen = seen + 1
+    if seen > MAX_TENSORS then fail("load: '%s': the model configuration has more than %d layers", path, MAX_TENSORS) end
+    local n_in = type(c.n_in) == "number" and math.tointeger(c.n_in)
+    local n_out = type(c.n_out) == "number" and math.tointeger(c.n_out)
+    if (c.type == "Linear" or c.type == "BayesLinear") and n_in and n_out and n_in > 0 and n_out > 0 then
+      need = need + n_in * n_out
+      if need > have or need < 0 then
+        fail("load: '%s': the model configuration asks for more weights than the file's %d model values",
+          path, have)
+      end
+    end
+    if type(c.children) == "table" then
+      for _, cc in ipairs(c.children) do walk(cc, depth + 1) end
+    end
+  end
+  walk(config, 0)
+end
+
 --- load(path [, {generator = g, prior = p}]) -> model, info. The model is
 -- rebuilt from its saved configuration with the saved parameters, in
 -- evaluation mode; info = {meta, tensors = {group = {name = tensor}}} for
@@ -232,6 +264,7 @@ local function load_raw(path, opts)
   } }
   local model
   if meta.model ~= nil then
+    check_config_fits(path, meta.model, info.tensors.model)
     local ok, m = pcall(require("bbb.nn").build, meta.model, opts)
     if not ok then fail("load: '%s' does not describe a model bbb can build: %s", path, m) end
     local ok2, err = pcall(m.load_state_dict, m, info.tensors.model)

@@ -136,7 +136,7 @@ function M.read_csv(path, opts)
   copt.categorical = cat
   copt.max_levels = opts.max_levels or 1000
   local ok, t = pcall(opts.text and core.read_csv_string or core.read_csv, path, copt)
-  if not ok then error("bbb.data.read_csv: " .. tostring(t):gsub("^read_csv: ", ""), 2) end
+  if not ok then error("bbb.data.read_csv: " .. tostring(t):gsub("^bbb%.read_csv[_a-z]*: ", ""):gsub("^read_csv: ", ""), 2) end
   local ok2, res = pcall(M.build, t, levels, "bbb.data.read_csv")
   if not ok2 then error(res, 2) end
   return res

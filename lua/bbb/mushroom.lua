@@ -12,10 +12,10 @@ local DEFAULT = "data/mushroom/Mushroom.rda"
 -- from elsewhere still find data/.
 local REPO_ROOT = (debug.getinfo(1, "S").source:match("^@(.*)/lua/bbb/mushroom%.lua$"))
 
+-- stat, not open: opening a FIFO to see that it exists would block (the
+-- reader then refuses anything but a regular file with its own message)
 local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
+  return core.path_kind(path) ~= nil
 end
 
 local function find(opts)

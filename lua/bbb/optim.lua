@@ -53,11 +53,26 @@ local function number_opt(opts, key, default, what, lo, hi, open_lo)
   return v
 end
 
+-- The options each optimizer reads; any other key is a typo to report,
+-- not a setting to drop silently.
+local KNOWN = {
+  SGD = { "clip_norm", "lr", "momentum", "nesterov", "weight_decay" },
+  Adam = { "betas", "clip_norm", "eps", "lr", "weight_decay" },
+  RMSprop = { "alpha", "clip_norm", "eps", "lr", "weight_decay" },
+}
+
 local function new(kind, params, opts, defaults)
   if opts ~= nil and type(opts) ~= "table" then
     error(("%s: options must be a table, got %s"):format(kind, type(opts)), 3)
   end
   opts = opts or {}
+  local known = {}
+  for _, k in ipairs(KNOWN[kind]) do known[k] = true end
+  for k in pairs(opts) do
+    if not known[k] then
+      error(("%s: unknown option '%s' (known: %s)"):format(kind, tostring(k), table.concat(KNOWN[kind], ", ")), 3)
+    end
+  end
   local self = setmetatable({ kind = kind, params = collect(params, kind), t = 0 }, Optimizer)
   self.lr = number_opt(opts, "lr", defaults.lr, kind, 0)
   self.weight_decay = number_opt(opts, "weight_decay", 0, kind, 0)
@@ -69,7 +84,7 @@ end
 function optim.SGD(params, opts)
   local self
   self, opts = new("SGD", params, opts, { lr = 0.01 })
-  self.momentum = number_opt(opts, "momentum", 0, "SGD", 0)
+  self.momentum = number_opt(opts, "momentum", 0, "SGD", 0, 1)
   self.nesterov = opts.nesterov and true or false
   for _, p in ipairs(self.params) do
     if self.momentum ~= 0 then p.buf = bbb.zeros(p.t:size()) end

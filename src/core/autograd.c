@@ -7,7 +7,7 @@
 
 #include "autograd.h"
 #include "ops.h"
-#include "parallel.h"
+#include "runtime.h"
 
 /* What autograd keeps per tensor; allocated on first need. */
 struct bbb_autograd {
@@ -64,15 +64,16 @@ bbb_tensor *bbb_tensor_grad(const bbb_tensor *t) {
 }
 bbb_node *bbb_node_of(const bbb_tensor *t) { return node_of(t); }
 
-static const char *const op_names[BBB_OP_COUNT] = {
+static const char *const op_names[] = {
   "unary", "binary", "reduce", "matmul", "linear", "softmax", "log_softmax", "nll",
   "reshape", "copy", "narrow", "index_select", "concat", "transpose",
   "bayes_sample", "bayes_kl", "prior_log_prob", "conv2d", "max_pool2d", "avg_pool2d",
 };
+_Static_assert(sizeof op_names / sizeof op_names[0] == BBB_OP_COUNT,
+               "op_names must name every bbb_op");
 
 const char *bbb_node_name(const bbb_node *n) {
-  /* the families' contexts all begin with their ops.h code */
-  int code = *(const int *)(const void *)n->ctx;
+  int code = n->code;
   switch (n->op) {
   case BBB_OP_UNARY: return code >= 0 && code < BBB_UNARY_COUNT ? bbb_unary_names[code] : "unary";
   case BBB_OP_BINARY: return code >= 0 && code < BBB_BINARY_COUNT ? bbb_binary_names[code] : "binary";
@@ -86,7 +87,7 @@ const char *bbb_grad_fn_name(const bbb_tensor *t) {
   return n ? bbb_node_name(n) : NULL;
 }
 
-int bbb_record(bbb_tensor *out, bbb_op op, bbb_backward_fn fn, int nin, bbb_tensor **in,
+int bbb_record(bbb_tensor *out, bbb_op op, int code, bbb_backward_fn fn, int nin, bbb_tensor **in,
                unsigned saves, const void *ctx, size_t ctx_size, bbb_node **node) {
   int need = 0;
   if (node) *node = NULL;
@@ -103,6 +104,7 @@ int bbb_record(bbb_tensor *out, bbb_op op, bbb_backward_fn fn, int nin, bbb_tens
     return bbb_error(BBB_EMEM, "%s: out of memory recording the graph", op_names[op]);
   }
   n->op = op;
+  n->code = code;
   n->backward = fn;
   n->nin = nin;
   n->saves = saves;

@@ -16,7 +16,7 @@
 #include "tensor.h"
 
 /* Every op that records a node. The unary, binary and reduction families
-** keep their own op code (ops.h) in their context. */
+** add their own op code (ops.h) as the node's code. */
 typedef enum {
   BBB_OP_UNARY, BBB_OP_BINARY, BBB_OP_REDUCE, BBB_OP_MATMUL, BBB_OP_LINEAR,
   BBB_OP_SOFTMAX, BBB_OP_LOG_SOFTMAX, BBB_OP_NLL, BBB_OP_RESHAPE, BBB_OP_COPY,
@@ -38,6 +38,7 @@ typedef int (*bbb_backward_fn)(bbb_node *n, bbb_tensor *out, const bbb_float *go
 
 struct bbb_node {
   bbb_op op;
+  int code;                               /* the family's op code (ops.h), else 0 */
   bbb_backward_fn backward;
   unsigned out_version;
   unsigned saves;                         /* bit k: backward reads in[k]; bit 8: reads out */
@@ -58,8 +59,9 @@ int bbb_grad_enabled(void);
 /* Called by an op after computing out. If grad mode is on and an input
 ** requires grad, attaches a node to out holding a copy of the ctx_size
 ** bytes at ctx (NULL for none) and returns it through *node (else NULL).
+** code: the unary, binary or reduction op code for those families, else 0.
 ** saves: see above. */
-int bbb_record(bbb_tensor *out, bbb_op op, bbb_backward_fn fn, int nin, bbb_tensor **in,
+int bbb_record(bbb_tensor *out, bbb_op op, int code, bbb_backward_fn fn, int nin, bbb_tensor **in,
                unsigned saves, const void *ctx, size_t ctx_size, bbb_node **node);
 
 /* The node that made t (NULL for a leaf or a tensor outside any graph). */

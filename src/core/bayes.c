@@ -426,11 +426,11 @@ int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_
   bbb_tensor *in[4] = { mu, rho, e, kept };
   bbb_node *nd;
   prior_saved sv = { *p, 0 };
-  st = bbb_record(w, BBB_OP_BAYES_SAMPLE, sample_backward, kept ? 4 : 3, in, kept ? 15u : 7u,
+  st = bbb_record(w, BBB_OP_BAYES_SAMPLE, 0, sample_backward, kept ? 4 : 3, in, kept ? 15u : 7u,
                   &sv, sizeof sv, &nd);
   bbb_tensor_release(e);   /* the node holds them if it needs them */
   bbb_tensor_release(kept);
-  if (!st && nd) st = bbb_record(kl, BBB_OP_BAYES_KL, kl_backward, 1, &w, 0u, NULL, 0, NULL);
+  if (!st && nd) st = bbb_record(kl, BBB_OP_BAYES_KL, 0, kl_backward, 1, &w, 0u, NULL, 0, NULL);
   if (st) { bbb_tensor_release(w); bbb_tensor_release(kl); return st; }
   *wout = w; *klout = kl;
   return BBB_OK;
@@ -505,7 +505,7 @@ int bbb_prior_log_prob(bbb_tensor **out, const bbb_prior *p, bbb_tensor *w) {
   free(part);
   bbb_data(y)[0] = (bbb_float)s;
   prior_saved sv = { *p, 0 };
-  st = bbb_record(y, BBB_OP_PRIOR_LOG_PROB, logp_backward, 1, &w, 1u, &sv, sizeof sv, NULL);
+  st = bbb_record(y, BBB_OP_PRIOR_LOG_PROB, 0, logp_backward, 1, &w, 1u, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;

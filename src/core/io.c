@@ -5,11 +5,14 @@
 ** output is capped, and the bytes are converted to floats in small chunks so
 ** the whole byte array never exists next to the floats.
 */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "io.h"
@@ -203,6 +206,44 @@ static void src_finish(idx_src *s) {
   if (s->fp) fclose(s->fp);
 }
 
+static const char *mode_kind(mode_t m) {
+  return S_ISREG(m) ? "file" : S_ISDIR(m) ? "directory" : S_ISFIFO(m) ? "fifo"
+       : (S_ISCHR(m) || S_ISBLK(m)) ? "device" : S_ISSOCK(m) ? "socket" : "other";
+}
+
+const char *bbb_path_kind(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 ? mode_kind(sb.st_mode) : NULL;
+}
+
+static int not_regular(const char *path, const char *what, mode_t m) {
+  const char *k = mode_kind(m);
+  if (S_ISDIR(m)) return bbb_error(BBB_EIO, "%s: '%s' is a directory, not a file", what, path);
+  return bbb_error(BBB_EIO, "%s: '%s' is not a regular file (it is a %s)", what, path, k);
+}
+
+int bbb_open_input(const char *path, const char *what, int *fd, uint64_t *size) {
+  struct stat sb;
+  *fd = -1;
+  if (stat(path, &sb) != 0)
+    return bbb_error(BBB_EIO, "%s: cannot open '%s': %s", what, path, strerror(errno));
+  if (!S_ISREG(sb.st_mode)) return not_regular(path, what, sb.st_mode);
+  /* O_NONBLOCK: should a FIFO have taken the file's place since the stat,
+  ** the open returns at once and the fstat below refuses it. */
+  int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (f < 0) return bbb_error(BBB_EIO, "%s: cannot open '%s': %s", what, path, strerror(errno));
+  int st = BBB_OK;
+  if (fstat(f, &sb) != 0)
+    st = bbb_error(BBB_EIO, "%s: cannot read '%s': %s", what, path, strerror(errno));
+  else if (!S_ISREG(sb.st_mode))
+    st = not_regular(path, what, sb.st_mode);
+  if (st) { close(f); return st; }
+  fcntl(f, F_SETFL, fcntl(f, F_GETFL) & ~O_NONBLOCK);
+  *fd = f;
+  *size = (uint64_t)sb.st_size;
+  return BBB_OK;
+}
+
 bbb_idx_opts bbb_idx_defaults(void) {
   bbb_idx_opts o = { 1.0, 0.0, -1, BBB_IDX_MAX_BYTES };
   return o;
@@ -210,22 +251,22 @@ bbb_idx_opts bbb_idx_defaults(void) {
 
 int bbb_idx_load_opts(bbb_tensor **out, const char *path, const bbb_idx_opts *o) {
   *out = NULL;
-  struct stat sb;
-  if (stat(path, &sb) != 0)
-    return bbb_error(BBB_EIO, "idx: cannot open '%s': %s", path, strerror(errno));
-  if (S_ISDIR(sb.st_mode)) return bbb_error(BBB_EIO, "idx: '%s' is a directory, not an IDX file", path);
-  if (!S_ISREG(sb.st_mode)) return bbb_error(BBB_EIO, "idx: '%s' is not a regular file", path);
+  int fd;
+  uint64_t size;
+  int st = bbb_open_input(path, "idx", &fd, &size);
+  if (st) return st;
   idx_src *s = calloc(1, sizeof *s);
-  if (!s) return bbb_error(BBB_EMEM, "idx: out of memory for '%s'", path);
+  if (!s) { close(fd); return bbb_error(BBB_EMEM, "idx: out of memory for '%s'", path); }
   s->name = path;
-  s->fp = fopen(path, "rb");
+  s->fp = fdopen(fd, "rb");
   if (!s->fp) {
-    int st = bbb_error(BBB_EIO, "idx: cannot open '%s': %s", path, strerror(errno));
+    st = bbb_error(BBB_EIO, "idx: cannot open '%s': %s", path, strerror(errno));
+    close(fd);
     free(s);
     return st;
   }
-  s->in_size = (uint64_t)sb.st_size;
-  int st = src_start(s);
+  s->in_size = size;
+  st = src_start(s);
   if (!st) st = idx_parse(out, s, o);
   src_finish(s);
   free(s);

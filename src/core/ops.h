@@ -29,9 +29,9 @@ typedef enum {
 
 typedef enum { BBB_SUM, BBB_MEAN, BBB_MAX, BBB_LOGSUMEXP, BBB_REDUCE_COUNT } bbb_reduce_op;
 
-extern const char *const bbb_unary_names[BBB_UNARY_COUNT];
-extern const char *const bbb_binary_names[BBB_BINARY_COUNT];
-extern const char *const bbb_reduce_names[BBB_REDUCE_COUNT];
+extern const char *const bbb_unary_names[];   /* one per op, checked at compile time */
+extern const char *const bbb_binary_names[];
+extern const char *const bbb_reduce_names[];
 
 int bbb_unary(bbb_tensor **out, int op, bbb_tensor *x, double p0, double p1);
 /* NumPy broadcasting. */

@@ -358,7 +358,7 @@ int bbb_conv2d(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b,
   st = conv_rounds(&r, forward_tile, NULL, 0);
   bbb_tensor *in[3] = { x, w, b };
   conv_saved sv = { *o };
-  if (!st) st = bbb_record(y, BBB_OP_CONV2D, conv_backward, 3, in, 3u, &sv, sizeof sv, NULL);
+  if (!st) st = bbb_record(y, BBB_OP_CONV2D, 0, conv_backward, 3, in, 3u, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;
@@ -485,7 +485,7 @@ static int pool_common(bbb_tensor **out, bbb_tensor *x, const int k[2], const bb
   bbb_parallel_for(shape[0] * shape[1], 1 + BBB_GRAIN_ELEM / (x->shape[2] * x->shape[3]),
                    max ? max_planes : avg_planes, &u);
   st = bbb_interrupted() ? bbb_error(BBB_EINTR, "%s: interrupted", op) : BBB_OK;
-  if (!st) st = bbb_record(y, max ? BBB_OP_MAX_POOL2D : BBB_OP_AVG_POOL2D, pool_backward, 1, &x,
+  if (!st) st = bbb_record(y, max ? BBB_OP_MAX_POOL2D : BBB_OP_AVG_POOL2D, 0, pool_backward, 1, &x,
                            1u, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;

@@ -12,14 +12,18 @@
 #include "parallel.h"
 #include "vmath.h"
 
-const char *const bbb_unary_names[BBB_UNARY_COUNT] = {
+const char *const bbb_unary_names[] = {
   "neg", "exp", "log", "log1p", "softplus", "sigmoid", "tanh", "relu", "sqrt",
   "square", "abs", "pow", "clamp", "add", "mul", "sub", "div", "gt", "lt"
 };
 
-const char *const bbb_binary_names[BBB_BINARY_COUNT] = {
+const char *const bbb_binary_names[] = {
   "add", "sub", "mul", "div", "maximum", "minimum", "logaddexp"
 };
+_Static_assert(sizeof bbb_unary_names / sizeof bbb_unary_names[0] == BBB_UNARY_COUNT,
+               "bbb_unary_names must name every bbb_unary_op");
+_Static_assert(sizeof bbb_binary_names / sizeof bbb_binary_names[0] == BBB_BINARY_COUNT,
+               "bbb_binary_names must name every bbb_binary_op");
 
 /* ---- unary ---- */
 
@@ -132,7 +136,7 @@ int bbb_unary(bbb_tensor **out, int op, bbb_tensor *x, double p0, double p1) {
   }
   /* Every backward reads x or y; saving both keeps the check simple. */
   unary_saved sv = { op, p0, p1 };
-  int st = bbb_record(y, BBB_OP_UNARY, unary_backward, 1, &x, 1u | BBB_SAVES_OUT,
+  int st = bbb_record(y, BBB_OP_UNARY, op, unary_backward, 1, &x, 1u | BBB_SAVES_OUT,
                       &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
@@ -299,7 +303,7 @@ int bbb_binary(bbb_tensor **out, int op, bbb_tensor *a, bbb_tensor *b) {
   binary_saved sv = { op };
   unsigned saves = (op == BBB_ADD || op == BBB_SUB) ? 0u : 3u;
   if (op == BBB_LOGADDEXP) saves |= BBB_SAVES_OUT;
-  st = bbb_record(y, BBB_OP_BINARY, binary_backward, 2, in, saves, &sv, sizeof sv, NULL);
+  st = bbb_record(y, BBB_OP_BINARY, op, binary_backward, 2, in, saves, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;

@@ -30,7 +30,8 @@ static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const bbb_floa
 typedef struct { int ta, tb; } matmul_saved;
 
 static int matmul_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
-  int st = BBB_OK;
+  int st = bbb_blas_room("matmul backward");
+  if (st) return st;
   bbb_tensor *a = nd->in[0].t, *b = nd->in[1].t;
   const matmul_saved *sv = bbb_node_ctx(nd);
   int ta = sv->ta, tb = sv->tb;
@@ -52,6 +53,7 @@ int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb) {
   *out = NULL;
   int st = need_2d(a, "matmul", "first operand");
   if (!st) st = need_2d(b, "matmul", "second operand");
+  if (!st) st = bbb_blas_room("matmul");
   if (st) return st;
   int64_t m = ta ? a->shape[1] : a->shape[0], k = ta ? a->shape[0] : a->shape[1];
   int64_t k2 = tb ? b->shape[1] : b->shape[0], n = tb ? b->shape[0] : b->shape[1];
@@ -66,14 +68,15 @@ int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb) {
   else if (m * n > 0) gemm(ta, tb, m, n, k, bbb_data(a), bbb_data(b), 0, bbb_data(y));
   bbb_tensor *in[2] = { a, b };
   matmul_saved sv = { ta, tb };
-  st = bbb_record(y, BBB_OP_MATMUL, matmul_backward, 2, in, 3u, &sv, sizeof sv, NULL);
+  st = bbb_record(y, BBB_OP_MATMUL, 0, matmul_backward, 2, in, 3u, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;
 }
 
 static int linear_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
-  int st = BBB_OK, fx, fw, fb;
+  int st = bbb_blas_room("linear backward"), fx, fw, fb;
+  if (st) return st;
   bbb_tensor *x = nd->in[0].t, *w = nd->in[1].t, *b = nd->in[2].t;
   int64_t B = x->shape[0], in = x->shape[1], o = w->shape[0];
   bbb_float *gx = bbb_grad_begin(x, &fx, &st), *gw = bbb_grad_begin(w, &fw, &st);
@@ -94,6 +97,7 @@ int bbb_linear(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b) {
   *out = NULL;
   int st = need_2d(x, "linear", "input");
   if (!st) st = need_2d(w, "linear", "weight");
+  if (!st) st = bbb_blas_room("linear");
   if (st) return st;
   if (x->shape[1] != w->shape[1])
     return bbb_error(BBB_ESHAPE, "linear: input %s does not match weight %s "
@@ -113,7 +117,7 @@ int bbb_linear(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b) {
   if (B * o > 0 && x->shape[1] > 0)
     gemm(0, 1, B, o, x->shape[1], bbb_data(x), bbb_data(w), 1, yd);
   bbb_tensor *in[3] = { x, w, b };
-  st = bbb_record(y, BBB_OP_LINEAR, linear_backward, 3, in, 3u, NULL, 0, NULL);
+  st = bbb_record(y, BBB_OP_LINEAR, 0, linear_backward, 3, in, 3u, NULL, 0, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;
@@ -181,7 +185,7 @@ static int softmax_common(bbb_tensor **out, bbb_tensor *x, int log) {
     bbb_tensor_release(y);
     return bbb_error(BBB_EINTR, "%s: interrupted", op);
   }
-  int st = bbb_record(y, log ? BBB_OP_LOG_SOFTMAX : BBB_OP_SOFTMAX, softmax_backward, 1, &x,
+  int st = bbb_record(y, log ? BBB_OP_LOG_SOFTMAX : BBB_OP_SOFTMAX, 0, softmax_backward, 1, &x,
                       BBB_SAVES_OUT, NULL, 0, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
@@ -231,7 +235,7 @@ int bbb_nll(bbb_tensor **out, bbb_tensor *logp, bbb_tensor *labels, int base, in
   bbb_data(y)[0] = (bbb_float)(mean && B ? total / B : total);
   bbb_tensor *in[2] = { logp, labels };
   nll_saved sv = { base, mean };
-  st = bbb_record(y, BBB_OP_NLL, nll_backward, 2, in, 2u, &sv, sizeof sv, NULL);
+  st = bbb_record(y, BBB_OP_NLL, 0, nll_backward, 2, in, 2u, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;

@@ -11,7 +11,9 @@
 #include "parallel.h"
 #include "vmath.h"
 
-const char *const bbb_reduce_names[BBB_REDUCE_COUNT] = { "sum", "mean", "max", "logsumexp" };
+const char *const bbb_reduce_names[] = { "sum", "mean", "max", "logsumexp" };
+_Static_assert(sizeof bbb_reduce_names / sizeof bbb_reduce_names[0] == BBB_REDUCE_COUNT,
+               "bbb_reduce_names must name every bbb_reduce_op");
 
 typedef struct { int64_t outer, d, inner; } rshape;
 
@@ -157,7 +159,7 @@ int bbb_reduce(bbb_tensor **out, int op, bbb_tensor *x, int dim, int keepdim) {
   }
   unsigned saves = (op == BBB_MAX || op == BBB_LOGSUMEXP) ? 1u | BBB_SAVES_OUT : 0u;
   reduce_saved sv = { op, rs };
-  st = bbb_record(y, BBB_OP_REDUCE, reduce_backward, 1, &x, saves, &sv, sizeof sv, NULL);
+  st = bbb_record(y, BBB_OP_REDUCE, op, reduce_backward, 1, &x, saves, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;

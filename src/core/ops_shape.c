@@ -11,7 +11,7 @@
 
 static int finish(bbb_tensor **out, bbb_tensor *y, bbb_op op, bbb_backward_fn fn,
                   int nin, bbb_tensor **in, const void *saved, size_t saved_size) {
-  int st = bbb_record(y, op, fn, nin, in, 0u, saved, saved_size, NULL);
+  int st = bbb_record(y, op, 0, fn, nin, in, 0u, saved, saved_size, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;
@@ -153,7 +153,7 @@ int bbb_index_select(bbb_tensor **out, bbb_tensor *x, bbb_tensor *idx, int base)
            (size_t)row * sizeof(bbb_float));
   bbb_tensor *in[2] = { x, idx };
   index_select_saved sv = { base };
-  int st = bbb_record(y, BBB_OP_INDEX_SELECT, index_select_backward, 2, in, 2u, &sv, sizeof sv,
+  int st = bbb_record(y, BBB_OP_INDEX_SELECT, 0, index_select_backward, 2, in, 2u, &sv, sizeof sv,
                       NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;

@@ -1,22 +1,18 @@
 /*
 ** parallel.c: thread count and the range splitter.
 */
+#define _DEFAULT_SOURCE
 #include <omp.h>
-#include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "parallel.h"
-#include "tensor.h"
 
 void openblas_set_num_threads(int num_threads);
 
 static int nthreads;
-static volatile sig_atomic_t interrupt_flag;
-
-void bbb_interrupt(void) { interrupt_flag = 1; }
-int bbb_interrupted(void) { return interrupt_flag != 0; }
-void bbb_interrupt_clear(void) { interrupt_flag = 0; }
 
 /* A share is walked in slices of this many grains, checking the interrupt
 ** flag between them. fn's result on an index never depends on how the
@@ -24,7 +20,7 @@ void bbb_interrupt_clear(void) { interrupt_flag = 0; }
 #define SLICE_GRAINS 64
 
 static void run_sliced(bbb_range_fn fn, void *ctx, int64_t lo, int64_t hi, int64_t slice) {
-  for (int64_t a = lo; a < hi && !interrupt_flag; a += slice)
+  for (int64_t a = lo; a < hi && !bbb_interrupted(); a += slice)
     fn(ctx, a, hi - a > slice ? a + slice : hi);
 }
 
@@ -50,6 +46,31 @@ int bbb_set_num_threads(int64_t n) {
   nthreads = (int)n;
   omp_set_num_threads((int)n);
   openblas_set_num_threads((int)n);
+  return BBB_OK;
+}
+
+/* OpenBLAS takes a buffer of about 128 MiB of address space per thread on
+** its first GEMM with that many threads, and when the mapping fails under a
+** `ulimit -v` it retries forever. So under a limit, before a GEMM on more
+** threads than have already run one, try to map that much (and give it
+** back at once): failing here is an out-of-memory error, not a hang. */
+#define BLAS_BUFFER_BYTES ((size_t)128 << 20)
+#define BLAS_HEADROOM_BYTES ((size_t)32 << 20)
+
+int bbb_blas_room(const char *op) {
+  static int threads_ok;
+  int nt = bbb_get_num_threads();
+  struct rlimit rl;
+  if (nt <= threads_ok || getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return BBB_OK;
+  size_t need = (size_t)nt * BLAS_BUFFER_BYTES + BLAS_HEADROOM_BYTES;
+  void *p = mmap(NULL, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return bbb_error(BBB_EMEM, "%s: out of memory: OpenBLAS needs about %zu MiB of workspace "
+                     "for %d thread%s, more than the address-space limit (ulimit -v) leaves",
+                     op, need >> 20, nt, nt == 1 ? "" : "s");
+  munmap(p, need);
+  threads_ok = nt;   /* its buffers stay with it from the first GEMM on */
   return BBB_OK;
 }
 

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "runtime.h"
+
 /* Grain sizes: the least work (in elements unless said otherwise) worth
 ** handing to a thread. Every parallel loop takes its grain from here. */
 #define BBB_GRAIN_ELEM 16384      /* elementwise passes, optimizer updates */
@@ -22,12 +24,7 @@
 #define BBB_SUM_CHUNK 16384       /* bbb_parallel_sum */
 #define BBB_BAYES_CHUNK 16384     /* the fused Bayesian passes */
 
-/* Interrupts: a signal handler (the REPL's Ctrl-C) calls bbb_interrupt();
-** parallel loops stop between slices once it is set, and the op that ran
-** them reports BBB_EINTR. Async-signal-safe. */
-void bbb_interrupt(void);
-int bbb_interrupted(void);
-void bbb_interrupt_clear(void);
+/* The interrupt flag the loops below watch lives in runtime.h. */
 
 typedef void (*bbb_range_fn)(void *ctx, int64_t lo, int64_t hi);
 
@@ -63,5 +60,9 @@ int bbb_max_threads(void);
 /* Sets the OpenMP and OpenBLAS thread count; BBB_EARG outside 1..bbb_max_threads(). */
 int bbb_set_num_threads(int64_t n);
 int bbb_get_num_threads(void);
+
+/* Before a GEMM: BBB_EMEM (naming op) when the address-space limit leaves
+** no room for the workspace OpenBLAS would take (it would spin forever). */
+int bbb_blas_room(const char *op);
 
 #endif

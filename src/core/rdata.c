@@ -11,6 +11,7 @@
 ** allocation is recorded in one arena, so shared (referenced) symbols and
 ** failures half way need no bookkeeping.
 */
+#define _POSIX_C_SOURCE 200809L
 #include <lzma.h>
 #include <limits.h>
 #include <math.h>
@@ -18,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "io.h"
 #include "rdata.h"
 #include "tensor.h"
 
@@ -623,11 +626,16 @@ int bbb_rdata_parse_frame(const unsigned char *buf, size_t len, bbb_rdata_frame 
   return st;
 }
 
-/* A whole file into memory (at most RD_MAX_FILE bytes). */
+/* A whole file into memory (at most RD_MAX_FILE bytes), opened through
+** bbb_open_input (a regular file, checked before it is opened). */
 static int read_whole(const char *path, unsigned char **out, size_t *len) {
   *out = NULL;
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return bbb_error(BBB_EIO, "rdata: cannot open '%s'", path);
+  int fd;
+  uint64_t fsize;
+  int ost = bbb_open_input(path, "rdata", &fd, &fsize);
+  if (ost) return ost;
+  FILE *fp = fdopen(fd, "rb");
+  if (!fp) { close(fd); return bbb_error(BBB_EIO, "rdata: cannot open '%s'", path); }
   size_t cap = 1 << 16, n = 0;
   unsigned char *buf = malloc(cap);
   int st = buf ? BBB_OK : bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");

@@ -1,8 +1,7 @@
 /*
-** tensor.c: storage and tensor lifetime, shape helpers, the error channel.
+** tensor.c: storage and tensor lifetime, shape helpers.
 */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,28 +10,7 @@
 #include "tensor.h"
 #include "parallel.h"
 
-static _Thread_local char errbuf[512];
-static _Thread_local int errstatus;
 static int64_t bytes_allocated;   /* only grows/shrinks under the Lua state's lock */
-
-int bbb_error(int status, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(errbuf, sizeof errbuf, fmt, ap);
-  va_end(ap);
-  errstatus = status;
-  return status;
-}
-
-const char *bbb_errmsg(void) { return errbuf; }
-int bbb_errstatus(void) { return errstatus ? errstatus : BBB_EMEM; }
-
-const char *bbb_status_name(int status) {
-  static const char *const names[] = {
-    "ok", "shape", "argument", "index", "memory", "graph", "io", "value", "interrupted"
-  };
-  return status >= 0 && status <= BBB_EINTR ? names[status] : "unknown";
-}
 
 int64_t bbb_bytes_allocated(void) { return bytes_allocated; }
 

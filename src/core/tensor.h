@@ -1,6 +1,6 @@
 /*
-** tensor.h: float32 N-d tensors on refcounted storage, and the error channel
-** every core function reports through. Pure C: never includes lua.h.
+** tensor.h: float32 N-d tensors on refcounted storage (errors go through
+** runtime.h's channel). Pure C: never includes lua.h.
 */
 #ifndef BBB_TENSOR_H
 #define BBB_TENSOR_H
@@ -8,34 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime.h"
+
 #define BBB_MAXDIM 6
 
 typedef float bbb_float;
-
-/* Status codes: every core function that can fail returns one of these and
-** leaves a message in bbb_errmsg(). Nothing in the core aborts or exits. */
-typedef enum {
-  BBB_OK = 0,
-  BBB_ESHAPE,   /* shapes do not fit the op */
-  BBB_EARG,     /* a bad argument value */
-  BBB_EINDEX,   /* an index out of range */
-  BBB_EMEM,     /* out of memory */
-  BBB_EGRAPH,   /* autograd misuse */
-  BBB_EIO,      /* file or format error */
-  BBB_EVALUE,   /* non-finite value where a finite one is needed */
-  BBB_EINTR     /* interrupted by the user */
-} bbb_status;
-
-int bbb_error(int status, const char *fmt, ...)
-#if defined(__GNUC__)
-  __attribute__((format(printf, 2, 3)))
-#endif
-  ;
-const char *bbb_errmsg(void);
-/* The status of the last bbb_error() call: the kind behind a NULL from a
-** function that returns a pointer. */
-int bbb_errstatus(void);
-const char *bbb_status_name(int status);   /* "shape", "memory", ... */
 
 typedef struct bbb_storage {
   bbb_float *data;

@@ -5,7 +5,7 @@
 #include "lbbb.h"
 #include "autograd.h"
 
-static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i); }
+static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i, "x"); }
 
 /** requires_grad(x [, on]) -> x | boolean
 ** Marks a leaf tensor as a parameter whose gradient backward() accumulates in
@@ -24,7 +24,7 @@ static int t_requires_grad(lua_State *L) {
 ** element unless a seed gradient of its shape is given. */
 static int t_backward(lua_State *L) {
   lua_settop(L, 3);
-  bbb_tensor *t = check(L, 1), *seed = lbbb_opt_tensor(L, 2);
+  bbb_tensor *t = lbbb_check_tensor(L, 1, "loss"), *seed = lbbb_opt_tensor(L, 2, "seed");
   lbbb_check(L, bbb_backward(t, seed, lua_toboolean(L, 3)));
   return 0;
 }
@@ -41,7 +41,7 @@ static int t_zero_grad(lua_State *L) {
 ** Replaces x.grad by a copy of g (same shape), or clears it. */
 static int t_set_grad(lua_State *L) {   /* t:set_grad(nil | tensor) */
   lua_settop(L, 2);
-  lbbb_check(L, bbb_grad_set(check(L, 1), lbbb_opt_tensor(L, 2)));
+  lbbb_check(L, bbb_grad_set(check(L, 1), lbbb_opt_tensor(L, 2, "g")));
   lua_settop(L, 1);
   return 1;
 }

@@ -15,21 +15,40 @@ static const lbbb_opener openers[] = {
   lbbb_open_conv, lbbb_open_csv,
 };
 
+void lbbb_pushfunction(lua_State *L, lua_CFunction f, const char *name, int nup) {
+  lua_pushstring(L, name);
+  lua_insert(L, -nup - 1);
+  lua_pushcclosure(L, f, nup + 1);
+}
+
+static void push_named(lua_State *L, lua_CFunction f, const char *prefix, const char *name) {
+  lua_pushfstring(L, "%s%s", prefix, name);
+  lbbb_pushfunction(L, f, lua_tostring(L, -1), 0);
+  lua_remove(L, -2);
+}
+
 void lbbb_register(lua_State *L, const lbbb_tables *tb, const luaL_Reg *methods,
                    const luaL_Reg *funcs, const luaL_Reg *meta) {
   for (const luaL_Reg *r = methods; r && r->name; r++) {
-    lua_pushcfunction(L, r->func);
+    push_named(L, r->func, "bbb.", r->name);
     lua_pushvalue(L, -1);
     lua_setfield(L, tb->methods, r->name);
     lua_setfield(L, tb->module, r->name);
   }
   for (const luaL_Reg *r = funcs; r && r->name; r++) {
-    lua_pushcfunction(L, r->func);
+    push_named(L, r->func, "bbb.", r->name);
     lua_setfield(L, tb->module, r->name);
   }
   for (const luaL_Reg *r = meta; r && r->name; r++) {
-    lua_pushcfunction(L, r->func);
+    push_named(L, r->func, "bbb.Tensor.", r->name);
     lua_setfield(L, tb->meta, r->name);
+  }
+}
+
+void lbbb_register_internal(lua_State *L, const lbbb_tables *tb, const luaL_Reg *funcs) {
+  for (const luaL_Reg *r = funcs; r && r->name; r++) {
+    push_named(L, r->func, "bbb.core.", r->name);
+    lua_setfield(L, tb->module, r->name);
   }
 }
 

@@ -1,11 +1,11 @@
 /*
-** lcommon.c: what every binding file shares: tensor userdata, argument
-** checks, shapes, and the one way a core status becomes a Lua error.
+** lcommon.c: what every binding file shares: tensor userdata and the one
+** way a core status becomes a Lua error (argument checks: lcheck.c).
 */
 #include <string.h>
 
 #include "lbbb.h"
-#include "parallel.h"
+#include "runtime.h"
 
 static const char *LAST_ERROR_KEY = "bbb.last_error";
 
@@ -22,17 +22,6 @@ void lbbb_push_tensor(lua_State *L, bbb_tensor *t) {
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   bbb_tensor_retain(t);
   u->t = t;
-}
-
-bbb_tensor *lbbb_check_tensor(lua_State *L, int i) {
-  lbbb_tensor_ud *u = luaL_testudata(L, i, BBB_TENSOR_MT);
-  if (!u) luaL_typeerror(L, i, "tensor");
-  if (!u->t) luaL_error(L, "tensor is closed");
-  return u->t;
-}
-
-bbb_tensor *lbbb_opt_tensor(lua_State *L, int i) {
-  return lua_isnoneornil(L, i) ? NULL : lbbb_check_tensor(L, i);
 }
 
 /* Lua's collector sees only the small userdata; tell it about the bytes
@@ -67,6 +56,18 @@ void lbbb_account(lua_State *L) {
   }
 }
 
+/* The core words its messages "op: what" (or just "what"): a public
+** function's error names it as bbb.op, as the argument checks do; an
+** internal one's passes as it is. */
+static void raise_core(lua_State *L, const char *msg) {
+  const char *fn = lbbb_fname(L);
+  if (strncmp(fn, "bbb.core.", 9) == 0) luaL_error(L, "%s", msg);
+  size_t k = 0;
+  while (msg[k] == '_' || (msg[k] >= 'a' && msg[k] <= 'z') || (k > 0 && msg[k] >= '0' && msg[k] <= '9')) k++;
+  if (k > 0 && msg[k] == ':' && msg[k + 1] == ' ') luaL_error(L, "bbb.%s", msg);
+  luaL_error(L, "%s: %s", fn, msg);
+}
+
 /* A loop cut short by Ctrl-C returns normally with partial results: the
 ** interrupt flag turns that into an error too. The kind of the last error
 ** is kept for last_error(). */
@@ -84,7 +85,7 @@ void lbbb_check(lua_State *L, int status) {
     }
     lua_pushstring(L, bbb_status_name(status));
     lua_setfield(L, LUA_REGISTRYINDEX, LAST_ERROR_KEY);
-    luaL_error(L, "%s", bbb_errmsg());
+    raise_core(L, bbb_errmsg());
   }
   lbbb_account(L);
 }
@@ -97,76 +98,6 @@ int lbbb_last_error(lua_State *L) {
   if (lua_isnil(L, -1)) return 1;
   lua_pushstring(L, bbb_errmsg());
   return 2;
-}
-
-/* One size at stack index at (entry k, 1-based, for messages). Sizes are
-** Lua numbers with an integer value; strings are refused rather than
-** converted, so {"3"} is an error as {"a"} is. allow_infer admits -1. */
-static int64_t shape_entry(lua_State *L, int at, int k, const char *what, int allow_infer) {
-  int ok = 0;
-  lua_Integer v = 0;
-  if (lua_type(L, at) == LUA_TNUMBER) v = lua_tointegerx(L, at, &ok);
-  if (!ok) {
-    if (lua_type(L, at) == LUA_TNUMBER)
-      luaL_error(L, "%s: size %d is not an integer (%s)", what, k,
-                 luaL_tolstring(L, at, NULL));
-    if (lua_type(L, at) == LUA_TSTRING)
-      luaL_error(L, "%s: size %d is a string (\"%s\"), not an integer", what, k,
-                 lua_tostring(L, at));
-    luaL_error(L, "%s: size %d is a %s, not an integer", what, k, luaL_typename(L, at));
-  }
-  if (v < 0 && !(allow_infer && v == -1))
-    luaL_error(L, "%s: size %d is negative (%I)", what, k, v);
-  return (int64_t)v;
-}
-
-static int read_shape(lua_State *L, int i, int64_t *shape, const char *what, int allow_infer) {
-  int n = 0;
-  if (lua_istable(L, i)) {
-    lua_Integer len = luaL_len(L, i);
-    if (len > BBB_MAXDIM) luaL_error(L, "%s: at most %d dimensions, got %I", what, BBB_MAXDIM, len);
-    n = (int)len;
-    for (int k = 0; k < n; k++) {
-      lua_geti(L, i, k + 1);
-      shape[k] = shape_entry(L, lua_gettop(L), k + 1, what, allow_infer);
-      lua_pop(L, 1);
-    }
-    return n;
-  }
-  while (lua_type(L, i + n) == LUA_TNUMBER) {
-    if (n == BBB_MAXDIM) luaL_error(L, "%s: at most %d dimensions", what, BBB_MAXDIM);
-    shape[n] = shape_entry(L, i + n, n + 1, what, allow_infer);
-    n++;
-  }
-  return n;
-}
-
-int lbbb_get_shape(lua_State *L, int i, int64_t *shape, const char *what) {
-  return read_shape(L, i, shape, what, 0);
-}
-
-int lbbb_get_shape_infer(lua_State *L, int i, int64_t *shape, const char *what) {
-  return read_shape(L, i, shape, what, 1);
-}
-
-int64_t lbbb_shape_numel(lua_State *L, int nd, const int64_t *shape, const char *what) {
-  int64_t n = 1;
-  for (int k = 0; k < nd; k++)
-    if (shape[k] >= 0 && __builtin_mul_overflow(n, shape[k], &n))
-      luaL_error(L, "%s: the sizes multiply past 2^63 elements (size %d is %I)", what, k + 1,
-                 (lua_Integer)shape[k]);
-  return n;
-}
-
-int lbbb_check_dim(lua_State *L, int i, const bbb_tensor *t, const char *op) {
-  lua_Integer d = luaL_checkinteger(L, i);
-  if (d < 0) d += t->ndim + 1;
-  if (d < 1 || d > t->ndim) {
-    char s[96];
-    luaL_error(L, "%s: dimension %d out of range for a %d-d tensor %s", op,
-               (int)luaL_checkinteger(L, i), t->ndim, bbb_shape_str(t, s, sizeof s));
-  }
-  return (int)d - 1;
 }
 
 int lbbb_result(lua_State *L, int status) {

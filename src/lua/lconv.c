@@ -89,18 +89,18 @@ static bbb_conv_opts check_opts(lua_State *L, int i, const char *fn, const int *
 ** batch within conv_workspace() bytes; differentiable in x, w and b. */
 static int l_conv2d(lua_State *L) {
   lua_settop(L, 4);
-  bbb_tensor *x = lbbb_check_tensor(L, 1), *w = lbbb_check_tensor(L, 2);
+  bbb_tensor *x = lbbb_check_tensor(L, 1, "input"), *w = lbbb_check_tensor(L, 2, "weight");
   int at = lua_istable(L, 3) ? 3 : 4;   /* conv2d(x, w, opts): no bias */
-  bbb_tensor *b = at == 3 ? NULL : lbbb_opt_tensor(L, 3);
-  bbb_conv_opts o = check_opts(L, at, "conv2d", NULL);
+  bbb_tensor *b = at == 3 ? NULL : lbbb_opt_tensor(L, 3, "bias");
+  bbb_conv_opts o = check_opts(L, at, "bbb.conv2d", NULL);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return lbbb_result(L, bbb_conv2d(&u->t, x, w, b, &o));
 }
 
 static int pool(lua_State *L, int max) {
-  const char *fn = max ? "max_pool2d" : "avg_pool2d";
+  const char *fn = max ? "bbb.max_pool2d" : "bbb.avg_pool2d";
   lua_settop(L, 3);
-  bbb_tensor *x = lbbb_check_tensor(L, 1);
+  bbb_tensor *x = lbbb_check_tensor(L, 1, "input");
   int k[2];
   pair_at(L, 2, fn, "argument 2 (kernel_size): the kernel size", 1, k);
   bbb_conv_opts o = check_opts(L, 3, fn, k);

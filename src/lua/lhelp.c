@@ -16,5 +16,5 @@ static int l_docs(lua_State *L) {
 static const luaL_Reg funcs[] = { {"docs", l_docs}, {NULL, NULL} };
 
 void lbbb_open_help(lua_State *L, const lbbb_tables *tb) {
-  lbbb_register(L, tb, NULL, funcs, NULL);
+  lbbb_register_internal(L, tb, funcs);
 }

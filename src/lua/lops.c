@@ -8,8 +8,7 @@
 #include "lbbb.h"
 #include "ops.h"
 
-static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i); }
-#define check_dim lbbb_check_dim
+static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i, "x"); }
 #define push_result lbbb_result
 
 static int unary_with(lua_State *L, int op, double p0, double p1) {
@@ -18,32 +17,42 @@ static int unary_with(lua_State *L, int op, double p0, double p1) {
   return push_result(L, bbb_unary(&u->t, op, x, p0, p1));
 }
 
-/* The op code of a table-driven wrapper is its upvalue. */
-static int op_of(lua_State *L) { return (int)lua_tointeger(L, lua_upvalueindex(1)); }
+/* The op code of a table-driven wrapper is its second upvalue (the first
+** is its name). */
+static int op_of(lua_State *L) { return (int)lua_tointeger(L, lua_upvalueindex(2)); }
 
 static int t_unary(lua_State *L) { return unary_with(L, op_of(L), 0, 0); }
 
 /** pow(x, p) -> tensor
 ** x to the power p (a finite number), elementwise; also x ^ p. */
 static int t_pow(lua_State *L) {
-  lua_Number p = luaL_checknumber(L, 2);
-  if (!isfinite(p)) return luaL_error(L, "pow: exponent must be finite, got %f", p);
-  return unary_with(L, BBB_POWS, p, 0);
+  check(L, 1);
+  return unary_with(L, BBB_POWS, lbbb_check_finite(L, 2, "p"), 0);
 }
 
 /** gt(x, s) -> tensor
 ** 1 where x > s, else 0 (a mask: no gradient flows through it). */
-static int t_gt(lua_State *L) { return unary_with(L, BBB_GTS, luaL_checknumber(L, 2), 0); }
+static int t_gt(lua_State *L) {
+  check(L, 1);
+  return unary_with(L, BBB_GTS, lbbb_check_number(L, 2, "s"), 0);
+}
 /** lt(x, s) -> tensor
 ** 1 where x < s, else 0 (a mask: no gradient flows through it). */
-static int t_lt(lua_State *L) { return unary_with(L, BBB_LTS, luaL_checknumber(L, 2), 0); }
+static int t_lt(lua_State *L) {
+  check(L, 1);
+  return unary_with(L, BBB_LTS, lbbb_check_number(L, 2, "s"), 0);
+}
 
 /** clamp(x [, lo [, hi]]) -> tensor
 ** x limited to [lo, hi] elementwise (nil: no bound). */
 static int t_clamp(lua_State *L) {
   lua_settop(L, 3);
-  lua_Number lo = luaL_optnumber(L, 2, -HUGE_VAL), hi = luaL_optnumber(L, 3, HUGE_VAL);
-  if (isnan(lo) || isnan(hi)) return luaL_error(L, "clamp: bounds must not be NaN");
+  check(L, 1);
+  lua_Number lo = lua_isnil(L, 2) ? -HUGE_VAL : lbbb_check_number(L, 2, "lo");
+  lua_Number hi = lua_isnil(L, 3) ? HUGE_VAL : lbbb_check_number(L, 3, "hi");
+  if (isnan(lo)) return lbbb_argerror(L, 2, "lo", "expected a number, got nan");
+  if (isnan(hi)) return lbbb_argerror(L, 3, "hi", "expected a number, got nan");
+  if (lo > hi) return lbbb_argerror(L, 3, "hi", "expected a number >= lo (%f), got %f", lo, hi);
   return unary_with(L, BBB_CLAMP, lo, hi);
 }
 
@@ -66,14 +75,16 @@ static int scalar_op(bbb_tensor **out, int op, bbb_tensor *x, double s, int s_le
 /* a op b where either may be a number. */
 static int arith(lua_State *L, int op) {
   int na = lua_type(L, 1) == LUA_TNUMBER, nb = lua_type(L, 2) == LUA_TNUMBER;
-  if (na && nb) return luaL_error(L, "%s: needs a tensor operand", bbb_binary_names[op]);
+  if (na && nb) return lbbb_typeerror(L, 2, "b", "a tensor (a is a number)");
   if (na || nb) {
-    bbb_tensor *x = check(L, na ? 2 : 1);
+    bbb_tensor *x = na ? lbbb_check_tensor(L, 2, "b") : lbbb_check_tensor(L, 1, "a");
     lua_Number s = lua_tonumber(L, na ? 1 : 2);
     lbbb_tensor_ud *u = lbbb_new_tensor(L);
     return push_result(L, scalar_op(&u->t, op, x, s, na));
   }
-  bbb_tensor *a = check(L, 1), *b = check(L, 2);
+  if (!luaL_testudata(L, 1, BBB_TENSOR_MT)) return lbbb_typeerror(L, 1, "a", "a tensor or a number");
+  if (!luaL_testudata(L, 2, BBB_TENSOR_MT)) return lbbb_typeerror(L, 2, "b", "a tensor or a number");
+  bbb_tensor *a = lbbb_check_tensor(L, 1, "a"), *b = lbbb_check_tensor(L, 2, "b");
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_binary(&u->t, op, a, b));
 }
@@ -83,20 +94,13 @@ static int t_binary(lua_State *L) { return arith(L, op_of(L)); }
 static int t_unm(lua_State *L) { return unary_with(L, BBB_NEG, 0, 0); }
 
 /* x ^ p: pow with a number exponent. */
-static int t_pow_meta(lua_State *L) {
-  if (lua_type(L, 2) != LUA_TNUMBER)
-    return luaL_error(L, "pow: x ^ p needs a tensor x and a number p, got %s ^ %s",
-                      luaL_typename(L, 1), luaL_typename(L, 2));
-  lua_Number p = lua_tonumber(L, 2);
-  if (!isfinite(p)) return luaL_error(L, "pow: exponent must be finite, got %f", p);
-  return unary_with(L, BBB_POWS, p, 0);
-}
+static int t_pow_meta(lua_State *L) { return t_pow(L); }
 
 /* sum([dim [, keepdim]]) and friends; no dim reduces everything. */
 static int reduce(lua_State *L, int op) {
   lua_settop(L, 3);
   bbb_tensor *x = check(L, 1);
-  int dim = lua_isnoneornil(L, 2) ? -1 : check_dim(L, 2, x, bbb_reduce_names[op]);
+  int dim = lbbb_opt_dim(L, 2, x, -1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_reduce(&u->t, op, x, dim, lua_toboolean(L, 3)));
 }
@@ -108,7 +112,7 @@ static int t_reduce(lua_State *L) { return reduce(L, op_of(L)); }
 static int t_argmax(lua_State *L) {
   lua_settop(L, 3);
   bbb_tensor *x = check(L, 1);
-  int dim = lua_isnoneornil(L, 2) ? -1 : check_dim(L, 2, x, "argmax");
+  int dim = lbbb_opt_dim(L, 2, x, -1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_argmax(&u->t, x, dim, lua_toboolean(L, 3), 1));
 }
@@ -123,7 +127,7 @@ static int t_max(lua_State *L) {
   if (lua_isnoneornil(L, 2)) return 1;
   bbb_tensor *x = check(L, 1);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
-  lbbb_check(L, bbb_argmax(&u->t, x, check_dim(L, 2, x, "max"), lua_toboolean(L, 3), 1));
+  lbbb_check(L, bbb_argmax(&u->t, x, lbbb_check_dim(L, 2, x), lua_toboolean(L, 3), 1));
   return 2;
 }
 
@@ -132,7 +136,7 @@ static int t_max(lua_State *L) {
 ** is true (OpenBLAS sgemm). */
 static int t_matmul(lua_State *L) {
   lua_settop(L, 4);
-  bbb_tensor *a = check(L, 1), *b = check(L, 2);
+  bbb_tensor *a = lbbb_check_tensor(L, 1, "a"), *b = lbbb_check_tensor(L, 2, "b");
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_matmul(&u->t, a, b, lua_toboolean(L, 3), lua_toboolean(L, 4)));
 }
@@ -141,23 +145,39 @@ static int t_matmul(lua_State *L) {
 ** x W^T + b for x (B, in), W (out, in), b (out): a dense layer's output. */
 static int t_linear(lua_State *L) {   /* linear(x, W [, b]) */
   lua_settop(L, 3);
-  bbb_tensor *x = check(L, 1), *w = check(L, 2), *b = lbbb_opt_tensor(L, 3);
+  bbb_tensor *x = check(L, 1), *w = lbbb_check_tensor(L, 2, "W"), *b = lbbb_opt_tensor(L, 3, "b");
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_linear(&u->t, x, w, b));
 }
 
-/** log_softmax(x) -> tensor
-** log softmax over the last dimension, computed stably. */
+/* The optional dim of softmax and log_softmax: only the last dimension is
+** supported, and any other is refused rather than ignored. */
+static void check_last_dim(lua_State *L, int arg, const bbb_tensor *x) {
+  if (lua_isnoneornil(L, arg) || x->ndim == 0) return;
+  int d = lbbb_check_dim(L, arg, x);
+  if (d != x->ndim - 1)
+    lbbb_argerror(L, arg, "dim", "only the last dimension (%d or -1) is supported, got %I",
+                  x->ndim, lua_tointeger(L, arg));
+}
+
+/** log_softmax(x [, dim]) -> tensor
+** log softmax over the last dimension, computed stably (dim, if given, must
+** name the last dimension). */
 static int t_log_softmax(lua_State *L) {
+  lua_settop(L, 2);
   bbb_tensor *x = check(L, 1);
+  check_last_dim(L, 2, x);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_log_softmax(&u->t, x));
 }
 
-/** softmax(x) -> tensor
-** softmax over the last dimension. */
+/** softmax(x [, dim]) -> tensor
+** softmax over the last dimension (dim, if given, must name the last
+** dimension). */
 static int t_softmax(lua_State *L) {
+  lua_settop(L, 2);
   bbb_tensor *x = check(L, 1);
+  check_last_dim(L, 2, x);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_softmax(&u->t, x));
 }
@@ -167,9 +187,9 @@ static int t_softmax(lua_State *L) {
 ** averaged (default) or summed over the batch. */
 static int t_nll(lua_State *L) {
   lua_settop(L, 3);
-  bbb_tensor *lp = check(L, 1), *lab = check(L, 2);
+  bbb_tensor *lp = lbbb_check_tensor(L, 1, "logp"), *lab = lbbb_check_tensor(L, 2, "labels");
   static const char *const modes[] = { "sum", "mean", NULL };
-  int mean = luaL_checkoption(L, 3, "mean", modes);
+  int mean = lbbb_check_option(L, 3, "reduction", "mean", modes);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_nll(&u->t, lp, lab, 1, mean));
 }
@@ -182,19 +202,19 @@ static int t_reshape(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   int64_t shape[BBB_MAXDIM];
   int infer = -1;
-  int nd = lbbb_get_shape_infer(L, 2, shape, "reshape");
+  int nd = lbbb_check_sizes(L, 2, lua_gettop(L), shape, 1);
   for (int k = 0; k < nd; k++) {
     if (shape[k] != -1) continue;
-    if (infer >= 0) return luaL_error(L, "reshape: only one size may be -1");
+    if (infer >= 0) return lbbb_argerror(L, 2, "sizes", "only one size may be -1");
     infer = k;
   }
-  int64_t known = lbbb_shape_numel(L, nd, shape, "reshape");
+  int64_t known = lbbb_sizes_numel(L, 2, nd, shape);
   if (infer >= 0) {
     char s[96];
     if (known == 0 || x->numel % known != 0)
-      return luaL_error(L, "reshape: cannot infer size %d: %s has %I elements, the other "
-                        "sizes give %I", infer + 1, bbb_shape_str(x, s, sizeof s),
-                        (lua_Integer)x->numel, (lua_Integer)known);
+      return lbbb_argerror(L, 2, "sizes", "cannot infer size %d: %s has %I elements, the "
+                           "other sizes give %I", infer + 1, bbb_shape_str(x, s, sizeof s),
+                           (lua_Integer)x->numel, (lua_Integer)known);
     shape[infer] = x->numel / known;
   }
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
@@ -207,8 +227,8 @@ static int t_reshape(lua_State *L) {
 static int t_narrow(lua_State *L) {   /* narrow(dim, start, len), start 1-based */
   lua_settop(L, 4);
   bbb_tensor *x = check(L, 1);
-  int dim = check_dim(L, 2, x, "narrow");
-  lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
+  int dim = lbbb_check_dim(L, 2, x);
+  lua_Integer start = lbbb_check_integer(L, 3, "start"), len = lbbb_check_integer(L, 4, "len");
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_narrow(&u->t, x, dim, start - 1, len));
 }
@@ -216,7 +236,7 @@ static int t_narrow(lua_State *L) {   /* narrow(dim, start, len), start 1-based 
 /** index_select(x, idx) -> tensor
 ** The rows of x at the 1-based indices in the 1-d tensor idx. */
 static int t_index_select(lua_State *L) {
-  bbb_tensor *x = check(L, 1), *idx = check(L, 2);
+  bbb_tensor *x = check(L, 1), *idx = lbbb_check_tensor(L, 2, "idx");
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_index_select(&u->t, x, idx, 1));
 }
@@ -250,18 +270,20 @@ static int t_detach(lua_State *L) {
 ** The tensors joined along dim (1 by default); other sizes must agree. */
 static int t_cat(lua_State *L) {
   lua_settop(L, 2);
-  luaL_checktype(L, 1, LUA_TTABLE);
+  lbbb_check_table(L, 1, "tensors");
   int n = (int)luaL_len(L, 1);
-  if (n < 1) return luaL_error(L, "cat: needs a non-empty list of tensors");
+  if (n < 1) return lbbb_argerror(L, 1, "tensors", "expected a non-empty list of tensors, got an empty one");
   bbb_tensor **xs = lua_newuserdatauv(L, (size_t)n * sizeof *xs, 0);   /* GC-owned scratch */
   for (int k = 0; k < n; k++) {
     lua_geti(L, 1, k + 1);
     lbbb_tensor_ud *e = luaL_testudata(L, -1, BBB_TENSOR_MT);
-    if (!e || !e->t) return luaL_error(L, "cat: entry %d is a %s, not a tensor", k + 1, luaL_typename(L, -1));
+    if (!e || !e->t)
+      return lbbb_argerror(L, 1, "tensors", "entry %d is %s, not a tensor", k + 1,
+                           e ? "a closed tensor" : lua_pushfstring(L, "a %s", luaL_typename(L, -1)));
     xs[k] = e->t;
     lua_pop(L, 1);
   }
-  int dim = lua_isnoneornil(L, 2) ? 0 : check_dim(L, 2, xs[0], "cat");
+  int dim = lbbb_opt_dim(L, 2, xs[0], 0);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_concat(&u->t, xs, n, dim));
 }
@@ -334,8 +356,9 @@ static const luaL_Reg meta[] = {
 
 void lbbb_open_ops(lua_State *L, const lbbb_tables *tb) {
   for (size_t k = 0; k < sizeof table_ops / sizeof table_ops[0]; k++) {
+    lua_pushfstring(L, "bbb.%s", table_ops[k].name);
     lua_pushinteger(L, table_ops[k].op);
-    lua_pushcclosure(L, table_ops[k].fn, 1);
+    lua_pushcclosure(L, table_ops[k].fn, 2);
     lua_pushvalue(L, -1);
     lua_setfield(L, tb->methods, table_ops[k].name);
     if (table_ops[k].meta) {

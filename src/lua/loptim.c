@@ -18,7 +18,7 @@
 #include "optim.h"
 
 static int l_sqnorm(lua_State *L) {
-  lua_pushnumber(L, bbb_sqnorm(lbbb_check_tensor(L, 1)));
+  lua_pushnumber(L, bbb_sqnorm(lbbb_check_tensor(L, 1, "t")));
   return 1;
 }
 
@@ -26,38 +26,38 @@ static int l_sqnorm(lua_State *L) {
 ** that wrote t (true after a training step's backward for the Bayesian
 ** layers' gradients) instead of reading t. */
 static int l_sqnorm_known(lua_State *L) {
-  lua_pushboolean(L, bbb_sqnorm_known(lbbb_check_tensor(L, 1)));
+  lua_pushboolean(L, bbb_sqnorm_known(lbbb_check_tensor(L, 1, "t")));
   return 1;
 }
 
 /* A number field of the options table at index i, or def when absent. */
-static double hyper_number(lua_State *L, int i, const char *op, const char *key, double def) {
+static double hyper_number(lua_State *L, int i, const char *key, double def) {
   double v = def;
   int t = lua_getfield(L, i, key);
   if (t == LUA_TNUMBER) v = lua_tonumber(L, -1);
   else if (t != LUA_TNIL)
-    luaL_error(L, "%s: option %s must be a number, got %s", op, key, luaL_typename(L, -1));
+    lbbb_argerror(L, i, "options", "%s must be a number, got %s", key, luaL_typename(L, -1));
   lua_pop(L, 1);
   return v;
 }
 
 /* The options table at index i as a bbb_optim_hyper; *dry from its dry field. */
-static bbb_optim_hyper check_hyper(lua_State *L, int i, const char *op, int *dry) {
+static bbb_optim_hyper check_hyper(lua_State *L, int i, int *dry) {
   bbb_optim_hyper h;
-  luaL_checktype(L, i, LUA_TTABLE);
-  h.lr = hyper_number(L, i, op, "lr", NAN);
-  h.gscale = hyper_number(L, i, op, "gscale", 1);
-  h.weight_decay = hyper_number(L, i, op, "weight_decay", 0);
-  h.momentum = hyper_number(L, i, op, "momentum", 0);
-  h.beta1 = hyper_number(L, i, op, "beta1", 0.9);
-  h.beta2 = hyper_number(L, i, op, "beta2", 0.999);
-  h.alpha = hyper_number(L, i, op, "alpha", 0.99);
-  h.eps = hyper_number(L, i, op, "eps", 1e-8);
-  double step = hyper_number(L, i, op, "step", 1);
+  lbbb_check_table(L, i, "options");
+  h.lr = hyper_number(L, i, "lr", NAN);
+  h.gscale = hyper_number(L, i, "gscale", 1);
+  h.weight_decay = hyper_number(L, i, "weight_decay", 0);
+  h.momentum = hyper_number(L, i, "momentum", 0);
+  h.beta1 = hyper_number(L, i, "beta1", 0.9);
+  h.beta2 = hyper_number(L, i, "beta2", 0.999);
+  h.alpha = hyper_number(L, i, "alpha", 0.99);
+  h.eps = hyper_number(L, i, "eps", 1e-8);
+  double step = hyper_number(L, i, "step", 1);
   if (!(step >= 1 && step < 9e15) || step != (double)(int64_t)step)
-    luaL_error(L, "%s: option step must be an integer >= 1, got %f", op, step);
+    lbbb_argerror(L, i, "options", "step must be an integer >= 1, got %f", step);
   h.step = (int64_t)step;
-  h.gmax = hyper_number(L, i, op, "gmax", NAN);
+  h.gmax = hyper_number(L, i, "gmax", NAN);
   lua_getfield(L, i, "nesterov");
   h.nesterov = lua_toboolean(L, -1);
   lua_getfield(L, i, "dry");
@@ -67,11 +67,12 @@ static bbb_optim_hyper check_hyper(lua_State *L, int i, const char *op, int *dry
 }
 
 /* The options' bound table (field "bound") into *bd; 0 when there is none. */
-static int read_bound(lua_State *L, int i, const char *op, bbb_optim_bound *bd) {
+static int read_bound(lua_State *L, int i, bbb_optim_bound *bd) {
   *bd = (bbb_optim_bound){ 0, 0, 0, 0, 0, 0, 0 };
   int t = lua_getfield(L, i, "bound");
   if (t == LUA_TNIL) { lua_pop(L, 1); return 0; }
-  if (t != LUA_TTABLE) luaL_error(L, "%s: option bound must be a table, got %s", op, luaL_typename(L, -1));
+  if (t != LUA_TTABLE)
+    lbbb_argerror(L, i, "options", "bound must be a table, got %s", luaL_typename(L, -1));
   int top = lua_gettop(L);
   lua_getfield(L, top, "known");
   bd->known = lua_toboolean(L, -1);
@@ -115,16 +116,15 @@ enum { SGD, ADAM, RMSPROP };
 ** applied update that succeeded is not turned into an "interrupted" error
 ** (it ran to its end); the flag stays for the next op. */
 static int update(lua_State *L, int kind) {
-  static const char *const names[] = { "sgd_update", "adam_update", "rmsprop_update" };
+  static const char *const buf[] = { "buf", "m", "sq" };
   const int opt_at[] = { 4, 5, 4 };
-  const char *op = names[kind];
   int i = opt_at[kind], dry;
-  bbb_tensor *p = lbbb_check_tensor(L, 1), *g = lbbb_check_tensor(L, 2);
-  bbb_tensor *a = kind == SGD ? lbbb_opt_tensor(L, 3) : lbbb_check_tensor(L, 3);
-  bbb_tensor *b = kind == ADAM ? lbbb_check_tensor(L, 4) : NULL;
-  bbb_optim_hyper h = check_hyper(L, i, op, &dry);
+  bbb_tensor *p = lbbb_check_tensor(L, 1, "p"), *g = lbbb_check_tensor(L, 2, "g");
+  bbb_tensor *a = kind == SGD ? lbbb_opt_tensor(L, 3, buf[kind]) : lbbb_check_tensor(L, 3, buf[kind]);
+  bbb_tensor *b = kind == ADAM ? lbbb_check_tensor(L, 4, "v") : NULL;
+  bbb_optim_hyper h = check_hyper(L, i, &dry);
   bbb_optim_bound bd;
-  int has = read_bound(L, i, op, &bd);
+  int has = read_bound(L, i, &bd);
   bbb_optim_bound *pb = has ? &bd : NULL;
   int64_t n = 0;
   int st = kind == SGD ? bbb_sgd_update(p, g, a, &h, pb, dry, &n)
@@ -153,5 +153,5 @@ static const luaL_Reg funcs[] = {
 };
 
 void lbbb_open_optim(lua_State *L, const lbbb_tables *tb) {
-  lbbb_register(L, tb, NULL, funcs, NULL);
+  lbbb_register_internal(L, tb, funcs);
 }

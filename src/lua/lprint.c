@@ -86,7 +86,8 @@ static void print_matrix(luaL_Buffer *b, const bbb_float *d, int64_t r, int64_t 
 }
 
 static int t_tostring(lua_State *L) {
-  lbbb_tensor_ud *u = luaL_checkudata(L, 1, BBB_TENSOR_MT);
+  lbbb_tensor_ud *u = luaL_testudata(L, 1, BBB_TENSOR_MT);
+  if (!u) return lbbb_typeerror(L, 1, "x", "a tensor");
   if (!u->t) { lua_pushliteral(L, "[bbb.Tensor (closed)]"); return 1; }
   bbb_tensor *t = u->t;
   luaL_Buffer b;

@@ -25,7 +25,7 @@ static bbb_rdata_frame *new_frame(lua_State *L) {
 }
 
 static int frame_gc(lua_State *L) {
-  bbb_rdata_frame_free(luaL_checkudata(L, 1, RDATA_MT));
+  bbb_rdata_frame_free(lua_touserdata(L, 1));   /* only ever set on frames */
   return 0;
 }
 
@@ -68,7 +68,7 @@ static int push_frame(lua_State *L, const bbb_rdata_frame *f) {
 }
 
 static int l_rdata_frame(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = lbbb_check_path(L, 1, "path");
   bbb_rdata_frame *f = new_frame(L);
   lbbb_check(L, bbb_rdata_load_frame(path, f));
   return push_frame(L, f);
@@ -76,7 +76,8 @@ static int l_rdata_frame(lua_State *L) {
 
 static int l_rdata_frame_bytes(lua_State *L) {
   size_t n;
-  const char *s = luaL_checklstring(L, 1, &n);
+  if (lua_type(L, 1) != LUA_TSTRING) return lbbb_typeerror(L, 1, "bytes", "a string");
+  const char *s = lua_tolstring(L, 1, &n);
   bbb_rdata_frame *f = new_frame(L);
   lbbb_check(L, bbb_rdata_parse_frame((const unsigned char *)s, n, f));
   return push_frame(L, f);
@@ -109,5 +110,5 @@ void lbbb_open_rdata(lua_State *L, const lbbb_tables *tb) {
     lua_setfield(L, -2, "__gc");
   }
   lua_pop(L, 1);
-  lbbb_register(L, tb, NULL, funcs, NULL);
+  lbbb_register_internal(L, tb, funcs);
 }

@@ -8,12 +8,14 @@
 
 static const char *DEFAULT_KEY = "bbb.default_generator";
 
-bbb_rng *lbbb_check_generator(lua_State *L, int i) {
-  return luaL_checkudata(L, i, BBB_GENERATOR_MT);
+bbb_rng *lbbb_check_generator(lua_State *L, int i, const char *name) {
+  bbb_rng *g = luaL_testudata(L, i, BBB_GENERATOR_MT);
+  if (!g) lbbb_typeerror(L, i, name, "a bbb.Generator");
+  return g;
 }
 
 bbb_rng *lbbb_generator_arg(lua_State *L, int i) {
-  if (!lua_isnoneornil(L, i)) return lbbb_check_generator(L, i);
+  if (!lua_isnoneornil(L, i)) return lbbb_check_generator(L, i, "gen");
   lua_getfield(L, LUA_REGISTRYINDEX, DEFAULT_KEY);
   bbb_rng *g = lua_touserdata(L, -1);
   lua_pop(L, 1);   /* the registry keeps it alive */
@@ -22,22 +24,15 @@ bbb_rng *lbbb_generator_arg(lua_State *L, int i) {
 
 /* A seed is an integer (or an integral float); NaN, inf and fractions are
 ** refused rather than silently truncated. */
-static uint64_t check_seed(lua_State *L, int i, const char *what) {
-  if (lua_isinteger(L, i)) return (uint64_t)lua_tointeger(L, i);
-  if (lua_type(L, i) != LUA_TNUMBER)
-    luaL_error(L, "%s: seed must be an integer, got %s", what, luaL_typename(L, i));
-  lua_Number v = lua_tonumber(L, i);
-  if (v != v) luaL_error(L, "%s: seed must be a finite integer, got nan", what);
-  if (!isfinite(v) || v != floor(v) || fabs(v) >= 9.2e18)
-    luaL_error(L, "%s: seed must be a finite integer, got %f", what, v);
-  return (uint64_t)(int64_t)v;
+static uint64_t check_seed(lua_State *L, int i) {
+  return (uint64_t)lbbb_check_integer(L, i, "seed");
 }
 
 /** Generator([seed]) -> generator
 ** A Philox4x32-10 random generator: counter based, so its numbers do not
 ** depend on the thread count. g:seed(), g:state(), g:set_state(seed, counter). */
 static int l_generator(lua_State *L) {
-  uint64_t seed = lua_isnoneornil(L, 1) ? 0 : check_seed(L, 1, "Generator");
+  uint64_t seed = lua_isnoneornil(L, 1) ? 0 : check_seed(L, 1);
   bbb_rng *g = lua_newuserdatauv(L, sizeof *g, 0);
   bbb_rng_init(g, seed);
   luaL_setmetatable(L, BBB_GENERATOR_MT);
@@ -47,36 +42,36 @@ static int l_generator(lua_State *L) {
 /** manual_seed(seed [, gen])
 ** Reseeds the default generator (or gen) with an integer seed. */
 static int l_manual_seed(lua_State *L) {
-  bbb_rng_init(lbbb_generator_arg(L, 2), check_seed(L, 1, "manual_seed"));
+  bbb_rng_init(lbbb_generator_arg(L, 2), check_seed(L, 1));
   return 0;
 }
 
 static int g_seed(lua_State *L) {
-  bbb_rng *g = lbbb_check_generator(L, 1);
+  bbb_rng *g = lbbb_check_generator(L, 1, "g");
   if (lua_isnoneornil(L, 2)) { lua_pushinteger(L, (lua_Integer)g->seed); return 1; }
-  bbb_rng_init(g, check_seed(L, 2, "seed"));
+  bbb_rng_init(g, check_seed(L, 2));
   lua_settop(L, 1);
   return 1;
 }
 
 /* state() -> seed, counter; set_state(seed, counter): for checkpoints */
 static int g_state(lua_State *L) {
-  bbb_rng *g = lbbb_check_generator(L, 1);
+  bbb_rng *g = lbbb_check_generator(L, 1, "g");
   lua_pushinteger(L, (lua_Integer)g->seed);
   lua_pushinteger(L, (lua_Integer)g->counter);
   return 2;
 }
 
 static int g_set_state(lua_State *L) {
-  bbb_rng *g = lbbb_check_generator(L, 1);
-  g->seed = check_seed(L, 2, "set_state");
-  g->counter = (uint64_t)luaL_checkinteger(L, 3);
+  bbb_rng *g = lbbb_check_generator(L, 1, "g");
+  g->seed = check_seed(L, 2);
+  g->counter = (uint64_t)lbbb_check_integer(L, 3, "counter");
   lua_settop(L, 1);
   return 1;
 }
 
 static int g_tostring(lua_State *L) {
-  bbb_rng *g = lbbb_check_generator(L, 1);
+  bbb_rng *g = lbbb_check_generator(L, 1, "g");
   lua_pushfstring(L, "bbb.Generator(seed=%I, counter=%I)", (lua_Integer)g->seed,
                   (lua_Integer)g->counter);
   return 1;
@@ -86,15 +81,17 @@ static int g_tostring(lua_State *L) {
 
 /* Sizes as a table, then the parameters: randn({2, 3}, mean, std, gen); or
 ** sizes as numbers, then at most a generator: randn(2, 3 [, gen]). */
-static int t_random(lua_State *L, int normal, const char *what) {
+static int t_random(lua_State *L, int normal) {
   int64_t shape[BBB_MAXDIM];
   int nd;
   if (lua_type(L, 1) == LUA_TNUMBER) {
-    nd = lbbb_get_shape(L, 1, shape, what);
-    if (!lua_isnoneornil(L, nd + 1) && !luaL_testudata(L, nd + 1, BBB_GENERATOR_MT))
-      return luaL_error(L, "%s: after sizes given as numbers only a Generator may follow, "
-                        "got a %s (pass the sizes as a table to give parameters)", what,
-                        luaL_typename(L, nd + 1));
+    int last = 1, top = lua_gettop(L);
+    while (last < top && lua_type(L, last + 1) == LUA_TNUMBER) last++;
+    if (last < top && !lua_isnil(L, last + 1) && !luaL_testudata(L, last + 1, BBB_GENERATOR_MT))
+      return lbbb_typeerror(L, last + 1, "gen", "a bbb.Generator (after sizes given as numbers "
+                            "only a Generator may follow: give the sizes as a table to pass "
+                            "parameters)");
+    nd = lbbb_check_sizes(L, 1, last, shape, 0);
     lua_settop(L, nd + 1);
     lua_insert(L, 1);   /* the generator (or nil) first ... */
     lua_settop(L, 1);
@@ -105,14 +102,16 @@ static int t_random(lua_State *L, int normal, const char *what) {
     lua_pushnil(L);
     lua_insert(L, 3);
   } else {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    nd = lbbb_get_shape(L, 1, shape, what);
+    if (!lua_istable(L, 1)) return lbbb_typeerror(L, 1, "sizes", "integer sizes or a table of them");
+    nd = lbbb_check_sizes(L, 1, 1, shape, 0);
   }
   lua_settop(L, 4);
-  lua_Number a = luaL_optnumber(L, 2, 0), b = luaL_optnumber(L, 3, 1);
-  if (!isfinite(a) || !isfinite(b) || (normal ? b < 0 : !(a < b)))
-    return luaL_error(L, "%s: bad parameters %f, %f (%s)", what, a, b,
-                      normal ? "need finite mean and std >= 0" : "need finite lo < hi");
+  lua_Number a = lbbb_opt_finite(L, 2, normal ? "mean" : "lo", 0);
+  lua_Number b = lbbb_opt_finite(L, 3, normal ? "std" : "hi", 1);
+  if (normal && b < 0) return lbbb_argerror(L, 3, "std", "expected a number >= 0, got %f", b);
+  if (!normal && !(a < b)) return lbbb_argerror(L, 3, "hi", "expected a number > lo (%f), got %f", a, b);
+  if (!lbbb_float_fits(a) || !lbbb_float_fits(b) || !lbbb_float_fits(a + 8 * b))
+    return lbbb_argerror(L, 2, normal ? "mean" : "lo", "%f and %f overflow float32", a, b);
   bbb_rng *g = lbbb_generator_arg(L, 4);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(nd, shape);
@@ -127,11 +126,11 @@ static int t_random(lua_State *L, int normal, const char *what) {
 ** Samples from the normal distribution N(mean, std^2) (0 and 1 by default),
 ** from generator gen or the default one (see manual_seed). The same seed gives
 ** the same numbers for any thread count. */
-static int t_randn(lua_State *L) { return t_random(L, 1, "randn"); }
+static int t_randn(lua_State *L) { return t_random(L, 1); }
 /** rand(n1, n2, ... [, gen]) -> tensor
 ** rand({n1, n2, ...} [, lo, hi [, gen]]) -> tensor
 ** Samples uniformly from [lo, hi) ([0, 1) by default). */
-static int t_rand(lua_State *L) { return t_random(L, 0, "rand"); }
+static int t_rand(lua_State *L) { return t_random(L, 0); }
 
 
 static const luaL_Reg generator_methods[] = {
@@ -145,9 +144,15 @@ static const luaL_Reg funcs[] = {
 
 void lbbb_open_rng(lua_State *L, const lbbb_tables *tb) {
   luaL_newmetatable(L, BBB_GENERATOR_MT);
-  luaL_newlib(L, generator_methods);
+  lua_newtable(L);
+  for (const luaL_Reg *r = generator_methods; r->name; r++) {
+    lua_pushfstring(L, "bbb.Generator.%s", r->name);
+    lbbb_pushfunction(L, r->func, lua_tostring(L, -1), 0);
+    lua_setfield(L, -3, r->name);
+    lua_pop(L, 1);
+  }
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, g_tostring);
+  lbbb_pushfunction(L, g_tostring, "bbb.Generator.__tostring", 0);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
   bbb_rng *g = lua_newuserdatauv(L, sizeof *g, 0);

@@ -14,7 +14,7 @@
 /** set_num_threads(n)
 ** Threads for bbb's parallel passes and OpenBLAS alike. */
 static int l_set_num_threads(lua_State *L) {
-  lbbb_check(L, bbb_set_num_threads((int64_t)luaL_checkinteger(L, 1)));
+  lbbb_check(L, bbb_set_num_threads((int64_t)lbbb_check_integer(L, 1, "n")));
   return 0;
 }
 

@@ -67,5 +67,5 @@ static const luaL_Reg funcs[] = {
 };
 
 void lbbb_open_signal(lua_State *L, const lbbb_tables *tb) {
-  lbbb_register(L, tb, NULL, funcs, NULL);
+  lbbb_register_internal(L, tb, funcs);
 }

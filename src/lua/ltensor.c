@@ -10,14 +10,19 @@
 #include "autograd.h"
 #include "ops.h"
 
-static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i); }
-#define check_dim lbbb_check_dim
+static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i, "x"); }
 
 /* ---- creation ---- */
 
-static int t_full_common(lua_State *L, int shape_at, bbb_float v, const char *what) {
+/* Sizes at 1..last (or one table at 1), then nothing else. */
+static int t_full_common(lua_State *L, int last, bbb_float v) {
   int64_t shape[BBB_MAXDIM];
-  int n = lbbb_get_shape(L, shape_at, shape, what);
+  if (lua_gettop(L) >= 1 && lua_isnil(L, 1))
+    return lbbb_typeerror(L, 1, "sizes", "integer sizes or a table of them");
+  int n = lbbb_check_sizes(L, 1, last, shape, 0);
+  if (lua_istable(L, 1) && last > 1)
+    return lbbb_argerror(L, 2, "value", "nothing may follow a table of sizes, got %s",
+                         luaL_typename(L, 2));
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_full(n, shape, v);
   lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
@@ -28,30 +33,32 @@ static int t_full_common(lua_State *L, int shape_at, bbb_float v, const char *wh
 ** zeros({n1, n2, ...}) -> tensor
 ** A float32 tensor of the given sizes filled with 0. Sizes are integers >= 0,
 ** given as numbers or as one table (x:size() works); no sizes make a 0-d tensor. */
-static int t_zeros(lua_State *L) { return t_full_common(L, 1, 0, "zeros"); }
+static int t_zeros(lua_State *L) { return t_full_common(L, lua_gettop(L), 0); }
 /** ones(n1, n2, ...) -> tensor
 ** ones({n1, n2, ...}) -> tensor
 ** A float32 tensor of the given sizes filled with 1. */
-static int t_ones(lua_State *L) { return t_full_common(L, 1, 1, "ones"); }
+static int t_ones(lua_State *L) { return t_full_common(L, lua_gettop(L), 1); }
 /** empty(n1, n2, ...) -> tensor
 ** empty({n1, n2, ...}) -> tensor
 ** A tensor of the given sizes (filled with 0: bbb never hands out garbage). */
-static int t_empty(lua_State *L) { return t_full_common(L, 1, 0, "empty"); }
+static int t_empty(lua_State *L) { return t_full_common(L, lua_gettop(L), 0); }
 
 /** full(n1, n2, ..., value) -> tensor
 ** full({n1, n2, ...}, value) -> tensor
 ** A tensor of the given sizes with every element equal to value. */
 static int t_full(lua_State *L) {
-  if (lua_type(L, 1) == LUA_TNUMBER) {
-    int top = lua_gettop(L);
-    if (top < 2 || lua_type(L, top) != LUA_TNUMBER)
-      return luaL_error(L, "full: expected sizes then a value, as full(2, 3, 7) or full({2, 3}, 7)");
-    bbb_float v = (bbb_float)lua_tonumber(L, top);
-    lua_settop(L, top - 1);
-    return t_full_common(L, 1, v, "full");
+  int top = lua_gettop(L);
+  if (lua_istable(L, 1)) {
+    if (top > 2) return lbbb_argerror(L, 3, "value", "nothing may follow the value, got %s",
+                                      luaL_typename(L, 3));
+    bbb_float v = lbbb_check_float(L, 2, "value");
+    lua_settop(L, 1);
+    return t_full_common(L, 1, v);
   }
-  luaL_checktype(L, 1, LUA_TTABLE);
-  return t_full_common(L, 1, (bbb_float)luaL_checknumber(L, 2), "full");
+  if (top < 2) return lbbb_typeerror(L, top + 1, "value", "sizes then a value, as full(2, 3, 7) or full({2, 3}, 7), so a number");
+  bbb_float v = lbbb_check_float(L, top, "value");
+  lua_settop(L, top - 1);
+  return t_full_common(L, top - 1, v);
 }
 
 /** arange([start,] stop [, step]) -> tensor
@@ -59,13 +66,13 @@ static int t_full(lua_State *L) {
 ** (start 0 and step 1 by default), as NumPy's arange. */
 static int t_arange(lua_State *L) {
   lua_settop(L, 3);
-  lua_Number a = luaL_checknumber(L, 1), b, step = luaL_optnumber(L, 3, 1);
-  if (lua_isnoneornil(L, 2)) { b = a; a = 0; } else b = luaL_checknumber(L, 2);
-  if (step == 0 || isnan(a) || isnan(b) || isnan(step))
-    return luaL_error(L, "arange: step must be non-zero and bounds numbers (got %f, %f, %f)", a, b, step);
+  lua_Number a = lbbb_check_finite(L, 1, "start"), b, step = lbbb_opt_finite(L, 3, "step", 1);
+  if (lua_isnoneornil(L, 2)) { b = a; a = 0; } else b = lbbb_check_finite(L, 2, "stop");
+  if (step == 0) return lbbb_argerror(L, 3, "step", "expected a non-zero number, got 0");
   double cnt = ceil((b - a) / step);
   if (cnt < 0) cnt = 0;
-  if (cnt > 1e10) return luaL_error(L, "arange: %f elements is too many", cnt);
+  if (cnt > 1e10)
+    return lbbb_argerror(L, 3, "step", "%f elements from %f to %f are too many", cnt, a, b);
   int64_t n = (int64_t)cnt;
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(1, &n);
@@ -77,9 +84,8 @@ static int t_arange(lua_State *L) {
 /** linspace(a, b, n) -> tensor
 ** n evenly spaced points from a to b, both included. */
 static int t_linspace(lua_State *L) {
-  lua_Number a = luaL_checknumber(L, 1), b = luaL_checknumber(L, 2);
-  lua_Integer n = luaL_checkinteger(L, 3);
-  if (n < 1) return luaL_error(L, "linspace: needs at least 1 point, got %d", (int)n);
+  lua_Number a = lbbb_check_finite(L, 1, "a"), b = lbbb_check_finite(L, 2, "b");
+  lua_Integer n = lbbb_check_int_range(L, 3, "n", 1, (lua_Integer)1 << 40);
   int64_t sz = n;
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(1, &sz);
@@ -92,7 +98,8 @@ static int t_linspace(lua_State *L) {
 /* Nested tables: walk once for the shape (checking it is rectangular),
 ** once for the values. */
 static void table_shape(lua_State *L, int i, int depth, int *nd, int64_t *shape) {
-  if (depth >= BBB_MAXDIM) luaL_error(L, "tensor: nesting deeper than %d", BBB_MAXDIM);
+  if (depth >= BBB_MAXDIM)
+    lbbb_argerror(L, 1, "data", "tables nest deeper than %d levels", BBB_MAXDIM);
   int64_t n = (int64_t)luaL_len(L, i);
   shape[depth] = n;
   *nd = depth + 1;
@@ -107,20 +114,23 @@ static void table_fill(lua_State *L, int i, int depth, int nd, const int64_t *sh
                        bbb_float **at) {
   int64_t n = (int64_t)luaL_len(L, i);
   if (n != shape[depth])
-    luaL_error(L, "tensor: ragged table: a row at depth %d has %d entries, expected %d",
-               depth + 1, (int)n, (int)shape[depth]);
+    lbbb_argerror(L, 1, "data", "ragged table: a row at depth %d has %d entries, expected %d",
+                  depth + 1, (int)n, (int)shape[depth]);
   for (int64_t k = 1; k <= n; k++) {
     lua_geti(L, i, k);
     if (depth + 1 < nd) {
       if (!lua_istable(L, -1))
-        luaL_error(L, "tensor: ragged table: expected a table at depth %d, got %s",
-                   depth + 2, luaL_typename(L, -1));
+        lbbb_argerror(L, 1, "data", "ragged table: expected a table at depth %d, got %s",
+                      depth + 2, luaL_typename(L, -1));
       table_fill(L, lua_gettop(L), depth + 1, nd, shape, at);
     } else {
-      int ok;
-      lua_Number v = lua_tonumberx(L, -1, &ok);
-      if (!ok) luaL_error(L, "tensor: entry %d at depth %d is a %s, not a number",
-                          (int)k, depth + 1, luaL_typename(L, -1));
+      if (lua_type(L, -1) != LUA_TNUMBER)
+        lbbb_argerror(L, 1, "data", "entry %d at depth %d is a %s, not a number",
+                      (int)k, depth + 1, luaL_typename(L, -1));
+      lua_Number v = lua_tonumber(L, -1);
+      if (!lbbb_float_fits(v))
+        lbbb_argerror(L, 1, "data", "entry %d at depth %d (%f) overflows float32",
+                      (int)k, depth + 1, v);
       *(*at)++ = (bbb_float)v;
     }
     lua_pop(L, 1);
@@ -133,12 +143,13 @@ static void table_fill(lua_State *L, int i, int depth, int nd, const int64_t *sh
 ** have equal lengths), or a 0-d tensor from a number. */
 static int t_from_table(lua_State *L) {
   if (lua_type(L, 1) == LUA_TNUMBER) {   /* a 0-d tensor */
+    bbb_float v = lbbb_check_float(L, 1, "data");
     lbbb_tensor_ud *u = lbbb_new_tensor(L);
-    u->t = bbb_tensor_full(0, NULL, (bbb_float)lua_tonumber(L, 1));
+    u->t = bbb_tensor_full(0, NULL, v);
     lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
     return 1;
   }
-  luaL_checktype(L, 1, LUA_TTABLE);
+  if (!lua_istable(L, 1)) return lbbb_typeerror(L, 1, "data", "a table of numbers or a number");
   int nd = 0;
   int64_t shape[BBB_MAXDIM];
   table_shape(L, 1, 0, &nd, shape);
@@ -156,16 +167,19 @@ static int t_from_table(lua_State *L) {
 static int t_from_bytes(lua_State *L) {
   lua_settop(L, 4);
   size_t len;
-  const unsigned char *s = (const unsigned char *)luaL_checklstring(L, 1, &len);
-  lua_Integer off = luaL_checkinteger(L, 2);
+  if (lua_type(L, 1) != LUA_TSTRING) return lbbb_typeerror(L, 1, "s", "a string");
+  const unsigned char *s = (const unsigned char *)lua_tolstring(L, 1, &len);
+  lua_Integer off = lbbb_check_int_range(L, 2, "offset", 0, (lua_Integer)len);
   int64_t shape[BBB_MAXDIM];
-  luaL_checktype(L, 3, LUA_TTABLE);
-  int nd = lbbb_get_shape(L, 3, shape, "from_bytes");
-  lua_Number scale = luaL_optnumber(L, 4, 1);
-  int64_t n = lbbb_shape_numel(L, nd, shape, "from_bytes");
-  if (off < 0 || (size_t)off > len || (uint64_t)n > (uint64_t)(len - (size_t)off))
-    return luaL_error(L, "from_bytes: %I bytes at offset %I exceed the %I available",
-                      (lua_Integer)n, off, (lua_Integer)len);
+  lbbb_check_table(L, 3, "sizes");
+  int nd = lbbb_check_sizes(L, 3, 3, shape, 0);
+  lua_Number scale = lbbb_opt_finite(L, 4, "scale", 1);
+  if (!lbbb_float_fits(255 * scale))
+    return lbbb_argerror(L, 4, "scale", "255 * %f overflows float32", scale);
+  int64_t n = lbbb_sizes_numel(L, 3, nd, shape);
+  if ((uint64_t)n > (uint64_t)(len - (size_t)off))
+    return lbbb_argerror(L, 3, "sizes", "%I bytes at offset %I exceed the %I available",
+                         (lua_Integer)n, off, (lua_Integer)len);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(nd, shape);
   lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
@@ -185,7 +199,7 @@ static void push_size(lua_State *L, const bbb_tensor *t) {
 
 static int size_tostring(lua_State *L) {
   luaL_Buffer b;
-  luaL_checktype(L, 1, LUA_TTABLE);
+  lbbb_check_table(L, 1, "size");
   lua_Integer n = luaL_len(L, 1);
   luaL_buffinit(L, &b);
   luaL_addstring(&b, "bbb.Size{");
@@ -203,12 +217,13 @@ static int size_tostring(lua_State *L) {
 
 /* ---- element access ---- */
 
-static int64_t check_index(lua_State *L, const bbb_tensor *t, lua_Integer i, const char *op) {
-  int64_t n = t->ndim ? t->shape[0] : 1;
-  if (i < 1 || i > n) {
+/* The row index at arg of t[i] (t has at least 1 dimension), 0-based. */
+static int64_t check_row(lua_State *L, const bbb_tensor *t, int arg) {
+  lua_Integer i = lbbb_check_integer(L, arg, "index");
+  if (i < 1 || i > t->shape[0]) {
     char s[96];
-    luaL_error(L, "%s: index %d out of range 1..%d for tensor %s", op, (int)i, (int)n,
-               bbb_shape_str(t, s, sizeof s));
+    lbbb_argerror(L, arg, "index", "expected 1..%I for a tensor %s, got %I",
+                  (lua_Integer)t->shape[0], bbb_shape_str(t, s, sizeof s), i);
   }
   return i - 1;
 }
@@ -226,18 +241,14 @@ static int t_index(lua_State *L) {
       push_size(L, check(L, 1));
       return 1;
     }
-    lua_getfield(L, lua_upvalueindex(1), k);
+    lua_getfield(L, lua_upvalueindex(2), k);   /* the methods table */
     return 1;
   }
   bbb_tensor *t = check(L, 1);
-  if (!lua_isinteger(L, 2)) {
-    if (lua_type(L, 2) == LUA_TNUMBER)
-      return luaL_error(L, "index: %f is not an integer", lua_tonumber(L, 2));
-    return luaL_error(L, "index: expected an integer index or a method name, got %s",
-                      luaL_typename(L, 2));
-  }
-  if (t->ndim == 0) return luaL_error(L, "index: a 0-d tensor has no rows; use item()");
-  int64_t i = check_index(L, t, lua_tointeger(L, 2), "index");
+  if (lua_type(L, 2) != LUA_TNUMBER)
+    return lbbb_typeerror(L, 2, "index", "an integer index or a method name");
+  if (t->ndim == 0) return lbbb_argerror(L, 2, "index", "a 0-d tensor has no rows; use item()");
+  int64_t i = check_row(L, t, 2);
   if (t->ndim == 1) { lua_pushnumber(L, bbb_data(t)[i]); return 1; }
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   bbb_tensor *row;
@@ -250,26 +261,22 @@ static int t_index(lua_State *L) {
 
 static int t_newindex(lua_State *L) {
   bbb_tensor *t = check(L, 1);
-  if (!lua_isinteger(L, 2))
-    return luaL_error(L, "index assignment: expected an integer index, got %s",
-                      luaL_typename(L, 2));
-  if (t->ndim == 0) return luaL_error(L, "index assignment: a 0-d tensor has no rows; use fill()");
-  int64_t i = check_index(L, t, lua_tointeger(L, 2), "index assignment");
+  if (t->ndim == 0) return lbbb_argerror(L, 2, "index", "a 0-d tensor has no rows; use fill()");
+  int64_t i = check_row(L, t, 2);
   int64_t row = t->shape[0] ? t->numel / t->shape[0] : 0;
   bbb_float *d = bbb_data(t) + i * row;
   if (lua_type(L, 3) == LUA_TNUMBER) {
-    bbb_float v = (bbb_float)lua_tonumber(L, 3);
+    bbb_float v = lbbb_check_float(L, 3, "value");
     for (int64_t k = 0; k < row; k++) d[k] = v;
   } else {
     if (!luaL_testudata(L, 3, BBB_TENSOR_MT))
-      return luaL_error(L, "index assignment: value must be a number or a tensor, got %s",
-                        luaL_typename(L, 3));
-    bbb_tensor *src = check(L, 3);
+      return lbbb_typeerror(L, 3, "value", "a number or a tensor");
+    bbb_tensor *src = lbbb_check_tensor(L, 3, "value");
     if (src->numel != row) {
       char s[96];
-      return luaL_error(L, "index assignment: row %d of %s has %d elements, value %s has %d",
-                        (int)i + 1, bbb_shape_str(t, s, sizeof s), (int)row,
-                        bbb_shape_str(src, s + 48, 48), (int)src->numel);
+      return lbbb_argerror(L, 3, "value", "row %d of %s has %d elements, the value %s has %d",
+                           (int)i + 1, bbb_shape_str(t, s, sizeof s), (int)row,
+                           bbb_shape_str(src, s + 48, 48), (int)src->numel);
     }
     memmove(d, bbb_data(src), (size_t)row * sizeof *d);
   }
@@ -277,21 +284,30 @@ static int t_newindex(lua_State *L) {
   return 0;
 }
 
+/* The offset of the element at the n indices from argument 2 on, one per
+** dimension of t. */
+static int64_t element_offset(lua_State *L, const bbb_tensor *t, int n) {
+  if (n != t->ndim) {
+    char s[96];
+    lbbb_argerror(L, 2, "indices", "a %d-d tensor %s takes %d indices, got %d", t->ndim,
+                  bbb_shape_str(t, s, sizeof s), t->ndim, n < 0 ? 0 : n);
+  }
+  int64_t off = 0;
+  for (int k = 0; k < n; k++) {
+    lua_Integer i = lbbb_check_integer(L, k + 2, "index");
+    if (i < 1 || i > t->shape[k])
+      lbbb_argerror(L, k + 2, "index", "expected 1..%I in dimension %d, got %I",
+                    (lua_Integer)t->shape[k], k + 1, i);
+    off = off * t->shape[k] + (i - 1);
+  }
+  return off;
+}
+
 /** get(x, i, j, ...) -> number
 ** The element at 1-based indices (one per dimension). */
 static int t_get(lua_State *L) {   /* t:get(i, j, ...) -> number */
   bbb_tensor *t = check(L, 1);
-  int n = lua_gettop(L) - 1;
-  if (n != t->ndim) return luaL_error(L, "get: %d indices for a %d-d tensor", n, t->ndim);
-  int64_t off = 0;
-  for (int k = 0; k < n; k++) {
-    lua_Integer i = luaL_checkinteger(L, k + 2);
-    if (i < 1 || i > t->shape[k])
-      return luaL_error(L, "get: index %d out of range 1..%d in dimension %d", (int)i,
-                        (int)t->shape[k], k + 1);
-    off = off * t->shape[k] + (i - 1);
-  }
-  lua_pushnumber(L, bbb_data(t)[off]);
+  lua_pushnumber(L, bbb_data(t)[element_offset(L, t, lua_gettop(L) - 1)]);
   return 1;
 }
 
@@ -300,16 +316,8 @@ static int t_get(lua_State *L) {   /* t:get(i, j, ...) -> number */
 static int t_set(lua_State *L) {   /* t:set(i, j, ..., value) */
   bbb_tensor *t = check(L, 1);
   int n = lua_gettop(L) - 2;
-  if (n != t->ndim) return luaL_error(L, "set: %d indices for a %d-d tensor", n, t->ndim);
-  int64_t off = 0;
-  for (int k = 0; k < n; k++) {
-    lua_Integer i = luaL_checkinteger(L, k + 2);
-    if (i < 1 || i > t->shape[k])
-      return luaL_error(L, "set: index %d out of range 1..%d in dimension %d", (int)i,
-                        (int)t->shape[k], k + 1);
-    off = off * t->shape[k] + (i - 1);
-  }
-  bbb_data(t)[off] = (bbb_float)luaL_checknumber(L, n + 2);
+  int64_t off = element_offset(L, t, n);
+  bbb_data(t)[off] = lbbb_check_float(L, n + 2, "value");
   bbb_tensor_touch(t);
   lua_settop(L, 1);
   return 1;
@@ -321,8 +329,8 @@ static int t_item(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   char s[96];
   if (t->numel != 1)
-    return luaL_error(L, "item: tensor %s has %d elements, not 1",
-                      bbb_shape_str(t, s, sizeof s), (int)t->numel);
+    return lbbb_argerror(L, 1, "x", "expected one element, the tensor %s has %I",
+                         bbb_shape_str(t, s, sizeof s), (lua_Integer)t->numel);
   lua_pushnumber(L, bbb_data(t)[0]);
   return 1;
 }
@@ -353,7 +361,7 @@ static int t_totable(lua_State *L) {
 static int t_size(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   if (!lua_isnoneornil(L, 2)) {
-    lua_pushinteger(L, t->shape[check_dim(L, 2, t, "size")]);
+    lua_pushinteger(L, t->shape[lbbb_check_dim(L, 2, t)]);
     return 1;
   }
   push_size(L, t);
@@ -378,7 +386,7 @@ static int t_len(lua_State *L) {
 ** Sets every element to value, in place. */
 static int t_fill(lua_State *L) {
   bbb_tensor *t = check(L, 1);
-  bbb_float v = (bbb_float)luaL_checknumber(L, 2), *d = bbb_data(t);
+  bbb_float v = lbbb_check_float(L, 2, "value"), *d = bbb_data(t);
   for (int64_t i = 0; i < t->numel; i++) d[i] = v;
   bbb_tensor_touch(t);
   lua_settop(L, 1);
@@ -388,19 +396,20 @@ static int t_fill(lua_State *L) {
 /** copy(x, src) -> x
 ** Copies src's elements into x in place (same element count). */
 static int t_copy_(lua_State *L) {
-  bbb_tensor *t = check(L, 1), *src = check(L, 2);
+  bbb_tensor *t = check(L, 1), *src = lbbb_check_tensor(L, 2, "src");
   char s1[96], s2[96];
   if (src->numel != t->numel)
-    return luaL_error(L, "copy: source %s has %d elements, destination %s has %d",
-                      bbb_shape_str(src, s1, sizeof s1), (int)src->numel,
-                      bbb_shape_str(t, s2, sizeof s2), (int)t->numel);
+    return lbbb_argerror(L, 2, "src", "%s has %I elements, the destination %s has %I",
+                         bbb_shape_str(src, s1, sizeof s1), (lua_Integer)src->numel,
+                         bbb_shape_str(t, s2, sizeof s2), (lua_Integer)t->numel);
   memmove(bbb_data(t), bbb_data(src), (size_t)t->numel * sizeof(bbb_float));
   bbb_tensor_touch(t);
   lua_settop(L, 1);
   return 1;
 }
 static int t_gc(lua_State *L) {
-  lbbb_tensor_ud *u = luaL_checkudata(L, 1, BBB_TENSOR_MT);
+  lbbb_tensor_ud *u = luaL_testudata(L, 1, BBB_TENSOR_MT);
+  if (!u) return lbbb_typeerror(L, 1, "x", "a tensor");
   bbb_tensor_release(u->t);
   u->t = NULL;
   return 0;
@@ -434,11 +443,11 @@ static const luaL_Reg meta[] = {
 
 void lbbb_open_tensor(lua_State *L, const lbbb_tables *tb) {
   luaL_newmetatable(L, BBB_SIZE_MT);
-  lua_pushcfunction(L, size_tostring);
+  lbbb_pushfunction(L, size_tostring, "bbb.Size.__tostring", 0);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
   lbbb_register(L, tb, methods, funcs, meta);
   lua_pushvalue(L, tb->methods);
-  lua_pushcclosure(L, t_index, 1);
+  lbbb_pushfunction(L, t_index, "bbb.Tensor.__index", 1);
   lua_setfield(L, tb->meta, "__index");
 }

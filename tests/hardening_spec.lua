@@ -1,0 +1,210 @@
+-- Bad input the binding and the readers once took silently, files that
+-- blocked or were read torn, and a memory limit that made OpenBLAS spin:
+-- each is now a clear error naming the function and the argument.
+local bbb = require "bbb"
+local core = require "bbb.core"
+local helpers = require "helpers"
+
+local function message(fn)
+  local ok, err = pcall(fn)
+  assert.is_false(ok, "expected an error")
+  return (tostring(err):gsub("^[^:]*:%d+: ", ""))
+end
+
+local tmp = os.tmpname()
+os.remove(tmp)
+os.execute("mkdir -p " .. helpers.q(tmp))
+teardown(function() os.execute("rm -rf " .. helpers.q(tmp)) end)
+
+describe("sizes and values that used to pass", function()
+  it("zeros('abc') and zeros(nil) are errors, not 0-d tensors", function()
+    assert.are.equal('bbb.zeros: argument 1 (sizes): expected integer sizes or a table of them, got the string "abc"',
+      message(function() return bbb.zeros("abc") end))
+    assert.are.equal("bbb.zeros: argument 1 (sizes): expected integer sizes or a table of them, got nil",
+      message(function() return bbb.zeros(nil) end))
+    assert.are.equal('bbb.ones: argument 2 (sizes): size 2 is the string "x", not an integer',
+      message(function() return bbb.ones(2, "x") end))
+    assert.are.equal(0, bbb.zeros():dim())
+  end)
+  it("a value that overflows float32 is refused, inf itself is kept", function()
+    assert.are.equal("bbb.tensor: argument 1 (data): entry 2 at depth 1 (1e+39) overflows float32",
+      message(function() return bbb.tensor{1, 1e39} end))
+    assert.truthy(message(function() return bbb.full({2}, -1e39) end)
+      :find("bbb.full: argument 2 (value): -1e+39 overflows float32", 1, true))
+    assert.are.equal(math.huge, bbb.tensor{math.huge}:totable()[1])
+  end)
+  it("softmax and log_softmax honour only the last dimension and refuse another", function()
+    local x = bbb.randn({2, 3}, 0, 1, bbb.Generator(1))
+    assert.are.same(x:softmax():totable(), x:softmax(2):totable())
+    assert.are.same(x:log_softmax():totable(), x:log_softmax(-1):totable())
+    assert.are.equal("bbb.softmax: argument 2 (dim): only the last dimension (2 or -1) is supported, got 1",
+      message(function() return x:softmax(1) end))
+  end)
+  it("linspace and arange refuse NaN and infinite bounds", function()
+    assert.truthy(message(function() return bbb.linspace(0 / 0, 1, 3) end)
+      :find("bbb.linspace: argument 1 (a): expected a finite number, got ", 1, true))
+    assert.are.equal("bbb.linspace: argument 2 (b): expected a finite number, got inf",
+      message(function() return bbb.linspace(0, math.huge, 3) end))
+  end)
+  it("from_bytes refuses a bad offset and scale", function()
+    assert.are.equal("bbb.from_bytes: argument 2 (offset): expected an integer in 0..3, got -1",
+      message(function() return bbb.from_bytes("abc", -1, {1}) end))
+    assert.are.equal("bbb.from_bytes: argument 2 (offset): expected an integer, got 0.5",
+      message(function() return bbb.from_bytes("abc", 0.5, {1}) end))
+    assert.truthy(message(function() return bbb.from_bytes("abc", 0, {1}, 0 / 0) end)
+      :find("bbb.from_bytes: argument 4 (scale): expected a finite number, got ", 1, true))
+    assert.are.equal("bbb.from_bytes: argument 4 (scale): 255 * 1e+300 overflows float32",
+      message(function() return bbb.from_bytes("abc", 0, {1}, 1e300) end))
+  end)
+end)
+
+-- A checkpoint file written by hand: header text, then float32 data.
+local function write_st(path, header, floats)
+  local f = assert(io.open(path, "wb"))
+  f:write(string.pack("<I8", #header), header)
+  for _, v in ipairs(floats) do f:write(string.pack("<f", v)) end
+  f:close()
+end
+
+describe("checkpoint reading", function()
+  it("reads every tensor through the descriptor it opened, even when the file is replaced", function()
+    local a, b = tmp .. "/a.st", tmp .. "/b.st"
+    bbb.checkpoint.write(a, { w = bbb.tensor{1, 2} })
+    bbb.checkpoint.write(b, { w = bbb.tensor{7, 8} })
+    local reader <close> = core.st_open(a)
+    local text, start = core.st_header(reader)
+    assert(os.rename(b, a))   -- another run saves over it meanwhile
+    local b0, e0 = text:match('"data_offsets":%[(%d+),(%d+)%]')
+    local t = core.st_tensor(reader, "w", start, tonumber(b0), tonumber(e0), {2})
+    assert.are.same({1, 2}, t:totable())
+  end)
+  it("refuses NaN and infinite values, naming the tensor", function()
+    local p = tmp .. "/nan.st"
+    write_st(p, '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', { 1, 0 / 0 })
+    assert.truthy(message(function() return bbb.checkpoint.read(p) end)
+      :find(("load: '%s': tensor w holds NaN at element 2 (of 2): bbb loads only finite values"):format(p), 1, true))
+    write_st(p, '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', { -math.huge, 0 })
+    assert.truthy(message(function() return bbb.checkpoint.read(p) end):find("tensor w holds -inf at element 1", 1, true))
+  end)
+  it("refuses strings where integers belong", function()
+    local p = tmp .. "/str.st"
+    write_st(p, '{"w":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}}', { 1, 2 })
+    assert.truthy(message(function() return bbb.checkpoint.read(p) end)
+      :find("tensor w: shape[1] must be a non-negative integer, got 2", 1, true))
+    write_st(p, '{"w":{"dtype":"F32","shape":[2],"data_offsets":["0",8]}}', { 1, 2 })
+    assert.truthy(message(function() return bbb.checkpoint.read(p) end)
+      :find("tensor w: data_offsets[1] must be a non-negative integer, got 0", 1, true))
+  end)
+  it("refuses a tensor named twice, and a key given twice inside an entry", function()
+    local p = tmp .. "/dup.st"
+    write_st(p, '{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+      .. '"\\u0077":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', { 1, 2 })
+    assert.are.equal(("load: '%s': the header names \"w\" twice"):format(p),
+      message(function() return bbb.checkpoint.read(p) end))
+    write_st(p, '{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"data_offsets":[4,8]}}', { 1, 2 })
+    assert.are.equal(("load: '%s': the header names \"data_offsets\" twice"):format(p),
+      message(function() return bbb.checkpoint.read(p) end))
+  end)
+  it("bounds the model a configuration asks for by the weights in the file", function()
+    local p = tmp .. "/big.st"
+    local net = bbb.nn.Linear(2, 2)
+    bbb.save(p, net)
+    local f = assert(io.open(p, "rb"))
+    local bytes = f:read("a")
+    f:close()
+    local n = string.unpack("<I8", bytes)
+    local header = bytes:sub(9, 8 + n)
+    local hostile = header:gsub('\\"n_in\\":2', '\\"n_in\\":4096'):gsub('\\"n_out\\":2', '\\"n_out\\":4096')
+    assert.are_not.equal(header, hostile)
+    f = assert(io.open(p, "wb"))
+    f:write(string.pack("<I8", #hostile), hostile, bytes:sub(9 + n))
+    f:close()
+    local before = bbb.bytes_allocated()
+    assert.truthy(message(function() return bbb.load(p) end)
+      :find("the model configuration asks for more weights than the file's 6 model values", 1, true))
+    assert.is_true(bbb.bytes_allocated() - before < 1 << 20)
+  end)
+end)
+
+describe("inputs that are not regular files", function()
+  local fifo = tmp .. "/fifo"
+  os.execute("mkfifo " .. helpers.q(fifo))
+  -- in a child with a deadline: the old readers blocked in open()
+  local function child(code)
+    return helpers.sh(("timeout 20 %q -e %s"):format(helpers.bbblua, helpers.q(code)))
+  end
+  it("a FIFO given to load, load_idx or the R reader is refused at once", function()
+    local out, st = child(("local bbb = require 'bbb'; for _, f in ipairs{"
+      .. "function() return bbb.load(%q) end, function() return bbb.core.load_idx(%q) end, "
+      .. "function() return bbb.core.rdata_frame(%q) end} do print(select(2, pcall(f))) end")
+      :format(fifo, fifo, fifo))
+    assert.are.equal(0, st, out)
+    helpers.has(out, ("load: '%s' is not a regular file (it is a fifo)"):format(fifo))
+    helpers.has(out, ("idx: '%s' is not a regular file (it is a fifo)"):format(fifo))
+    helpers.has(out, ("rdata: '%s' is not a regular file (it is a fifo)"):format(fifo))
+  end)
+  it("load_mnist with FIFOs for its files says so instead of blocking", function()
+    local dir = tmp .. "/fifo-mnist"
+    os.execute("mkdir -p " .. helpers.q(dir))
+    for _, n in ipairs { "train-images-idx3-ubyte", "train-labels-idx1-ubyte" } do
+      os.execute("mkfifo " .. helpers.q(dir .. "/" .. n))
+    end
+    local out, st = child(("local bbb = require 'bbb'; print(select(2, pcall(bbb.data.load_mnist, {root = %q})))"):format(dir))
+    assert.are.equal(0, st, out)
+    helpers.has(out, "is not a regular file (it is a fifo)")
+  end)
+end)
+
+describe("load_mnist", function()
+  local function idx(path, magic_dims, dims, bytes)
+    local f = assert(io.open(path, "wb"))
+    f:write(string.char(0, 0, 8, #dims))
+    for _, d in ipairs(dims) do f:write(string.pack(">I4", d)) end
+    f:write(bytes)
+    f:close()
+  end
+  it("refuses a label outside 0..9 and a scale that overflows", function()
+    local dir = tmp .. "/bad-mnist"
+    os.execute("mkdir -p " .. helpers.q(dir))
+    idx(dir .. "/train-images-idx3-ubyte", nil, { 2, 1, 1 }, "\1\2")
+    idx(dir .. "/train-labels-idx1-ubyte", nil, { 2 }, "\3\200")
+    assert.truthy(message(function() return bbb.data.load_mnist { root = dir } end)
+      :find("train-labels-idx1-ubyte holds label 200 at item 2; MNIST labels are 0..9", 1, true))
+    assert.truthy(message(function() return bbb.data.load_mnist { root = dir, scale = 1e300 } end)
+      :find("load_mnist: scale must be a finite number with 255 * scale within float32", 1, true))
+  end)
+end)
+
+describe("a memory limit", function()
+  it("ends a GEMM that OpenBLAS could not make room for with an out-of-memory error", function()
+    local out, st = helpers.sh(("ulimit -v 400000; timeout 60 %q -e %s"):format(helpers.bbblua, helpers.q(
+      "local bbb = require 'bbb'; local a = bbb.ones(4000, 4000); print(bbb.matmul(a, a):sum():item())")))
+    assert.are.equal(1, st, out)
+    helpers.has(out, "bbb.matmul: out of memory")
+  end)
+  it("too small to start in stops at once with a clear message", function()
+    local out, st = helpers.sh(("ulimit -v 100000; timeout 60 %q -e 'print(1)'"):format(helpers.bbblua))
+    assert.are.equal(1, st, out)
+    helpers.has(out, "out of memory: the address-space limit (ulimit -v) of 97 MiB is below")
+  end)
+end)
+
+describe("optimizer and ELBO options", function()
+  local w = bbb.zeros(2):requires_grad(true)
+  it("SGD refuses momentum 1 and above", function()
+    assert.truthy(message(function() return bbb.optim.SGD({ w }, { lr = 0.1, momentum = 1 }) end)
+      :find("SGD: momentum must be a number in [0, 1), got 1", 1, true))
+  end)
+  it("an unknown option is an error naming it and the known ones", function()
+    assert.truthy(message(function() return bbb.optim.SGD({ w }, { lr = 0.1, momentun = 0.9 }) end)
+      :find("SGD: unknown option 'momentun' (known: clip_norm, lr, momentum, nesterov, weight_decay)", 1, true))
+    assert.truthy(message(function() return bbb.optim.Adam({ w }, { lr = 0.1, beta1 = 0.5 }) end)
+      :find("Adam: unknown option 'beta1' (known: betas, clip_norm, eps, lr, weight_decay)", 1, true))
+  end)
+  it("ELBO refuses an infinite or NaN kl_weight", function()
+    for _, v in ipairs { math.huge, 0 / 0 } do
+      assert.truthy(message(function() return bbb.elbo.ELBO { n_data = 10, batch_size = 5, kl_weight = v } end)
+        :find('ELBO: kl_weight must be "uniform", "blundell" or a finite number >= 0, got', 1, true))
+    end
+  end)
+end)
