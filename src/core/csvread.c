@@ -17,11 +17,13 @@
 #include <csv.h>
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "csvread.h"
+#include "io.h"
 
 #define BLOCK_BYTES ((size_t)4 << 20)
 #define READ_BYTES ((size_t)1 << 20)
@@ -644,8 +646,12 @@ static int file_next(void *v, const unsigned char **s, size_t *n) {
 
 int bbb_csv_read(const char *path, const bbb_csv_options *o, bbb_csv_table *out) {
   memset(out, 0, sizeof *out);
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return bbb_error(BBB_EIO, "read_csv: cannot open '%s'", path);
+  int fd;
+  uint64_t size;
+  int ost = bbb_open_input(path, "read_csv", &fd, &size);   /* a FIFO is refused, not waited on */
+  if (ost) return ost;
+  FILE *fp = fdopen(fd, "rb");
+  if (!fp) { close(fd); return bbb_error(BBB_EIO, "read_csv: cannot open '%s'", path); }
   file_src f = { fp, malloc(READ_BYTES), path };
   int st = f.buf ? run(o, out, file_next, &f) : bbb_error(BBB_EMEM, "read_csv: out of memory");
   free(f.buf);

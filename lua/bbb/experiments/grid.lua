@@ -80,6 +80,18 @@ function grid.parse(argv)
   local parser = grid.parser()
   local args = recipe.parse(parser, argv)
   args.jobs = args.jobs or cores()
+  -- a flag the grid sets itself, given again for mnist.lua, would run every
+  -- configuration with it while the results name the grid's value
+  local own = { threads = true, seed = true, hidden = true, epochs = true, summary = true, val = true,
+                limit = true, sigma1 = true, sigma2 = true }
+  for _, a in ipairs(AXES) do own[a[1]] = true end
+  for _, w in ipairs(args.mnist_flags) do
+    local name = w:match("^%-%-([%w-]+)")
+    local key = name and name:gsub("-", "_")
+    if key and own[key] then
+      parser:error(("--%s after -- is set by the grid itself (an axis or a grid flag): give it before --"):format(name))
+    end
+  end
   return args
 end
 
