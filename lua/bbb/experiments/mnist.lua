@@ -226,6 +226,16 @@ function mnist.run(args)
     end
   end
 
+  -- Each Bayesian layer's mean weight sigma in the log's epoch records: a
+  -- posterior that shrinks to a point (an SGD net in disguise) shows there.
+  local function sigma_record(rec)
+    local means = {}
+    net:apply(function(m)
+      if m.weight_rho then means[#means + 1] = m.weight_rho:softplus():mean():item() end
+    end)
+    if #means > 0 then rec.sigma_mean = means end
+  end
+
   local clock = bbb.core.clock
   local t_start = clock()
   local result = bbb.train.fit{
@@ -238,6 +248,7 @@ function mnist.run(args)
     interrupt_checkpoint = function() return recipe.interrupt_path("mnist-interrupted") end,
     resume = resume_info, args = saved_args,
     on_step = args.curves and on_step or nil,
+    on_epoch = sigma_record,
   }
 
   if result.status == "interrupted" then
