@@ -168,9 +168,10 @@ function ELBO:loss(net, x, y, opts)
   local B = opts.examples or x:size(1)
   local share = opts.kl_share or 1
   local w = self:weight(opts.batch) * share
-  if self.kl then
+  if self.kl and self.kl_net ~= net then   -- once per model, not on every step
     local ok, err = pcall(set_kl_mode, net, self.kl)
     if not ok then error(err, 2) end
+    self.kl_net = net
   end
   local total, nll_total, kl_total = nil, 0, 0
   local out
