@@ -7,7 +7,7 @@
 -- calibration (50/90/95% interval coverage, or ECE). --save writes one
 -- checkpoint holding the model and its preprocessing for scripts/predict.lua.
 --   build/bbblua scripts/fit.lua --data table.csv --target price --save out/price.ckpt
-local argparse = require "argparse"
+local recipe = require "bbb.recipe"
 local bbb = require "bbb"
 local cli = require "bbb.cli"
 local tab = require "bbb.tabular"
@@ -22,7 +22,8 @@ local function hidden_list(s)
   return out
 end
 
-local parser = argparse("fit.lua", "Fit a Bayesian MLP to a table and score how sure it is.")
+local parser = recipe.parser("fit.lua", "Fit a Bayesian MLP to a table and score how sure it is.",
+  { defaults = { estimator = "local", epochs = "1000", batch = "32", lr = "0.01", prior_sigma = "1", dropout = "0.05", threads = "1" }, outputs = { "plot" } })
   :epilog("--data takes a CSV file with a header row, or FOLDER:NAME for data set NAME of an R package "
     .. "folder (scripts/bootstrap unpacks data/r/MASS, data/r/modeldata, data/r/mlbench), e.g. data/r/MASS:Boston.")
 parser:option("--data", "The table (CSV, or FOLDER:NAME)."):args(1):count(1)
@@ -37,27 +38,27 @@ parser:flag("--drop-missing", "Drop rows with a missing value instead of stoppin
 parser:option("--delimiter", "The CSV delimiter (one character).", ",")
 parser:option("--model", "bbb (Bayes by Backprop), mlp (plain) or dropout (MC dropout).", "bbb")
   :convert(cli.choice { "bbb", "mlp", "dropout" })
-parser:option("--estimator", "weight, local or flipout (bbb).", "local"):convert(cli.choice { "weight", "local", "flipout" })
+recipe.declare(parser, { "estimator" })
 parser:option("--hidden", "Units per hidden layer, comma-separated.", "50"):convert(hidden_list)
-parser:option("--epochs", "Most epochs.", "1000"):convert(cli.positive_integer { max = 1000000 })
+recipe.declare(parser, { "epochs" })
 parser:option("--patience", "Stop after this many epochs without a better validation log-likelihood.", "100")
   :convert(cli.positive_integer { max = 1000000 })
-parser:option("--batch", "Minibatch size.", "32"):convert(cli.positive_integer { max = 1 << 20 })
-parser:option("--lr", "Adam's learning rate.", "0.01"):convert(cli.positive_number())
-parser:option("--samples", "MC samples per step (bbb).", "1"):convert(cli.positive_integer { max = 1000 })
-parser:option("--prior-sigma", "Gaussian prior sigma (bbb).", "1"):convert(cli.positive_number())
-parser:option("--rho-init", "Initial rho, sigma = softplus(rho) (bbb).", "-5"):convert(cli.number())
-parser:option("--dropout", "Dropout rate (dropout).", "0.05"):convert(cli.probability())
+recipe.declare(parser, { "batch" })
+recipe.declare(parser, { "lr" })
+recipe.declare(parser, { "samples" })
+recipe.declare(parser, { "prior_sigma" })
+recipe.declare(parser, { "rho_init" })
+recipe.declare(parser, { "dropout" })
 parser:option("--weight-decay", "Adam's weight decay (mlp, dropout).", "0"):convert(cli.nonnegative_number())
 parser:option("--pred-samples", "MC samples for predictions.", "100"):convert(cli.positive_integer { max = 100000 })
 parser:option("--every", "Print the validation figures every N epochs (0: never).", "50")
   :convert(cli.nonnegative_integer { max = 1000000 })
-parser:option("--seed", "Random seed (split, initialisation, noise).", "1"):convert(cli.integer())
-parser:option("--threads", "Threads.", "1"):convert(cli.threads())
-parser:option("--save", "Write the model and its preprocessing to this checkpoint."):convert(cli.output_path())
+recipe.declare(parser, { "seed" })
+recipe.declare(parser, { "threads" })
+recipe.declare(parser, { "save" })
 parser:option("--plot", "PNG: predicted vs observed with 95% intervals, or the calibration curve.")
   :convert(cli.output_path { ext = { "png", "svg" } })
-local args = cli.parse(parser)
+local args = recipe.parse(parser)
 
 local function fail(msg)
   io.stderr:write("fit.lua: ", tostring(msg):gsub("^bbb%.data%.", ""), "\n")

@@ -9,23 +9,24 @@
 -- an error naming it. When the rows hold the target too, the scores and
 -- --plot (predicted vs observed, or the calibration curve) come with them.
 --   build/bbblua scripts/predict.lua --model out/price.ckpt --data new.csv --out predictions.csv
-local argparse = require "argparse"
+local recipe = require "bbb.recipe"
 local bbb = require "bbb"
 local cli = require "bbb.cli"
 local tab = require "bbb.tabular"
 
-local parser = argparse("predict.lua", "Predict with uncertainty from a model saved by scripts/fit.lua --save.")
+local parser = recipe.parser("predict.lua", "Predict with uncertainty from a model saved by scripts/fit.lua --save.",
+  { defaults = { threads = "1" }, outputs = { "out", "plot" } })
 parser:option("--model", "The checkpoint written by fit.lua --save."):count(1)
 parser:option("--data", "The rows to predict (CSV, or FOLDER:NAME for an R data set)."):count(1)
 parser:option("--out", "Where the predictions go (CSV).", "predictions.csv"):convert(cli.output_path { ext = { "csv" } })
 parser:option("--delimiter", "The CSV delimiter of --data (one character).", ",")
 parser:flag("--drop-missing", "Drop rows with a missing value instead of stopping at the first.")
 parser:option("--samples", "MC samples.", "100"):convert(cli.positive_integer { max = 100000 })
-parser:option("--seed", "Random seed of the MC samples.", "1"):convert(cli.integer())
-parser:option("--threads", "Threads.", "1"):convert(cli.threads())
+recipe.declare(parser, { "seed" })
+recipe.declare(parser, { "threads" })
 parser:option("--plot", "PNG (needs the target in --data): predicted vs observed with 95% intervals, or calibration.")
   :convert(cli.output_path { ext = { "png", "svg" } })
-local args = cli.parse(parser)
+local args = recipe.parse(parser)
 
 local function fail(msg)
   io.stderr:write("predict.lua: ", (tostring(msg):gsub("^bbb%.data%.", "")), "\n")

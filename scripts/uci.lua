@@ -9,7 +9,7 @@
 -- --refit (the default) the model is then trained again on the whole
 -- training part for the epochs that were best.
 --   nice -n 10 build/bbblua scripts/uci.lua --out doc/results/uci
-local argparse = require "argparse"
+local recipe = require "bbb.recipe"
 local bbb = require "bbb"
 local cli = require "bbb.cli"
 local tab = require "bbb.tabular"
@@ -33,26 +33,27 @@ local PUBLISHED = {
 }
 local METHODS = { "bbb-weight", "bbb-local", "bbb-flipout", "dropout", "mlp" }
 
-local parser = argparse("uci.lua", "The UCI regression benchmark (20 random 90/10 splits, 50 hidden units).")
+local parser = recipe.parser("uci.lua", "The UCI regression benchmark (20 random 90/10 splits, 50 hidden units).",
+  { defaults = { epochs = "2000", batch = "32", lr = "0.003", prior_sigma = "1", dropout = "0.05", threads = "1" }, outputs = { "out" } })
 parser:option("--sets", "Comma-separated: boston, concrete (regression), breastcancer, pima, sonar, ionosphere "
   .. "(classification), or FILE.csv:TARGET.", "boston,concrete")
 parser:option("--methods", "Comma-separated, of " .. table.concat(METHODS, ", ") .. ".", table.concat(METHODS, ","))
 parser:option("--splits", "Random splits.", "20"):convert(cli.positive_integer { max = 1000 })
-parser:option("--epochs", "Most epochs.", "2000"):convert(cli.positive_integer { max = 1000000 })
+recipe.declare(parser, { "epochs" })
 parser:option("--patience", "Epochs without a better validation log-likelihood before stopping.", "200")
   :convert(cli.positive_integer { max = 1000000 })
 parser:option("--val", "Share of each training part for early stopping.", "0.1"):convert(cli.number { above = 0, below = 1 })
 parser:flag("--no-refit", "Keep the early-stopped model instead of training again on the whole training part.")
-parser:option("--batch", "Minibatch size.", "32"):convert(cli.positive_integer { max = 1 << 20 })
-parser:option("--lr", "Adam's learning rate.", "0.003"):convert(cli.positive_number())
-parser:option("--prior-sigma", "Gaussian prior sigma (bbb).", "1"):convert(cli.positive_number())
-parser:option("--dropout", "Dropout rate.", "0.05"):convert(cli.probability())
+recipe.declare(parser, { "batch" })
+recipe.declare(parser, { "lr" })
+recipe.declare(parser, { "prior_sigma" })
+recipe.declare(parser, { "dropout" })
 parser:option("--weight-decay", "Adam weight decay of the dropout net.", "1e-4"):convert(cli.nonnegative_number())
 parser:option("--pred-samples", "MC samples at test time.", "100"):convert(cli.positive_integer { max = 100000 })
-parser:option("--seed", "Seed of split k is seed * 1000 + k.", "1"):convert(cli.integer())
-parser:option("--threads", "Threads.", "1"):convert(cli.threads())
+recipe.declare(parser, { "seed" })
+recipe.declare(parser, { "threads" })
 parser:option("--out", "Write OUT.json and OUT.csv (table, command, commit)."):convert(cli.output_path())
-local args = cli.parse(parser)
+local args = recipe.parse(parser)
 local function fail(msg) io.stderr:write("uci.lua: ", tostring(msg), "\n"); os.exit(2) end
 
 local methods, sets = {}, {}
