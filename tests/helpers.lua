@@ -49,4 +49,20 @@ function helpers.ok(args, ...)
   return out
 end
 
+--- read(path) -> the file's bytes, or nil when it cannot be opened
+function helpers.read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+--- write(path, s): writes the bytes s to path
+function helpers.write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
 return helpers

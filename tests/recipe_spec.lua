@@ -23,19 +23,7 @@ local function mnist_in(dir, args)
   return status, out
 end
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local read, write = h.read, h.write
 
 describe("--resume", function()
   local dir
