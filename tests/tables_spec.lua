@@ -77,6 +77,26 @@ describe("the table scripts", function()
     assert.falsy(out:find("training: ", 1, true), out)
   end)
 
+  it("grid.lua --halving trains rung by rung on the survivors, resumes them, and a rerun trains nothing", function()
+    local results = tmp .. "/halving.jsonl"
+    local cmd = "scripts/grid.lua --lr 0.001,0.01 --pi 0.5 --log-sigma1 0,1 --log-sigma2 6 --samples 1 --val 100 "
+      .. "--limit 300 --hidden 8 --jobs 1 --epochs 4 --min-epochs 1 --halving 2 --results " .. results
+    local out = ok(cmd, "rung 1: 4 configuration(s) trained to 1 epochs", "the best 2 go on",
+      "rung 2: 2 configuration(s) trained to 2 epochs", "rung 3: 1 configuration(s) trained to 4 epochs",
+      "budget: 8 configuration-epochs, against 16")
+    -- the survivors' later rungs resume their checkpoints: the log of rung 3
+    -- has 4 epochs, not 2 after a fresh start
+    local lines = 0
+    for line in io.lines(results) do
+      lines = lines + 1
+      local r = json.decode(line)
+      if r.rung == 3 then assert.are.equal(4, r.epochs, line) end
+    end
+    assert.are.equal(7, lines)
+    out = ok(cmd, "rung 3: 1 configuration(s)")
+    assert.falsy(out:find("start", 1, true), out)
+  end)
+
   it("prune.lua refuses bad input", function()
     fails("scripts/prune.lua --fractions 0,1.5", "--fractions: number '1.5' is out of range: must be in [0, 1]")
     fails("scripts/prune.lua --fractions=-0.1", "--fractions: number '-0.1' is out of range")

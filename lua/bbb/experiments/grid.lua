@@ -65,6 +65,11 @@ function grid.parser()
   parser:option("--results", "The results file (JSON lines).", "out/grid.jsonl")
     :convert(cli.output_path { ext = { "jsonl" } })
   parser:option("--top", "Configurations shown in the ranking.", "10"):convert(cli.positive_integer())
+  parser:option("--halving", "Successive halving: train every configuration for --min-epochs, keep the "
+    .. "best 1/ETA on the validation error, train those ETA times longer (resuming their checkpoints), "
+    .. "and so on up to --epochs.")
+    :convert(cli.integer { min = 2, max = 100 })
+  parser:option("--min-epochs", "Epochs of the first rung of --halving.", "1"):convert(cli.positive_integer())
   parser:flag("--final", "Retrain the best configuration on all 60,000 images and test it.")
   parser:option("--final-epochs", "Epochs of the --final run (default: --epochs).")
     :convert(cli.positive_integer { max = 100000 })
@@ -109,6 +114,10 @@ function grid.run(args)
     end
   end
   local print = rank == 0 and print or function() end
+  if dist and args.halving then
+    io.stderr:write("grid.lua: --halving runs on one machine (its rungs resume local checkpoints); start it without mpirun\n")
+    dist.abort(2)
+  end
 
   local function num(v) return type(v) == "number" and ("%.17g"):format(v) or tostring(v) end
   local function short(v) return type(v) == "number" and ("%g"):format(v) or tostring(v) end
@@ -130,6 +139,7 @@ function grid.run(args)
     describe[#describe + 1] = k .. "=" .. tostring(args[k])
   end
   describe[#describe + 1] = "mnist=" .. table.concat(args.mnist_flags, " ")
+  if args.halving then describe[#describe + 1] = ("halving=%d min_epochs=%d"):format(args.halving, args.min_epochs) end
   local grid_text = table.concat(describe, " ")
   local grid_id = fnv1a(grid_text)
 
@@ -174,8 +184,9 @@ function grid.run(args)
               .. "this command's grid is %s (%s).\nGive another --results file, or the flags of that grid.\n")
               :format(args.results, n, r.grid, tostring(r.grid_text), grid_id, grid_text))
             os.exit(1)
-          elseif not done[r.key] then
-            done[r.key] = r
+          elseif not done[r.key .. (r.rung and ("@%d"):format(math.tointeger(r.rung) or 0) or "")] then
+            r.rung = r.rung and math.tointeger(r.rung)
+            done[r.key .. (r.rung and ("@" .. r.rung) or "")] = r
             results[#results + 1] = r
           end
         end
@@ -332,76 +343,142 @@ function grid.run(args)
     end
   end
 
-  if dist then
-    run_mpi()
-    if rank ~= 0 then dist.finalize(); os.exit(0) end
-  else
-  -- Runs the configurations, args.jobs at a time, each a child process
-  -- polled twice a second. Ctrl-C (or SIGTERM) stops the children, records
+  -- Runs items ({config =, argv = function(base) -> argv}), args.jobs at a
+  -- time, each a child process polled twice a second; on_result(item, r)
+  -- for each one that ends. Ctrl-C (or SIGTERM) stops the children, records
   -- nothing for them, and ends the grid with status 130: rerunning the same
   -- command takes up where it stopped.
-  local running, next_i, finished = {}, 1, 0
-  local t_start = os.time()
-  local function launch(c, slot)
-    local base = ("%s/%s-%d"):format(work, fnv1a(c.key), slot)
-    os.remove(base .. ".json")
-    os.remove(base .. ".log")
-    local argv = command(c, { threads = 1, epochs = args.epochs, val = args.val, summary = base .. ".json" })
-    local job, err = sys.start(argv, { stdin = "/dev/null", stdout = base .. ".log", stderr = base .. ".log" })
-    if not job then
-      io.stderr:write(("grid.lua: %s\n"):format(err))
-      os.exit(1)
+  local function run_jobs(items, on_result)
+    local running, next_i, finished = {}, 1, 0
+    local t_start = os.time()
+    local function launch(it, slot)
+      local base = ("%s/%s-%d"):format(work, fnv1a(it.config.key), slot)
+      os.remove(base .. ".json")
+      os.remove(base .. ".log")
+      local job, err = sys.start(it.argv(base), { stdin = "/dev/null", stdout = base .. ".log", stderr = base .. ".log" })
+      if not job then
+        io.stderr:write(("grid.lua: %s\n"):format(err))
+        os.exit(1)
+      end
+      return { item = it, base = base, t0 = os.time(), job = job }
     end
-    return { config = c, base = base, t0 = os.time(), job = job }
-  end
-
-  local function stop_all()
-    for _, j in ipairs(running) do j.job:stop(9) end   -- their partial runs are not recorded
-    for _, j in ipairs(running) do j.job:wait() end
-    io.stderr:write(("\ngrid.lua: interrupted; %d configuration(s) finished are in %s, rerun the same "
-      .. "command to go on\n"):format(#results, args.results))
-    os.exit(130)
-  end
-
-  bbb.core.sigint_trap(true)
-  while next_i <= #todo or #running > 0 do
-    if bbb.core.sigint_pending() > 0 then stop_all() end
-    while #running < args.jobs and next_i <= #todo do
-      local c = todo[next_i]
-      print(("[%d/%d] start %s"):format(next_i, #todo, c.key))
-      io.stdout:flush()
-      running[#running + 1] = launch(c, next_i)
-      next_i = next_i + 1
+    local function stop_all()
+      for _, j in ipairs(running) do j.job:stop(9) end   -- their partial runs are not recorded
+      for _, j in ipairs(running) do j.job:wait() end
+      io.stderr:write(("\ngrid.lua: interrupted; the configurations finished are in %s, rerun the same "
+        .. "command to go on\n"):format(args.results))
+      os.exit(130)
     end
-    sys.sleep(0.5)
-    if bbb.core.sigint_pending() > 0 then stop_all() end
-    for i = #running, 1, -1 do
-      local j = running[i]
-      local ended, how, code = j.job:poll()
-      if ended then
-        table.remove(running, i)
-        local rc = how == "exit" and code or 128 + code
-        local r = outcome(j.config, rc, j.base .. ".json", j.base .. ".log", os.time() - j.t0)
-        append(r)
-        results[#results + 1] = r
-        finished = finished + 1
-        local left = #todo - finished
-        local eta = finished > 0 and (os.time() - t_start) / finished * left or 0
-        print(("done %d/%d: %s: %s%s  (%d s; %d left, about %d min)"):format(finished, #todo, j.config.key, r.status,
-          r.val_error and ("  validation error %.2f%%"):format(r.val_error) or (r.message and ("  " .. r.message) or ""),
-          r.seconds, left, math.ceil(eta / 60)))
+    bbb.core.sigint_trap(true)
+    while next_i <= #items or #running > 0 do
+      if bbb.core.sigint_pending() > 0 then stop_all() end
+      while #running < args.jobs and next_i <= #items do
+        local it = items[next_i]
+        print(("[%d/%d] start %s%s"):format(next_i, #items, it.config.key, it.label or ""))
         io.stdout:flush()
-        for _, ext in ipairs { ".json", ".log" } do
-          if r.status == "ok" or ext ~= ".log" then os.remove(j.base .. ext) end
+        running[#running + 1] = launch(it, next_i)
+        next_i = next_i + 1
+      end
+      sys.sleep(0.5)
+      if bbb.core.sigint_pending() > 0 then stop_all() end
+      for i = #running, 1, -1 do
+        local j = running[i]
+        local ended, how, code = j.job:poll()
+        if ended then
+          table.remove(running, i)
+          local rc = how == "exit" and code or 128 + code
+          local r = outcome(j.item.config, rc, j.base .. ".json", j.base .. ".log", os.time() - j.t0)
+          on_result(j.item, r)
+          finished = finished + 1
+          local left = #items - finished
+          local eta = finished > 0 and (os.time() - t_start) / finished * left or 0
+          print(("done %d/%d: %s%s: %s%s  (%d s; %d left, about %d min)"):format(finished, #items, j.item.config.key,
+            j.item.label or "", r.status, r.val_error and ("  validation error %.2f%%"):format(r.val_error)
+            or (r.message and ("  " .. r.message) or ""), r.seconds, left, math.ceil(eta / 60)))
+          io.stdout:flush()
+          for _, ext in ipairs { ".json", ".log" } do
+            if r.status == "ok" or ext ~= ".log" then os.remove(j.base .. ext) end
+          end
         end
       end
     end
+    bbb.core.sigint_trap(false)
   end
+
+  -- Successive halving: rungs of --min-epochs, x ETA, ... up to --epochs;
+  -- each configuration keeps one checkpoint, which the next rung resumes.
+  local function halving()
+    local eta, rungs = args.halving, {}
+    local e = args.min_epochs
+    while e < args.epochs do rungs[#rungs + 1] = e; e = e * eta end
+    rungs[#rungs + 1] = args.epochs
+    local alive, budget, prev, latest = configs, 0, 0, {}
+    for k, epochs in ipairs(rungs) do
+      local items = {}
+      for _, c in ipairs(alive) do
+        local ckpt = ("%s/%s.ckpt"):format(work, fnv1a(c.key))
+        if not done[c.key .. "@" .. k] then
+          items[#items + 1] = { config = c, label = (" (rung %d, %d epochs)"):format(k, epochs), argv = function(base)
+            if k == 1 then
+              local argv = command(c, { threads = 1, epochs = epochs, val = args.val, summary = base .. ".json" })
+              argv[#argv + 1] = "--checkpoint"; argv[#argv + 1] = ckpt
+              return argv
+            end
+            return sys.bbblua_argv(mnist, "--resume", ckpt, "--epochs", epochs, "--summary", base .. ".json",
+              "--threads", 1)
+          end }
+        end
+      end
+      run_jobs(items, function(it, r)
+        r.rung, r.epochs_target = k, epochs
+        append(r)
+        done[it.config.key .. "@" .. k] = r
+      end)
+      budget = budget + #alive * (epochs - prev)
+      prev = epochs
+      local ok = {}
+      for _, c in ipairs(alive) do
+        local r = done[c.key .. "@" .. k]
+        latest[c.key] = r
+        if r and r.status == "ok" then ok[#ok + 1] = c end
+      end
+      table.sort(ok, function(x, y)
+        local a, b = done[x.key .. "@" .. k].val_error, done[y.key .. "@" .. k].val_error
+        return a < b or (a == b and x.key < y.key)
+      end)
+      print(("rung %d: %d configuration(s) trained to %d epochs, %d finished well%s"):format(k, #alive, epochs, #ok,
+        k < #rungs and (", the best %d go on"):format(math.max(1, math.ceil(#ok / eta))) or ""))
+      if k < #rungs then alive = table.move(ok, 1, math.max(1, math.ceil(#ok / eta)), 1, {}) end
+    end
+    results = {}
+    for _, c in ipairs(configs) do if latest[c.key] then results[#results + 1] = latest[c.key] end end
+    -- only the last rung's survivors are ranked: the others stopped early
+    for _, r in ipairs(results) do if r.rung ~= #rungs then r.ranked_out = true end end
+    print(("budget: %d configuration-epochs, against %d for every configuration trained to %d epochs")
+      :format(budget, #configs * args.epochs, args.epochs))
+  end
+
+  if dist then
+    run_mpi()
+    if rank ~= 0 then dist.finalize(); os.exit(0) end
+  elseif args.halving then
+    halving()
+  else
+    local items = {}
+    for i, c in ipairs(todo) do
+      items[i] = { config = c, argv = function(base)
+        return command(c, { threads = 1, epochs = args.epochs, val = args.val, summary = base .. ".json" })
+      end }
+    end
+    run_jobs(items, function(_, r)
+      append(r)
+      results[#results + 1] = r
+    end)
   end
 
   -- Ranking by validation error
   local ranked = {}
-  for _, r in ipairs(results) do if r.status == "ok" then ranked[#ranked + 1] = r end end
+  for _, r in ipairs(results) do if r.status == "ok" and not r.ranked_out then ranked[#ranked + 1] = r end end
   table.sort(ranked, function(a, b) return a.val_error < b.val_error or (a.val_error == b.val_error and a.key < b.key) end)
   print(("\nranking by validation error (%d of %d configurations finished well; all in %s):")
     :format(#ranked, #results, args.results))
