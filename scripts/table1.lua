@@ -53,10 +53,46 @@ parser:option("--methods", "Methods: " .. table.concat(METHOD_NAMES, ","), "bbb-
 recipe.declare(parser, { "epochs" })
 recipe.declare(parser, { "threads" })
 recipe.declare(parser, { "seed" })
+parser:option("--protocol", "recipe: one run per row with the paper-N preset; paper: the paper's protocol "
+  .. "(SGD on the summed cost, 50,000/10,000 images, lr, samples and prior chosen on the validation error by "
+  .. "grid.lua's successive halving; the test error of the setting chosen).", "recipe")
+  :convert(cli.choice { "recipe", "paper" })
+parser:option("--halving", "paper protocol: keep the best 1/ETA at each rung.", "3"):convert(cli.integer { min = 2, max = 100 })
+parser:option("--min-epochs", "paper protocol: epochs of the first rung.", "1"):convert(cli.positive_integer())
+parser:option("--jobs", "paper protocol: settings trained at once (default: the cores)."):convert(cli.positive_integer { max = 256 })
+recipe.declare(parser, { "limit" })
 parser:option("--out", "Write the rows as JSON here.", "out/table1.json"):convert(cli.output_path { ext = { "json" } })
 parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
 local args = recipe.parse(parser)
 
+
+if args.protocol == "paper" then
+  local paper = require "bbb.experiments.table1_paper"
+  local rows = {}
+  for _, units in ipairs(args.units) do
+    for _, method in ipairs(args.methods) do
+      print(("== %s, 2x%d: the paper's protocol, %s"):format(method, units, "grid.lua --halving " .. args.halving))
+      local t0 = os.time()
+      local row = paper.row(method, units, { epochs = args.epochs, min_epochs = args.min_epochs, halving = args.halving,
+        jobs = args.jobs, seed = args.seed, limit = args.limit, results = args.out:gsub("%.json$", ""),
+        extra = args.mnist_flags })
+      row.seconds, row.paper = os.time() - t0, PAPER[method][units]
+      rows[#rows + 1] = row
+    end
+  end
+  print(("\nTable 1 by the paper's protocol (%d epochs at most; chosen on the validation error)"):format(args.epochs))
+  print(("%-14s %6s %9s %9s %9s %9s %8s  %s"):format("method", "units", "ours", "val", "paper", "budget", "wall", "chosen"))
+  for _, r in ipairs(rows) do
+    local function pct(v) return v and ("%.2f%%"):format(v) or "failed" end
+    print(("%-14s %6d %9s %9s %9s %9d %7ds  %s%s"):format(r.method, r.units, pct(r.test_error), pct(r.val_error),
+      r.paper and ("%.2f%%"):format(r.paper) or "-", r.budget, r.seconds, r.chosen or "-",
+      r.sigma_mean and ("  mean sigma per layer " .. ("%.4f / "):rep(#r.sigma_mean):sub(1, -4)
+        :format(table.unpack(r.sigma_mean))) or ""))
+  end
+  cli.write_file(args.out, json.encode{ epochs = args.epochs, protocol = "paper", rows = rows })
+  print("rows written to " .. args.out)
+  os.exit(0)
+end
 
 local rows = {}
 for _, units in ipairs(args.units) do

@@ -97,6 +97,20 @@ describe("the table scripts", function()
     assert.falsy(out:find("start", 1, true), out)
   end)
 
+  it("table1.lua --protocol paper chooses each row's setting on the validation split by successive halving", function()
+    local out = ok("scripts/table1.lua --protocol paper --units 8 --methods sgd,bbb-gaussian --epochs 3 --min-epochs 1 "
+      .. "--limit 10300 --jobs 2 --out " .. tmp .. "/t1p.json -- --test-limit 100",
+      "Table 1 by the paper's protocol", "mean sigma per layer", "rows written to")
+    local f = assert(io.open(tmp .. "/t1p.json"))
+    local t = json.decode(f:read("a"))
+    f:close()
+    assert.are.equal(2, #t.rows)
+    assert.are.equal(5, t.rows[1].settings)       -- sgd: five learning rates
+    assert.are.equal(36, t.rows[2].settings)      -- the paper's lr x samples x sigma grid
+    assert.are.equal(36 * 1 + 12 * 2, t.rows[2].budget, out)   -- rungs of 1 and 3 epochs, the best third go on
+    assert.truthy(t.rows[2].chosen:find("optim=sgd", 1, true))
+  end)
+
   it("prune.lua refuses bad input", function()
     fails("scripts/prune.lua --fractions 0,1.5", "--fractions: number '1.5' is out of range: must be in [0, 1]")
     fails("scripts/prune.lua --fractions=-0.1", "--fractions: number '-0.1' is out of range")

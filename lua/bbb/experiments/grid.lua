@@ -266,6 +266,7 @@ function grid.run(args)
     if rc == 0 and s and ok and type(sum) == "table" then
       local last = sum.epochs and sum.epochs[#sum.epochs] or {}
       r.val_acc, r.epochs = last.val_acc, #(sum.epochs or {})
+      r.test_acc_mean, r.test_acc_mc, r.sigma_mean = sum.test_acc_mean, sum.test_acc_mc, last.sigma_mean
       local nonfinite = not finite(r.val_acc)
       for _, e in ipairs(sum.epochs or {}) do
         nonfinite = nonfinite or not finite(e.elbo_per_example) or not finite(e.nll_per_example)
@@ -405,6 +406,8 @@ function grid.run(args)
     bbb.core.sigint_trap(false)
   end
 
+  local budget = #configs * args.epochs   -- configuration-epochs trained
+
   -- Successive halving: rungs of --min-epochs, x ETA, ... up to --epochs;
   -- each configuration keeps one checkpoint, which the next rung resumes.
   local function halving()
@@ -456,13 +459,14 @@ function grid.run(args)
     for _, r in ipairs(results) do if r.rung ~= #rungs then r.ranked_out = true end end
     print(("budget: %d configuration-epochs, against %d for every configuration trained to %d epochs")
       :format(budget, #configs * args.epochs, args.epochs))
+    return budget
   end
 
   if dist then
     run_mpi()
     if rank ~= 0 then dist.finalize(); os.exit(0) end
   elseif args.halving then
-    halving()
+    budget = halving()
   else
     local items = {}
     for i, c in ipairs(todo) do
@@ -531,6 +535,7 @@ function grid.run(args)
       100 * (1 - sum.test_acc_mean), 100 * (1 - sum.test_acc_mc)))
   end
   if dist then dist.finalize() end
+  return { ranked = ranked, results = results, budget = budget, grid = grid_id }
 end
 
 return grid

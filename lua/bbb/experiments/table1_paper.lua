@@ -1,0 +1,65 @@
+--- bbb.experiments.table1_paper: one row of Table 1 of Blundell et al.
+-- (2015) by the paper's protocol: 50,000 training and 10,000 validation
+-- images, pixels / 126, minibatch 128, plain SGD on the summed minibatch
+-- cost; the learning rate, samples per minibatch and (for Bayes by
+-- Backprop) the prior chosen on the validation error; then the test error
+-- of the setting chosen. The search is scripts/grid.lua's successive
+-- halving, so a grid of 972 settings fits a small machine, and it resumes
+-- where it stopped.
+local grid = require "bbb.experiments.grid"
+
+local paper = {}
+
+-- The grid of each method (comma lists, as grid.lua's axes take them).
+paper.AXES = {
+  ["bbb-mixture"] = { lr = "1e-3,1e-4,1e-5", samples = "1,2,5,10", pi = "0.25,0.5,0.75",
+                      log_sigma1 = "0,1,2", log_sigma2 = "6,7,8" },
+  -- the Gaussian prior's sigma is grid.lua's sigma1 axis
+  ["bbb-gaussian"] = { lr = "1e-3,1e-4,1e-5", samples = "1,2,5,10", pi = "0.5", log_sigma1 = "0,1,2",
+                       log_sigma2 = "6" },
+  sgd = { lr = "1e-1,1e-2,1e-3,1e-4,1e-5", samples = "1", pi = "0.5", log_sigma1 = "0", log_sigma2 = "6" },
+  dropout = { lr = "1e-1,1e-2,1e-3,1e-4,1e-5", samples = "1", pi = "0.5", log_sigma1 = "0", log_sigma2 = "6" },
+}
+local MODEL = { sgd = { "--model", "mlp" }, dropout = { "--model", "dropout" },
+                ["bbb-gaussian"] = { "--prior", "gaussian" }, ["bbb-mixture"] = { "--prior", "mixture" } }
+-- What the paper fixes for every run (flags of mnist.lua).
+paper.FIXED = { "--momentum", "0", "--reduction", "sum", "--lr-decay", "1",
+                "--pixel-scale", "126", "--batch", "128", "--activation", "relu", "--layers", "2" }
+
+--- paper.row(method, units, o) -> row: searches the method's grid for a
+-- 2 x units network (o: epochs, min_epochs, halving, jobs, seed, limit,
+-- results (a file prefix), extra = {mnist flags}), and returns the chosen
+-- setting, its validation and test errors, each layer's mean sigma, and the
+-- budget (configuration-epochs) the search took.
+function paper.row(method, units, o)
+  local axes = paper.AXES[method]
+  local argv = { "--epochs", tostring(o.epochs), "--min-epochs", tostring(o.min_epochs),
+    "--halving", tostring(o.halving), "--val", "10000", "--hidden", tostring(units), "--seed", tostring(o.seed),
+    "--results", ("%s-%s-%d.grid.jsonl"):format(o.results, method, units), "--optim", "sgd" }
+  if o.jobs then argv[#argv + 1] = "--jobs"; argv[#argv + 1] = tostring(o.jobs) end
+  if o.limit then argv[#argv + 1] = "--limit"; argv[#argv + 1] = tostring(o.limit) end
+  for _, k in ipairs { "lr", "samples", "pi", "log_sigma1", "log_sigma2" } do
+    argv[#argv + 1] = "--" .. k:gsub("_", "-")
+    argv[#argv + 1] = axes[k]
+  end
+  argv[#argv + 1] = "--"
+  for _, w in ipairs(paper.FIXED) do argv[#argv + 1] = w end
+  for _, w in ipairs(MODEL[method]) do argv[#argv + 1] = w end
+  for _, w in ipairs(o.extra or {}) do argv[#argv + 1] = w end
+  local g = grid.run(grid.parse(argv))
+  local best = g.ranked[1]
+  local row = { method = method, units = units, protocol = "paper", budget = g.budget, grid = g.grid,
+                settings = #g.results }
+  if not best then
+    row.failed = true
+    return row
+  end
+  row.chosen, row.val_error = best.key, best.val_error
+  row.test_error_mean = 100 * (1 - best.test_acc_mean)
+  row.test_error_mc = 100 * (1 - best.test_acc_mc)
+  row.test_error = method:find("^bbb") and row.test_error_mc or row.test_error_mean
+  row.sigma_mean = best.sigma_mean
+  return row
+end
+
+return paper
