@@ -248,6 +248,30 @@ if not args.no_table then
         threads == 2 and verdict(1.7, speedup) or "n/a", one_gemm / gemm))
   end
 
+  -- Contention: a user's machine is never idle. With one busy process
+  -- spinning on a core, the step on all threads must not be slower than on
+  -- one (threads that spin-wait for a descheduled partner would make it so).
+  if threads > 1 then
+    local busy = assert(bbb.sys.start(bbb.sys.bbblua_argv("-e", "while true do end")))
+    bbb.sys.sleep(0.2)
+    local small = { 784, 400, 400, 10 }
+    local run = stepper(small, "weight", "ScaleMixture")
+    local one, all
+    for _ = 1, ROUNDS do
+      bbb.set_num_threads(1)
+      local r = run(math.max(1, steps // ROUNDS))
+      if not one or r.step < one.step then one = r end
+      bbb.set_num_threads(threads)
+      r = run(math.max(1, steps // ROUNDS))
+      if not all or r.step < all.step then all = r end
+    end
+    busy:stop(9)
+    busy:wait()
+    print(("with one busy process on a core, 784-400-400-10: 1 thread %.2f ms, %d threads %.2f ms: %.2fx "
+      .. "(target >= 1.0: %s; OMP_WAIT_POLICY %s)"):format(one.step * 1e3, threads, all.step * 1e3,
+      one.step / all.step, one.step / all.step >= 1 and "met" or "MISS", os.getenv("OMP_WAIT_POLICY") or "unset"))
+  end
+
   -- Busy time by phase, from a child process with sleeping idle threads.
   if threads > 1 then
     local out_path = os.tmpname()

@@ -875,9 +875,22 @@ static void fit_threads_to_limit(int argc, char **argv, char **envp) {
 __attribute__((section(".preinit_array"), used))
 static void (*const preinit_fit_threads)(int, char **, char **) = fit_threads_to_limit;
 
+/* OpenMP threads that spin while they wait for a partner hold their core:
+** when another process takes the partner's core, a 2-thread step runs many
+** times slower than a 1-thread one. Threads that sleep while they wait
+** (OMP_WAIT_POLICY=PASSIVE) give the core back. libgomp reads the variable
+** when it is loaded, before main, so bbblua starts itself again with it
+** set, unless the user chose a policy or a spin count. */
+static void prefer_passive_waits(char **argv) {
+  if (getenv("OMP_WAIT_POLICY") != NULL || getenv("GOMP_SPINCOUNT") != NULL) return;
+  if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+  execv("/proc/self/exe", argv);   /* returns only on failure: go on as we are */
+}
+
 int main(int argc, char **argv) {
   int status, ok;
   lua_State *L;
+  if (argc >= 1 && argv[0] != NULL) prefer_passive_waits(argv);
   if (argv[0] != NULL && argv[0][0] != '\0') progname = argv[0];
   if (argc < 1 || argv[0] == NULL) {
     static char name[] = "bbblua";
