@@ -104,6 +104,9 @@ describe("checkpoint reading", function()
     write_st(p, '{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"data_offsets":[4,8]}}', { 1, 2 })
     assert.are.equal(("load: '%s': the header names \"data_offsets\" twice"):format(p),
       message(function() return bbb.checkpoint.read(p) end))
+    -- a NUL where a value belongs once sent the key walk round forever
+    write_st(p, '{"w":[\0]}', {})
+    assert.truthy(message(function() return bbb.checkpoint.read(p) end):find(("load: '%s': header"):format(p), 1, true))
   end)
   it("bounds the model a configuration asks for by the weights in the file", function()
     local p = tmp .. "/big.st"
