@@ -61,8 +61,11 @@ int bbb_blas_room(const char *op) {
   static int threads_ok;
   int nt = bbb_get_num_threads();
   struct rlimit rl;
-  if (nt <= threads_ok || getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+  if (nt <= threads_ok) return BBB_OK;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+    threads_ok = nt;   /* no limit: nothing to check until the thread count grows */
     return BBB_OK;
+  }
   size_t need = (size_t)nt * BLAS_BUFFER_BYTES + BLAS_HEADROOM_BYTES;
   void *p = mmap(NULL, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)

@@ -377,9 +377,11 @@ static int walk_value(key_walk *w, int depth) {
       if (st) return st;
     }
   }
-  /* a number, true, false or null */
-  while (w->at < w->n && !strchr(",]} \t\r\n", w->s[w->at])) w->at++;
-  return 0;
+  /* a number, true, false or null; anything that ends before it starts
+  ** (a NUL, a stray '}') is malformed, and the walk must move on */
+  size_t start = w->at;
+  while (w->at < w->n && w->s[w->at] != '\0' && !strchr(",]} \t\r\n", w->s[w->at])) w->at++;
+  return w->at > start ? 0 : -2;
 }
 
 int bbb_st_duplicate_key(const char *json, size_t n, int *found, char *dup, size_t dupn) {
