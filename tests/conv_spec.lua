@@ -130,6 +130,13 @@ describe("conv2d", function()
     local one, two = run(1), run(2)
     for k = 1, #one do assert.are.same(one[k], two[k]) end
   end)
+  it("takes an empty batch", function()
+    local w = param({ 4, 3, 3, 3 })
+    local y = bbb.conv2d(bbb.zeros(0, 3, 5, 5):requires_grad(true), w, { padding = 1 })
+    assert.are.same({ 0, 4, 5, 5 }, { table.unpack(y:size()) })
+    y:backward(bbb.zeros(0, 4, 5, 5))
+    assert.are.equal(0, w.grad:abs():max():item())
+  end)
   it("names the op and the mismatch for shapes that do not fit", function()
     local x = bbb.zeros(2, 3, 7, 6)
     assert.has_error(function() bbb.conv2d(x, bbb.zeros(4, 2, 3, 3)) end,

@@ -290,6 +290,7 @@ static void backward_tile(void *p, int64_t i, int64_t end) {
 ** same for any thread count. */
 static int conv_rounds(conv_run *r, bbb_range_fn fn, bbb_float *gw, int backward) {
   const geom *g = r->g;
+  if (g->B == 0) return BBB_OK;   /* an empty batch: nothing to tile */
   int64_t ntiles = (g->B + g->T - 1) / g->T, nt = bbb_get_num_threads();
   if (nt > ntiles) nt = ntiles;
   int64_t per = slot_floats(g, backward), OK = g->O * g->K;
