@@ -94,6 +94,8 @@ local function run(ds, method, k)
   return s, info.best_epoch
 end
 
+-- the commit the run starts from (HEAD may move while it runs)
+local commit = io.popen("git rev-parse --short HEAD 2>/dev/null"):read("l") or "?"
 local rows, t_start = {}, bbb.core.clock()
 local total, done = #sets * #methods * args.splits, 0
 for _, set in ipairs(sets) do
@@ -116,7 +118,6 @@ for _, set in ipairs(sets) do
 end
 print(table.concat(tab.bench_lines(rows, PUBLISHED), "\n"))
 if args.out then
-  local commit = io.popen("git rev-parse --short HEAD 2>/dev/null"):read("l") or "?"
   local cmd = "build/bbblua scripts/uci.lua " .. table.concat(arg, " ")
   local doc = { command = cmd, commit = commit, date = os.date("!%Y-%m-%d %H:%M UTC"), rows = rows, published = PUBLISHED,
     seconds = bbb.core.clock() - t_start }
