@@ -46,6 +46,9 @@ parser:flag("--no-refit", "Keep the early-stopped model instead of training agai
 parser:option("--batch", "Minibatch size.", "32"):convert(cli.positive_integer { max = 1 << 20 })
 parser:option("--lr", "Adam's learning rate.", "0.003"):convert(cli.positive_number())
 parser:option("--prior-sigma", "Gaussian prior sigma (bbb).", "1"):convert(cli.positive_number())
+parser:option("--kl-scale", "Weight of the complexity term over an epoch (1: the ELBO; below 1: tempered).", "1")
+  :convert(cli.positive_number())
+parser:option("--samples", "MC samples per training step (bbb).", "1"):convert(cli.positive_integer { max = 1000 })
 parser:option("--dropout", "Dropout rate.", "0.05"):convert(cli.probability())
 parser:option("--weight-decay", "Adam weight decay of the dropout net.", "1e-4"):convert(cli.nonnegative_number())
 parser:option("--pred-samples", "MC samples at test time.", "100"):convert(cli.positive_integer { max = 100000 })
@@ -79,7 +82,7 @@ local function run(ds, method, k)
   local kind = method:match("^bbb") and "bbb" or method
   local o = { hidden = { 50 }, estimator = method:match("^bbb%-(.*)"), prior_sigma = args.prior_sigma,
     dropout = args.dropout, epochs = args.epochs, patience = args.patience, batch = args.batch, lr = args.lr,
-    weight_decay = kind == "dropout" and args.weight_decay or 0 }
+    weight_decay = kind == "dropout" and args.weight_decay or 0, kl_scale = args.kl_scale, samples = args.samples }
   local tr2, va2 = tab.split(full.n, { val = args.val }, gen)
   local tr, va = tab.subset(full, tr2), tab.subset(full, va2)
   o.generator = bbb.Generator(args.seed * 1000 + k + 500)
