@@ -46,6 +46,8 @@ parser:option("--batch", "Minibatch size.", "32"):convert(cli.positive_integer {
 parser:option("--lr", "Adam's learning rate.", "0.01"):convert(cli.positive_number())
 parser:option("--samples", "MC samples per step (bbb).", "1"):convert(cli.positive_integer { max = 1000 })
 parser:option("--prior-sigma", "Gaussian prior sigma (bbb).", "1"):convert(cli.positive_number())
+parser:option("--kl-scale", "Weight of the complexity term over an epoch (1: the ELBO; below 1: tempered).", "1")
+  :convert(cli.positive_number())
 parser:option("--rho-init", "Initial rho, sigma = softplus(rho) (bbb).", "-5"):convert(cli.number())
 parser:option("--dropout", "Dropout rate (dropout).", "0.05"):convert(cli.probability())
 parser:option("--weight-decay", "Adam's weight decay (mlp, dropout).", "0"):convert(cli.nonnegative_number())
@@ -96,7 +98,7 @@ print(("model: %s %s"):format(args.model, tostring(model.net):gsub("\n%s*", " ")
 io.stdout:flush()
 local t0 = bbb.core.clock()
 local info = tab.train(model, tr, va, { epochs = args.epochs, batch = args.batch, lr = args.lr, samples = args.samples,
-  patience = args.patience, weight_decay = args.weight_decay, generator = gen, every = args.every,
+  patience = args.patience, weight_decay = args.weight_decay, generator = gen, every = args.every, kl_scale = args.kl_scale,
   progress = args.every == 0 and "bar" or "off" })
 print(("trained %d epochs in %.1f s (%s); best validation log-likelihood %.4f at epoch %d"):format(info.epochs,
   bbb.core.clock() - t0, info.status, info.best_ll, info.best_epoch))
