@@ -49,6 +49,8 @@ recipe.declare(parser, { "samples" })
 recipe.declare(parser, { "prior_sigma" })
 recipe.declare(parser, { "rho_init" })
 recipe.declare(parser, { "dropout" })
+parser:option("--kl-scale", "Weight of the complexity term over an epoch (1: the ELBO; below 1: tempered).", "1")
+  :convert(cli.positive_number())
 parser:option("--weight-decay", "Adam's weight decay (mlp, dropout).", "0"):convert(cli.nonnegative_number())
 parser:option("--pred-samples", "MC samples for predictions.", "100"):convert(cli.positive_integer { max = 100000 })
 parser:option("--every", "Print the validation figures every N epochs (0: never).", "50")
@@ -97,7 +99,7 @@ print(("model: %s %s"):format(args.model, tostring(model.net):gsub("\n%s*", " ")
 io.stdout:flush()
 local t0 = bbb.core.clock()
 local info = tab.train(model, tr, va, { epochs = args.epochs, batch = args.batch, lr = args.lr, samples = args.samples,
-  patience = args.patience, weight_decay = args.weight_decay, generator = gen, every = args.every,
+  patience = args.patience, weight_decay = args.weight_decay, generator = gen, every = args.every, kl_scale = args.kl_scale,
   progress = args.every == 0 and "bar" or "off" })
 print(("trained %d epochs in %.1f s (%s); best validation log-likelihood %.4f at epoch %d"):format(info.epochs,
   bbb.core.clock() - t0, info.status, info.best_ll, info.best_epoch))

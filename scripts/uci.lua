@@ -48,6 +48,9 @@ recipe.declare(parser, { "batch" })
 recipe.declare(parser, { "lr" })
 recipe.declare(parser, { "prior_sigma" })
 recipe.declare(parser, { "dropout" })
+parser:option("--kl-scale", "Weight of the complexity term over an epoch (1: the ELBO; below 1: tempered).", "1")
+  :convert(cli.positive_number())
+recipe.declare(parser, { "samples" })
 parser:option("--weight-decay", "Adam weight decay of the dropout net.", "1e-4"):convert(cli.nonnegative_number())
 parser:option("--pred-samples", "MC samples at test time.", "100"):convert(cli.positive_integer { max = 100000 })
 recipe.declare(parser, { "seed" })
@@ -80,7 +83,7 @@ local function run(ds, method, k)
   local kind = method:match("^bbb") and "bbb" or method
   local o = { hidden = { 50 }, estimator = method:match("^bbb%-(.*)"), prior_sigma = args.prior_sigma,
     dropout = args.dropout, epochs = args.epochs, patience = args.patience, batch = args.batch, lr = args.lr,
-    weight_decay = kind == "dropout" and args.weight_decay or 0 }
+    weight_decay = kind == "dropout" and args.weight_decay or 0, kl_scale = args.kl_scale, samples = args.samples }
   local tr2, va2 = tab.split(full.n, { val = args.val }, gen)
   local tr, va = tab.subset(full, tr2), tab.subset(full, va2)
   o.generator = bbb.Generator(args.seed * 1000 + k + 500)
@@ -95,6 +98,8 @@ local function run(ds, method, k)
   return s, info.best_epoch
 end
 
+-- the commit the run starts from (HEAD may move while it runs)
+local commit = io.popen("git rev-parse --short HEAD 2>/dev/null"):read("l") or "?"
 local rows, t_start = {}, bbb.core.clock()
 local total, done = #sets * #methods * args.splits, 0
 for _, set in ipairs(sets) do
@@ -118,6 +123,9 @@ end
 print(table.concat(tab.bench_lines(rows, PUBLISHED), "\n"))
 if args.out then
   local commit = bbb.sys.output { "git", "rev-parse", "--short", "HEAD" } or "?"
+parser:option("--kl-scale", "Weight of the complexity term over an epoch (1: the ELBO; below 1: tempered).", "1")
+  :convert(cli.positive_number())
+recipe.declare(parser, { "samples" })
   local cmd = "build/bbblua scripts/uci.lua " .. table.concat(arg, " ")
   local doc = { command = cmd, commit = commit, date = os.date("!%Y-%m-%d %H:%M UTC"), rows = rows, published = PUBLISHED,
     seconds = bbb.core.clock() - t_start }

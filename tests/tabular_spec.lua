@@ -120,6 +120,7 @@ describe("fit.lua and predict.lua", function()
 
   it("answers --help without side effects", function()
     H.ok("scripts/uci.lua --help", "--splits", "--methods")
+    H.ok("scripts/bench_csv.lua --help", "--rows", "--cols")
     H.ok("scripts/fit.lua --help", "--target", "--save")
     H.ok("scripts/predict.lua --help", "--model", "--out")
   end)

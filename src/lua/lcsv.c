@@ -152,6 +152,11 @@ static bbb_csv_table *new_table(lua_State *L) {
   return t;
 }
 
+/** read_csv(path [, opts]) -> {x =, y =, n_rows =, n_dropped =, columns =, target =}
+** The raw table of a CSV file, parsed by libcsv: numbers as floats,
+** categories as codes 1..L (bbb.data.read_csv makes them one-hot). opts:
+** delimiter, quote, header, drop_missing, max_levels, na, categorical,
+** ignore, target. Errors name the row and the column. */
 static int l_read_csv(lua_State *L) {
   size_t len;
   const char *path = luaL_checklstring(L, 1, &len);
@@ -163,6 +168,7 @@ static int l_read_csv(lua_State *L) {
   return push_table(L, t);
 }
 
+/** read_csv_string(text [, opts]) -> the same as read_csv, from a string. */
 static int l_read_csv_string(lua_State *L) {
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);

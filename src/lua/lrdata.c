@@ -83,6 +83,10 @@ static int l_rdata_frame_bytes(lua_State *L) {
   return push_frame(L, f);
 }
 
+/** rdata_lazy(rdx_path, rdb_path, name) -> {name =, n_rows =, columns =, codes =}
+** Data set `name` of an installed R package's lazy-load database
+** (data/Rdata.rdx + Rdata.rdb): numeric columns' values and factors' codes
+** (0 for NA) in codes; bbb.data.load_r builds a data set from it. */
 static int l_rdata_lazy(lua_State *L) {
   const char *rdx = luaL_checkstring(L, 1), *rdb = luaL_checkstring(L, 2), *name = luaL_checkstring(L, 3);
   bbb_rdata_frame *f = new_frame(L);
@@ -90,6 +94,7 @@ static int l_rdata_lazy(lua_State *L) {
   return push_frame(L, f);
 }
 
+/** rdata_lazy_bytes(rdx, rdb, name) -> the same as rdata_lazy, from strings. */
 static int l_rdata_lazy_bytes(lua_State *L) {
   size_t nx, nb;
   const char *rdx = luaL_checklstring(L, 1, &nx), *rdb = luaL_checklstring(L, 2, &nb);
