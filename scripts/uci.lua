@@ -99,7 +99,7 @@ local function run(ds, method, k)
 end
 
 -- the commit the run starts from (HEAD may move while it runs)
-local commit = io.popen("git rev-parse --short HEAD 2>/dev/null"):read("l") or "?"
+local commit = bbb.sys.output { "git", "rev-parse", "--short", "HEAD" } or "?"
 local rows, t_start = {}, bbb.core.clock()
 local total, done = #sets * #methods * args.splits, 0
 for _, set in ipairs(sets) do
@@ -122,10 +122,6 @@ for _, set in ipairs(sets) do
 end
 print(table.concat(tab.bench_lines(rows, PUBLISHED), "\n"))
 if args.out then
-  local commit = bbb.sys.output { "git", "rev-parse", "--short", "HEAD" } or "?"
-parser:option("--kl-scale", "Weight of the complexity term over an epoch (1: the ELBO; below 1: tempered).", "1")
-  :convert(cli.positive_number())
-recipe.declare(parser, { "samples" })
   local cmd = "build/bbblua scripts/uci.lua " .. table.concat(arg, " ")
   local doc = { command = cmd, commit = commit, date = os.date("!%Y-%m-%d %H:%M UTC"), rows = rows, published = PUBLISHED,
     seconds = bbb.core.clock() - t_start }
