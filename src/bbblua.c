@@ -39,7 +39,9 @@ int luaopen_bbb_core(lua_State *L);
 int luaopen_bbb_bench(lua_State *L);
 
 #ifndef BBB_VERSION
-#define BBB_VERSION "0.1.0"
+#ifndef BBB_VERSION
+#error "BBB_VERSION comes from CMakeLists.txt (project VERSION)"
+#endif
 #endif
 
 /* Relative fallback, for a manual build run from the repository root. */

@@ -83,6 +83,17 @@ describe("scripts", function()
   end)
 end)
 
+describe("the shell scripts", function()
+  it("answer --help at once, without installing, building or fuzzing anything", function()
+    for _, s in ipairs { "bootstrap", "sanitize", "fuzz" } do
+      local out, status = helpers.sh(("cd %s && timeout 10 scripts/%s --help"):format(helpers.q(helpers.root), s))
+      assert.are.equal(0, status, out)
+      assert.truthy(out:find("scripts/" .. s, 1, true), out)
+      assert.falsy(out:find("Building", 1, true) or out:find("installing", 1, true), out)
+    end
+  end)
+end)
+
 describe("examples", function()
   it("single_weight.lua prints the known ELBO terms", function()
     ok("examples/single_weight.lua", "w        4.556052", "loss     82.7472", "dL/dmu   53.4528")

@@ -93,7 +93,7 @@ local bbb = {}
 for _, k in ipairs(PUBLIC) do
   bbb[k] = assert(core[k], k)
 end
-bbb.version = "0.1.0"
+bbb.version = core.version
 bbb.core = core
 
 local Tensor = core.Tensor

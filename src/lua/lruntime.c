@@ -63,4 +63,6 @@ static const luaL_Reg funcs[] = {
 
 void lbbb_open_runtime(lua_State *L, const lbbb_tables *tb) {
   lbbb_register(L, tb, NULL, funcs, NULL);
+  lua_pushliteral(L, BBB_VERSION);   /* from CMakeLists.txt's project VERSION */
+  lua_setfield(L, tb->module, "version");
 }
