@@ -109,6 +109,35 @@ describe("--log", function()
   end)
 end)
 
+describe("a full disk", function()
+  local fs
+  setup(function()
+    fs = os.tmpname()
+    os.remove(fs)
+    assert(require("bbb.core").sys.mkdir_p(fs))
+    if not os.execute(("mount -t tmpfs -o size=16k tmpfs %s 2>/dev/null"):format(q(fs))) then fs = nil end
+  end)
+  teardown(function()
+    if fs then os.execute(("umount %s; rmdir %s"):format(q(fs), q(fs))) end
+  end)
+
+  it("makes a plot, a summary and a log an error naming the file, never a short file reported as written", function()
+    if not fs then pending("this machine cannot mount a small tmpfs") return end
+    local status, out = h.run(("-e %s"):format(q(("bbb.plot.lines{file = %q, size = {2000, 2000}, series = {{y = {1, 5, 2}}}}")
+      :format(fs .. "/big.png"))))
+    assert.are_not.equal(0, status, out)
+    h.has(out, "big.png': the file came out incomplete")
+    assert.is_nil(read(fs .. "/big.png"), "the short PNG was left behind")
+    local dir = fresh_dir()
+    write(fs .. "/fill", ("x"):rep(15 * 1024))
+    status, out = mnist_in(dir, SMALL .. " --epochs 1 --summary " .. fs .. "/s.json")
+    os.execute("rm -rf " .. q(dir))
+    assert.are_not.equal(0, status, out)
+    h.has(out, "s.json")
+    h.has(out, "No space left on device")
+  end)
+end)
+
 describe("signals", function()
   -- Starts a long run, waits for its log to appear (training started), sends sig.
   local function interrupt(dir, sig)

@@ -55,17 +55,27 @@ local function number_str(v)
 end
 
 -- One block per data set; gnuplot addresses them as `index k` (0-based).
+-- Writes the data (or script) text through cli.write_file, which checks
+-- every write and the close: a full disk must not plot half the data.
+local function write_text(path, parts)
+  local ok, err = pcall(require("bbb.cli").write_file, path, parts)
+  if not ok then
+    os.remove(path)
+    error(("plot: cannot write a temporary file: %s"):format(tostring(err):gsub("^cli%.write_file: ", "")), 0)
+  end
+end
+
 local function write_blocks(path, blocks)
-  local f = assert(io.open(path, "w"))
+  local parts = {}
   for k, cols in ipairs(blocks) do
-    if k > 1 then f:write("\n\n") end
+    if k > 1 then parts[#parts + 1] = "\n\n" end
     for i = 1, #cols[1] do
       local row = {}
       for c = 1, #cols do row[c] = number_str(cols[c][i]) end
-      f:write(table.concat(row, " "), "\n")
+      parts[#parts + 1] = table.concat(row, " ") .. "\n"
     end
   end
-  f:close()
+  write_text(path, parts)
 end
 
 local function read_all(path)
@@ -86,9 +96,7 @@ end
 
 local function run_gnuplot(what, script, data_path)
   local script_path, err_path = os.tmpname(), os.tmpname()
-  local f = assert(io.open(script_path, "w"))
-  f:write(script)
-  f:close()
+  write_text(script_path, script)
   local ok = sys.run({ "gnuplot", script_path }, { stdin = "/dev/null", stderr = err_path })
   local err = read_all(err_path)
   os.remove(script_path); os.remove(err_path); os.remove(data_path)
@@ -502,6 +510,25 @@ local function bars_script(what, opts, data_path)
   return table.concat(lines, "\n")
 end
 
+-- gnuplot exits 0 when the disk fills under it: a PNG must end with its
+-- IEND chunk and an SVG with </svg>, or the file is removed and the plot is
+-- an error naming it.
+local function check_complete(what, path)
+  local f = io.open(path, "rb")
+  local size = f and f:seek("end") or 0
+  local tail = ""
+  if f and size > 0 then
+    f:seek("set", math.max(0, size - 64))
+    tail = f:read("a") or ""
+  end
+  if f then f:close() end
+  local png = path:lower():find("%.png$")
+  if not tail:find(png and "IEND" or "</svg>", 1, true) then
+    os.remove(path)
+    fail(what, "cannot write '%s': the file came out incomplete (%d bytes; is the disk full?)", path, size)
+  end
+end
+
 local function render(what, opts, body, terminal, output)
   local lines = header(what, opts, terminal, output)
   local data_path = os.tmpname()
@@ -520,6 +547,7 @@ local function write_file(what, opts, body)
   local path = check_file_name(what, opts.file)
   make_parent_dir(what, path)
   render(what, opts, body, terminal, path)
+  check_complete(what, path)
   return opts.file
 end
 

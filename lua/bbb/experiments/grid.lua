@@ -285,11 +285,21 @@ function grid.run(args)
     return r
   end
 
+  -- Every write and the close checked: a full disk stops the grid with the
+  -- file named instead of reporting results it did not keep.
   local function append(r)
-    local f = assert(io.open(args.results, "a"))
-    f:write(json.encode(r), "\n")
-    f:flush()
-    f:close()
+    local f, err = io.open(args.results, "a")
+    local ok = f ~= nil
+    if ok then ok, err = f:write(json.encode(r), "\n") end
+    if ok then ok, err = f:flush() end
+    if f then
+      local closed, cerr = f:close()
+      if ok and not closed then ok, err = false, cerr end
+    end
+    if not ok then
+      io.stderr:write(("grid.lua: cannot write the results file %s: %s\n"):format(args.results, tostring(err)))
+      os.exit(1)
+    end
   end
 
   -- Under mpirun: a work queue. Workers ask rank 0 for a configuration, train
