@@ -30,7 +30,9 @@ local function check_sizes(sizes, what)
   end
 end
 
---- An MLP of BayesLinear layers with ReLU between: mlp{784, 400, 400, 10, prior=..., ...}
+--- bayes_mlp({784, 400, 400, 10}, {prior =, estimator =, activation = nn.ReLU,
+-- rho_init =, mu_scale =, generator =}) -> an MLP of BayesLinear layers with
+-- the activation between them (the options go to every BayesLinear).
 function nn.bayes_mlp(sizes, opts)
   check_sizes(sizes, "bayes_mlp")
   local net = nn.Sequential{}
@@ -41,7 +43,9 @@ function nn.bayes_mlp(sizes, opts)
   return net
 end
 
---- The deterministic counterpart, optionally with dropout.
+--- mlp({784, 400, 400, 10}, {activation = nn.ReLU, dropout = p, generator =})
+-- -> the deterministic counterpart of bayes_mlp, with dropout after every
+-- hidden activation when dropout is given.
 function nn.mlp(sizes, opts)
   check_sizes(sizes, "mlp")
   local net = nn.Sequential{}

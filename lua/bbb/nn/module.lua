@@ -6,7 +6,8 @@ local Module = {}
 Module.__index = Module
 Module.__name = "Module"
 
---- class(name [, parent]) -> a new class; Class(...) calls Class.new(self, ...)
+--- class(name [, parent]) -> a new class; Class(...) makes an object of it
+-- and calls obj:init(...) on it
 function Module.class(name, parent)
   parent = parent or Module
   local cls = setmetatable({}, {
