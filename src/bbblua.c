@@ -828,28 +828,39 @@ static int pmain(lua_State *L) {
   return 1;
 }
 
-/* OpenBLAS (the OpenMP build) sets aside a buffer of about 128 MiB of
-** address space per thread while the program loads, before main, and under
-** a tight `ulimit -v` it retries the failed allocation forever. Functions in
-** .preinit_array run before any library's initialiser: when the address
-** space is limited and the user set no thread count, the program starts
-** itself again with OMP_NUM_THREADS as large as the limit holds (one thread
-** per 512 MiB, at least one), or stops at once with a clear message when
-** not even one fits. (setenv cannot serve here: libc's own
-** initialiser, which runs next, resets the environment.) A later allocation
-** that does not fit then ends in an out-of-memory error. */
+/* The environment the threads need, set before any library starts: bbblua
+** starts itself again (once) with what is missing. Functions in
+** .preinit_array run before any library's initialiser; setenv cannot serve
+** there (libc's own initialiser, which runs next, resets the environment),
+** so the new environment goes to execve.
+**
+** OMP_WAIT_POLICY=PASSIVE unless the user chose a policy or a spin count:
+** OpenMP threads that spin while they wait for a partner hold their core,
+** so when another process takes the partner's core a 2-thread step runs
+** many times slower than a 1-thread one; threads that sleep give it back.
+**
+** OMP_NUM_THREADS under a tight `ulimit -v`: OpenBLAS (the OpenMP build)
+** sets aside about 128 MiB of address space per thread while the program
+** loads, and retries a failed allocation forever. When the address space is
+** limited and the user set no thread count, the thread count is as large as
+** the limit holds (one per 512 MiB, at least one); when not even one fits,
+** bbblua stops at once with a clear message. A later allocation that does
+** not fit then ends in an out-of-memory error. */
 #define BLAS_BYTES_PER_THREAD ((rlim_t)512 << 20)
 #define BLAS_MIN_BYTES ((rlim_t)256 << 20)
 
-static void fit_threads_to_limit(int argc, char **argv, char **envp) {
-  static char setting[48];
-  static char *env[4096];
-  struct rlimit rl;
-  (void)argc;
-  /* envp, not getenv: libc has not set its environment up yet */
+static int env_has(char **envp, const char *prefix) {
+  size_t n = strlen(prefix);
   for (size_t k = 0; envp && envp[k]; k++)
-    if (strncmp(envp[k], "OMP_NUM_THREADS=", 16) == 0) return;
-  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+    if (strncmp(envp[k], prefix, n) == 0) return 1;
+  return 0;
+}
+
+/* "OMP_NUM_THREADS=n" for the address-space limit, or NULL when there is none. */
+static char *threads_for_limit(char **argv) {
+  static char setting[48];
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return NULL;
   if (rl.rlim_cur < BLAS_MIN_BYTES) {   /* OpenBLAS would spin in its initialiser */
     char msg[200];
     int len = snprintf(msg, sizeof msg, "%s: out of memory: the address-space limit (ulimit -v) "
@@ -864,35 +875,37 @@ static void fit_threads_to_limit(int argc, char **argv, char **envp) {
   if (n < 1) n = 1;
   if (cores > 0 && n > (rlim_t)cores) n = (rlim_t)cores;
   snprintf(setting, sizeof setting, "OMP_NUM_THREADS=%lu", (unsigned long)n);
-  size_t k = 0;
+  return setting;
+}
+
+static void prepare_environment(int argc, char **argv, char **envp) {
+  static char passive[] = "OMP_WAIT_POLICY=PASSIVE";
+  static char *env[4096];
+  char *add[2];
+  size_t nadd = 0, k = 0;
+  (void)argc;
+  /* envp, not getenv: libc has not set its environment up yet */
+  if (!env_has(envp, "OMP_NUM_THREADS=")) {
+    char *t = threads_for_limit(argv);
+    if (t) add[nadd++] = t;
+  }
+  if (!env_has(envp, "OMP_WAIT_POLICY=") && !env_has(envp, "GOMP_SPINCOUNT=")) add[nadd++] = passive;
+  if (nadd == 0 || argv == NULL || argv[0] == NULL) return;
   for (; envp && envp[k]; k++) {
-    if (k + 2 >= sizeof env / sizeof env[0]) return;   /* too many to copy: start as asked */
+    if (k + nadd + 1 >= sizeof env / sizeof env[0]) return;   /* too many to copy: start as asked */
     env[k] = envp[k];
   }
-  env[k] = setting;
-  env[k + 1] = NULL;
+  for (size_t j = 0; j < nadd; j++) env[k++] = add[j];
+  env[k] = NULL;
   execve("/proc/self/exe", argv, env);   /* returns only on failure: start as asked */
 }
 
 __attribute__((section(".preinit_array"), used))
-static void (*const preinit_fit_threads)(int, char **, char **) = fit_threads_to_limit;
-
-/* OpenMP threads that spin while they wait for a partner hold their core:
-** when another process takes the partner's core, a 2-thread step runs many
-** times slower than a 1-thread one. Threads that sleep while they wait
-** (OMP_WAIT_POLICY=PASSIVE) give the core back. libgomp reads the variable
-** when it is loaded, before main, so bbblua starts itself again with it
-** set, unless the user chose a policy or a spin count. */
-static void prefer_passive_waits(char **argv) {
-  if (getenv("OMP_WAIT_POLICY") != NULL || getenv("GOMP_SPINCOUNT") != NULL) return;
-  if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
-  execv("/proc/self/exe", argv);   /* returns only on failure: go on as we are */
-}
+static void (*const preinit_environment)(int, char **, char **) = prepare_environment;
 
 int main(int argc, char **argv) {
   int status, ok;
   lua_State *L;
-  if (argc >= 1 && argv[0] != NULL) prefer_passive_waits(argv);
   if (argv[0] != NULL && argv[0][0] != '\0') progname = argv[0];
   if (argc < 1 || argv[0] == NULL) {
     static char name[] = "bbblua";
