@@ -319,15 +319,18 @@ local function read_curve(path)
   return e, r
 end
 
-local mean_e, mean_r, finals = {}, {}, {}
+local mean_e, mean_r, finals, lo_e, hi_e = {}, {}, {}, {}, {}
 for _, name in ipairs(names) do
-  local se, sr, fe = {}, {}, {}
-  for i = 1, cfg.steps do se[i], sr[i] = 0, 0 end
+  local se, sr, fe, lo, hi = {}, {}, {}, {}, {}
+  for i = 1, cfg.steps do se[i], sr[i], lo[i], hi[i] = 0, 0, math.huge, -math.huge end
   for run = 0, cfg.repeats - 1 do
     local e, r = read_curve(path_of("raw", name, run))
-    for i = 1, cfg.steps do se[i], sr[i] = se[i] + e[i], sr[i] + r[i] end
+    for i = 1, cfg.steps do
+      se[i], sr[i], lo[i], hi[i] = se[i] + e[i], sr[i] + r[i], math.min(lo[i], e[i]), math.max(hi[i], e[i])
+    end
     fe[#fe + 1] = e[cfg.steps]
   end
+  lo_e[name], hi_e[name] = lo, hi
   for i = 1, cfg.steps do se[i], sr[i] = se[i] / cfg.repeats, sr[i] / cfg.repeats end
   mean_e[name], mean_r[name], finals[name] = se, sr, fe
 end
@@ -403,25 +406,33 @@ f:close()
 print("curves: " .. csv)
 
 if not args.no_plot then
-  local series, top = {}, 1
+  -- each agent's mean over the runs, and with several runs a band from their lowest to highest
+  local series, bands, top = {}, {}, 1
   local stride = math.max(1, cfg.steps // 1000)
+  local PALETTE = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f" }
   for _, name in ipairs(names) do
-    local xs, ys = {}, {}
+    local xs, ys, bx, blo, bhi = {}, {}, {}, {}, {}
     for i = 1, cfg.steps do
       local v = mean_e[name][i]
-      if v > 0 and (i % stride == 0 or i == cfg.steps) then xs[#xs + 1], ys[#ys + 1] = i, v end
-      if v > top then top = v end
+      if v > 0 and (i % stride == 0 or i == cfg.steps) then
+        xs[#xs + 1], ys[#ys + 1] = i, v
+        if lo_e[name][i] > 0 then bx[#bx + 1], blo[#blo + 1], bhi[#bhi + 1] = i, lo_e[name][i], hi_e[name][i] end
+      end
+      if hi_e[name][i] > top then top = hi_e[name][i] end
     end
-    if #xs > 0 then series[#series + 1] = { x = xs, y = ys, title = BY_NAME[name].title } end
+    local color = PALETTE[(BY_NAME[name].index - 1) % #PALETTE + 1]
+    if #xs > 0 then series[#series + 1] = { x = xs, y = ys, title = BY_NAME[name].title, color = color } end
+    if cfg.repeats > 1 and #bx > 1 then bands[#bands + 1] = { x = bx, lo = blo, hi = bhi, color = color, opacity = 0.2 } end
   end
   if #series > 0 then
     local file = bbb.plot.lines{
       file = out .. "/bandit_regret.png",
-      title = ("Mushroom bandit: cumulative expected regret (%d steps, mean of %d run%s)")
-        :format(cfg.steps, cfg.repeats, cfg.repeats > 1 and "s" or ""),
+      title = ("Mushroom bandit, %d steps: mean of %d run%s%s"):format(cfg.steps, cfg.repeats,
+        cfg.repeats > 1 and "s" or "", cfg.repeats > 1 and " (bands: lowest to highest run)" or ""),
+      size = { 1000, 600 },
       xlabel = "step", ylabel = "cumulative expected regret", logy = true,
-      yrange = { 1, top * 30 },   -- headroom: the legend sits above the curves
-      series = series,
+      yrange = { 1, top * 1.5 },
+      series = series, bands = bands,
     }
     print("plot: " .. file)
   end
