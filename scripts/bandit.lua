@@ -51,7 +51,7 @@ parser:flag("--paper", ("The paper's protocol: %d steps, 5 seeds (64 updates of 
   .. "defaults); explicit --repeats wins."):format(PAPER_STEPS))
 local D, P = experiment.DEFAULTS, experiment.PAPER_AGENT
 parser:flag("--paper-agent", "The network agents' settings before the ablation (doc/bandit.md): buffer "
-  .. "4096, KL / buffer size, N(0, 0.1^2) prior, rho -3, one weight sample per decision; explicit flags win.")
+  .. "4096, KL / buffer size, likelihood noise 1, N(0, 0.1^2) prior, rho -3, one weight sample per decision; explicit flags win.")
 parser:option("--updates", "Minibatch updates after each step.", "64"):convert(cli.positive_integer())
 parser:option("--batch", "Minibatch size.", "64"):convert(cli.positive_integer())
 parser:option("--buffer", ("Replay buffer: the last N transitions (default %d)."):format(D.buffer))

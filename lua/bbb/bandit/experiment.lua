@@ -18,7 +18,7 @@ M.PAPER_AGENT = { buffer = 4096, kl = "size", sigma = 1, learn_sigma = false, rh
   dropout = 0.2, refit = 100 }
 M.DEFAULTS = {}
 for k, v in pairs(M.PAPER_AGENT) do M.DEFAULTS[k] = v end
-M.DEFAULTS.buffer, M.DEFAULTS.kl = 100000, "seen"
+M.DEFAULTS.buffer, M.DEFAULTS.kl, M.DEFAULTS.sigma, M.DEFAULTS.decide_samples = 100000, "seen", 0.1, 2
 
 --- prior(cfg) -> the prior of the Bayesian layers: N(0, prior_sigma^2), or
 -- with prior_mix = {pi, sigma1, sigma2} the scale mixture.
