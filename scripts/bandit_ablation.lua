@@ -12,41 +12,7 @@ local json = require "bbb.json"
 local bandit = require "bbb.bandit"
 local experiment = require "bbb.bandit.experiment"
 
--- Each row changes the previous agent (experiment.PAPER_AGENT) by `set`.
-local UNB = { buffer = 100000 }
-local function with(t, extra)
-  local o = {}
-  for k, v in pairs(t) do o[k] = v end
-  for k, v in pairs(extra or {}) do o[k] = v end
-  return o
-end
-local ROWS = {
-  { "paper", {}, "the previous agent: last 4,096 transitions, KL / buffer size" },
-  { "kl-seen", { kl = "seen" }, "KL / t, sliding buffer of 4,096" },
-  { "kl-blundell", { kl = "blundell" }, "the paper's minibatch weighting, sliding buffer" },
-  { "unbounded", UNB, "all data kept, KL / t" },
-  { "unb-kl-capacity", with(UNB, { kl = "capacity" }), "all data kept, KL / 100,000 from the start" },
-  { "unb-sigma0.1", with(UNB, { sigma = 0.1 }), "likelihood noise 0.1" },
-  { "unb-sigma0.3", with(UNB, { sigma = 0.3 }), "likelihood noise 0.3" },
-  { "unb-sigma0.1-samples2", with(UNB, { sigma = 0.1, decide_samples = 2 }), "noise 0.1, mean of 2 samples" },
-  { "unb-sigma0.1-kl-capacity", with(UNB, { sigma = 0.1, kl = "capacity" }), "noise 0.1, KL / 100,000" },
-  { "unb-sigma5", with(UNB, { sigma = 5 }), "likelihood noise 5" },
-  { "unb-sigma-learned", with(UNB, { learn_sigma = true }), "likelihood noise learned (from 1)" },
-  { "unb-rho-5", with(UNB, { rho_init = -5 }), "initial sigma 0.0067" },
-  { "unb-rho-6", with(UNB, { rho_init = -6 }), "initial sigma 0.0025" },
-  { "unb-samples2", with(UNB, { decide_samples = 2 }), "mean of 2 weight samples per decision" },
-  { "unb-prior0.03", with(UNB, { prior_sigma = 0.03 }), "prior N(0, 0.03^2)" },
-  { "unb-prior0.05", with(UNB, { prior_sigma = 0.05 }), "prior N(0, 0.05^2)" },
-  { "prior0.03", { prior_sigma = 0.03 }, "prior N(0, 0.03^2), sliding buffer" },
-  { "unb-prior0.03-samples2", with(UNB, { prior_sigma = 0.03, decide_samples = 2 }), "prior 0.03, mean of 2 samples" },
-  { "unb-mixture", with(UNB, { prior_mix = { 0.75, math.exp(-1), math.exp(-6) }, rho_init = -5 }),
-    "scale-mixture prior (0.75, e^-1, e^-6), rho -5" },
-  { "unb-rho-5-prior0.05", with(UNB, { rho_init = -5, prior_sigma = 0.05 }), "the issue's candidate" },
-  { "unb-lr3e-4", with(UNB, { lr = 3e-4 }), "Adam lr 3e-4" },
-  { "unb-updates16", with(UNB, { updates = 16 }), "16 updates per step" },
-  { "greedy-unb", with(UNB, { agent = "eps0" }), "the greedy MLP, all data kept" },
-  { "greedy", { agent = "eps0" }, "the greedy MLP, last 4,096 transitions" },
-}
+local with, ROWS = experiment.with, experiment.ABLATION_ROWS
 local BY = {}
 for _, r in ipairs(ROWS) do BY[r[1]] = r end
 local MAKERS = { bbb = bandit.BBB, eps0 = function(o) o.epsilon = 0; return bandit.EpsilonGreedy(o) end }

@@ -20,6 +20,47 @@ M.DEFAULTS = {}
 for k, v in pairs(M.PAPER_AGENT) do M.DEFAULTS[k] = v end
 M.DEFAULTS.buffer, M.DEFAULTS.kl, M.DEFAULTS.sigma, M.DEFAULTS.decide_samples = 100000, "seen", 0.1, 2
 
+
+-- "unb": every transition kept, the complexity term divided by t.
+local UNB = { buffer = 100000 }
+--- with(t, extra) -> a copy of t with extra's fields set.
+function M.with(t, extra)
+  local o = {}
+  for k, v in pairs(t) do o[k] = v end
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+
+--- The ablation's rows (scripts/bandit_ablation.lua): {name, settings, what}; each
+-- row's settings change PAPER_AGENT.
+M.ABLATION_ROWS = {
+  { "paper", {}, "the previous agent: last 4,096 transitions, KL / buffer size" },
+  { "kl-seen", { kl = "seen" }, "KL / t, sliding buffer of 4,096" },
+  { "kl-blundell", { kl = "blundell" }, "the paper's minibatch weighting, sliding buffer" },
+  { "unbounded", UNB, "all data kept, KL / t" },
+  { "unb-kl-capacity", M.with(UNB, { kl = "capacity" }), "all data kept, KL / 100,000 from the start" },
+  { "unb-sigma0.1", M.with(UNB, { sigma = 0.1 }), "likelihood noise 0.1" },
+  { "unb-sigma0.3", M.with(UNB, { sigma = 0.3 }), "likelihood noise 0.3" },
+  { "unb-sigma0.1-samples2", M.with(UNB, { sigma = 0.1, decide_samples = 2 }), "noise 0.1, mean of 2 samples" },
+  { "unb-sigma0.1-kl-capacity", M.with(UNB, { sigma = 0.1, kl = "capacity" }), "noise 0.1, KL / 100,000" },
+  { "unb-sigma5", M.with(UNB, { sigma = 5 }), "likelihood noise 5" },
+  { "unb-sigma-learned", M.with(UNB, { learn_sigma = true }), "likelihood noise learned (from 1)" },
+  { "unb-rho-5", M.with(UNB, { rho_init = -5 }), "initial sigma 0.0067" },
+  { "unb-rho-6", M.with(UNB, { rho_init = -6 }), "initial sigma 0.0025" },
+  { "unb-samples2", M.with(UNB, { decide_samples = 2 }), "mean of 2 weight samples per decision" },
+  { "unb-prior0.03", M.with(UNB, { prior_sigma = 0.03 }), "prior N(0, 0.03^2)" },
+  { "unb-prior0.05", M.with(UNB, { prior_sigma = 0.05 }), "prior N(0, 0.05^2)" },
+  { "prior0.03", { prior_sigma = 0.03 }, "prior N(0, 0.03^2), sliding buffer" },
+  { "unb-prior0.03-samples2", M.with(UNB, { prior_sigma = 0.03, decide_samples = 2 }), "prior 0.03, mean of 2 samples" },
+  { "unb-mixture", M.with(UNB, { prior_mix = { 0.75, math.exp(-1), math.exp(-6) }, rho_init = -5 }),
+    "scale-mixture prior (0.75, e^-1, e^-6), rho -5" },
+  { "unb-rho-5-prior0.05", M.with(UNB, { rho_init = -5, prior_sigma = 0.05 }), "the issue's candidate" },
+  { "unb-lr3e-4", M.with(UNB, { lr = 3e-4 }), "Adam lr 3e-4" },
+  { "unb-updates16", M.with(UNB, { updates = 16 }), "16 updates per step" },
+  { "greedy-unb", M.with(UNB, { agent = "eps0" }), "the greedy MLP, all data kept" },
+  { "greedy", { agent = "eps0" }, "the greedy MLP, last 4,096 transitions" },
+}
+
 --- prior(cfg) -> the prior of the Bayesian layers: N(0, prior_sigma^2), or
 -- with prior_mix = {pi, sigma1, sigma2} the scale mixture.
 function M.prior(cfg)
