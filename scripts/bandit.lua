@@ -1,6 +1,9 @@
 --- The Mushroom contextual bandit of Blundell et al. (2015, section 5.3,
 -- figure 6): Bayes by Backprop with Thompson sampling against epsilon-greedy
--- MLPs (5%, 1%, 0%), a uniform agent and a linear Thompson sampling agent.
+-- MLPs (5%, 1%, 0%), a uniform agent, linear Thompson sampling, MC-dropout
+-- Thompson sampling and NeuralLinear. The network agents' settings are the
+-- ablation's (doc/bandit.md, bbb.bandit.experiment.DEFAULTS); --paper-agent
+-- gives the previous ones.
 -- Every agent meets the same mushrooms and poison coins (common random
 -- numbers); agents run in parallel worker processes, one thread each.
 -- bbblua scripts/bandit.lua --help
@@ -39,7 +42,7 @@ local PAPER_AGENTS = { "bbb", "eps5", "eps1", "eps0" }
 
 local parser = argparse("bandit.lua", "The Mushroom contextual bandit (Blundell et al. 2015, "
   .. "section 5.3): cumulative regret of Bayes by Backprop with Thompson sampling against "
-  .. "epsilon-greedy MLPs, a uniform and a linear Thompson sampling agent. Regret is against "
+  .. "epsilon-greedy MLPs, a uniform agent, linear and MC-dropout Thompson sampling and NeuralLinear. Regret is against "
   .. "the oracle that eats exactly the edible mushrooms; the table gives the expected regret "
   .. "(the poison coin averaged out) and, at the end, the realised one. Writes "
   .. "<out>/bandit_regret.png and <out>/bandit_curves.csv.")
