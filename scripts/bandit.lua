@@ -1,6 +1,9 @@
 --- The Mushroom contextual bandit of Blundell et al. (2015, section 5.3,
 -- figure 6): Bayes by Backprop with Thompson sampling against epsilon-greedy
--- MLPs (5%, 1%, 0%), a uniform agent and a linear Thompson sampling agent.
+-- MLPs (5%, 1%, 0%), a uniform agent, linear Thompson sampling, MC-dropout
+-- Thompson sampling and NeuralLinear. The network agents' settings are the
+-- ablation's (doc/bandit.md, bbb.bandit.experiment.DEFAULTS); --paper-agent
+-- gives the previous ones.
 -- Every agent meets the same mushrooms and poison coins (common random
 -- numbers); agents run in parallel worker processes, one thread each.
 -- bbblua scripts/bandit.lua --help
@@ -9,6 +12,7 @@ local argparse = require "argparse"
 local cli = require "bbb.cli"
 local bandit = require "bbb.bandit"
 local checkpoint = require "bbb.checkpoint"
+local experiment = require "bbb.bandit.experiment"
 
 local DEFAULT_STEPS = 10000
 local PAPER_STEPS = 50000
@@ -21,7 +25,10 @@ local AGENTS = {
   { name = "eps0", title = "greedy", epsilon = 0 },
   { name = "linear", title = "linear TS", make = function(o) return bandit.LinearTS(o) end },
   { name = "uniform", title = "uniform", make = function(o) return bandit.Uniform(o) end },
+  { name = "dropout", title = "MC dropout", make = function(o) return bandit.MCDropout(o) end },
+  { name = "neurallinear", title = "NeuralLinear", make = function(o) return bandit.NeuralLinear(o) end },
 }
+local KNOWN = "bbb, eps5, eps1, eps0, linear, uniform, dropout, neurallinear"
 local BY_NAME = {}
 for k, a in ipairs(AGENTS) do
   a.index = k
@@ -35,26 +42,43 @@ local PAPER_AGENTS = { "bbb", "eps5", "eps1", "eps0" }
 
 local parser = argparse("bandit.lua", "The Mushroom contextual bandit (Blundell et al. 2015, "
   .. "section 5.3): cumulative regret of Bayes by Backprop with Thompson sampling against "
-  .. "epsilon-greedy MLPs, a uniform and a linear Thompson sampling agent. Regret is against "
+  .. "epsilon-greedy MLPs, a uniform agent, linear and MC-dropout Thompson sampling and NeuralLinear. Regret is against "
   .. "the oracle that eats exactly the edible mushrooms; the table gives the expected regret "
   .. "(the poison coin averaged out) and, at the end, the realised one. Writes "
   .. "<out>/bandit_regret.png and <out>/bandit_curves.csv.")
-parser:option("--agents", "Comma-separated agents: bbb, eps5, eps1, eps0, linear, uniform.",
-  "bbb,eps5,eps1,eps0,linear,uniform")
+parser:option("--agents", "Comma-separated agents: " .. KNOWN .. ".",
+  "bbb,eps5,eps1,eps0,linear,uniform,dropout,neurallinear")
 parser:option("--steps", ("Steps per agent (default %d: the whole default run takes a few "
   .. "minutes on 2 cores)."):format(DEFAULT_STEPS)):convert(cli.positive_integer())
-parser:flag("--paper", ("The paper's %d steps."):format(PAPER_STEPS))
+parser:flag("--paper", ("The paper's protocol: %d steps, 5 seeds (64 updates of 64 per step are the "
+  .. "defaults); explicit --repeats wins."):format(PAPER_STEPS))
+local D, P = experiment.DEFAULTS, experiment.PAPER_AGENT
+parser:flag("--paper-agent", "The network agents' settings before the ablation (doc/bandit.md): buffer "
+  .. "4096, KL / buffer size, likelihood noise 1, N(0, 0.1^2) prior, rho -3, one weight sample per decision; explicit flags win.")
 parser:option("--updates", "Minibatch updates after each step.", "64"):convert(cli.positive_integer())
 parser:option("--batch", "Minibatch size.", "64"):convert(cli.positive_integer())
-parser:option("--buffer", "Replay buffer: the last N transitions.", "4096"):convert(cli.positive_integer())
+parser:option("--buffer", ("Replay buffer: the last N transitions (default %d)."):format(D.buffer))
+  :convert(cli.positive_integer())
 parser:option("--lr", "Adam learning rate of the network agents.", "0.001"):convert(cli.positive_number())
-parser:option("--sigma", "Noise sigma of the Gaussian likelihood.", "1"):convert(cli.positive_number())
-parser:option("--prior-sigma", "Sigma of the Gaussian prior of the Bayesian layers.", "0.1")
+parser:option("--sigma", ("Noise sigma of the Gaussian likelihood (default %g)."):format(D.sigma))
   :convert(cli.positive_number())
-parser:option("--rho-init", "Initial rho of the Bayesian layers (sigma = softplus(rho)).", "-3")
+parser:flag("--learn-sigma", "Learn the likelihood's noise sigma (starting from --sigma).")
+parser:option("--prior-sigma", ("Sigma of the Gaussian prior of the Bayesian layers (default %g)."):format(D.prior_sigma))
+  :convert(cli.positive_number())
+parser:option("--prior-mix", "The scale-mixture prior PI,SIGMA1,SIGMA2 instead of the Gaussian one.")
+parser:option("--rho-init", ("Initial rho of the Bayesian layers (sigma = softplus(rho); default %g)."):format(D.rho_init))
   :convert(cli.number{ max = 5 })
+parser:option("--kl", ("The complexity term's divisor N: size (rows in the buffer), capacity, seen "
+  .. "(every transition so far) or blundell (the paper's minibatch weighting); default %s."):format(D.kl))
+  :convert(cli.choice{ "size", "capacity", "seen", "blundell" })
+parser:option("--decide-samples", ("BBB's weight samples averaged per decision (default %d)."):format(D.decide_samples))
+  :convert(cli.positive_integer())
+parser:option("--dropout", ("MC dropout's drop probability (default %g)."):format(D.dropout)):convert(cli.probability())
+parser:option("--refit", ("NeuralLinear: steps between refits of its regression (default %d)."):format(D.refit))
+  :convert(cli.positive_integer())
 parser:option("--seed", "Random seed (mushrooms and coins; agents derive theirs).", "1"):convert(cli.nonnegative_integer())
-parser:option("--repeats", "Runs per agent (seeds seed, seed+1, ...); curves are averaged.", "1"):convert(cli.positive_integer())
+parser:option("--repeats", "Runs per agent (seeds seed, seed+1, ...); curves are averaged (default 1; 5 with --paper).")
+  :convert(cli.positive_integer())
 parser:option("--jobs", "Worker processes at once (default: the number of cores)."):convert(cli.positive_integer())
 parser:option("--out", "Output directory.", "out/bandit"):convert(cli.output_dir())
 parser:option("--data", "The Mushroom .rda file (default: data/mushroom/Mushroom.rda).")
@@ -70,13 +94,35 @@ local function fail(msg, ...)
   os.exit(2)
 end
 
--- Every check happens here, before any work starts.
+-- Every check happens here, before any work starts. Explicit flags win over
+-- --paper-agent, which wins over the defaults.
+local preset = args.paper_agent and P or D
+for _, k in ipairs { "buffer", "sigma", "prior_sigma", "rho_init", "kl", "decide_samples", "dropout", "refit" } do
+  if args[k] == nil then args[k] = preset[k] end
+end
+args.repeats = args.repeats or (args.paper and 5 or 1)
+local prior_mix = false
+if args.prior_mix then
+  local m = {}
+  for w in args.prior_mix:gmatch("[^,]+") do m[#m + 1] = tonumber(w) end
+  if #m ~= 3 or not (m[1] and m[2] and m[3]) or not (m[1] > 0 and m[1] < 1 and m[2] > 0 and m[3] > 0)
+      or m[2] == math.huge or m[3] == math.huge then
+    fail("--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1 and both sigmas finite and > 0, got '%s'", args.prior_mix)
+  end
+  prior_mix = m
+end
 local cfg = {
   steps = args.paper and PAPER_STEPS or args.steps or DEFAULT_STEPS,
   updates = args.updates, batch = args.batch, buffer = args.buffer, lr = args.lr, sigma = args.sigma,
   seed = args.seed, repeats = args.repeats, every = args.checkpoint_every, rho_init = args.rho_init,
-  prior_sigma = args.prior_sigma,
+  prior_sigma = args.prior_sigma, kl = args.kl, learn_sigma = args.learn_sigma or false,
+  decide_samples = args.decide_samples, prior_mix = prior_mix, dropout = args.dropout, refit = args.refit,
 }
+-- the settings above that the workers need besides the ones the coordinator passes on
+local worker_args = { "--kl", cfg.kl, "--decide-samples", cfg.decide_samples, "--dropout", cfg.dropout,
+  "--refit", cfg.refit }
+if prior_mix then worker_args[#worker_args + 1] = "--prior-mix"; worker_args[#worker_args + 1] = args.prior_mix end
+if cfg.learn_sigma then worker_args[#worker_args + 1] = "--learn-sigma" end
 if args.paper and args.steps then fail("--paper sets the steps; give --paper or --steps, not both") end
 if cfg.buffer < cfg.batch then
   fail("--buffer (%d) must hold at least one minibatch (--batch %d)", cfg.buffer, cfg.batch)
@@ -84,7 +130,7 @@ end
 local names = {}
 for name in args.agents:gmatch("[^,%s]+") do
   if not BY_NAME[name] then
-    fail("unknown agent '%s' (known: bbb, eps5, eps1, eps0, linear, uniform)", name)
+    fail("unknown agent '%s' (known: %s)", name, KNOWN)
   end
   names[#names + 1] = name
 end
@@ -101,11 +147,7 @@ end
 
 -- ---- one agent, one run (a worker process) ----
 
-local function agent_opts(a, run)
-  return { seed = 1000003 * (cfg.seed + run) + 7919 * a.index, updates = cfg.updates,
-    batch = cfg.batch, buffer = cfg.buffer, lr = cfg.lr, sigma = cfg.sigma, rho_init = cfg.rho_init,
-    prior = bbb.prior.Gaussian{ sigma = cfg.prior_sigma }, context_dim = data.x:size(2) }
-end
+local function agent_opts(a, run) return experiment.agent_opts(cfg, a.index, run, data.x:size(2)) end
 
 local function gen_state(g)
   local s, c = g:state()
@@ -135,8 +177,13 @@ local function load_run(path, a, run, env, agent, curves)
   if meta.kind ~= "bandit" or meta.agent ~= a.name or math.tointeger(meta.run) ~= run then
     error(("%s is not a checkpoint of agent %s, run %d"):format(path, a.name, run), 0)
   end
-  for _, k in ipairs { "updates", "batch", "buffer", "lr", "sigma", "rho_init", "prior_sigma", "seed" } do
-    if meta.config[k] ~= cfg[k] then
+  for _, k in ipairs { "updates", "batch", "buffer", "lr", "sigma", "rho_init", "prior_sigma", "seed", "kl",
+                       "learn_sigma", "decide_samples", "prior_mix", "dropout", "refit" } do
+    local same = meta.config[k] == cfg[k]
+    if type(cfg[k]) == "table" and type(meta.config[k]) == "table" then
+      same = table.concat(cfg[k], ",") == table.concat(meta.config[k], ",")
+    end
+    if not same then
       error(("%s was written with --%s %s, this run has %s"):format(path, k, tostring(meta.config[k]),
         tostring(cfg[k])), 0)
     end
@@ -215,7 +262,7 @@ for _, sub in ipairs { "/raw", "/ckpt" } do
 end
 
 -- Slowest first, so the long runs start at once.
-local COST = { bbb = 1, eps5 = 2, eps1 = 3, eps0 = 4, linear = 5, uniform = 6 }
+local COST = { bbb = 1, eps5 = 2, eps1 = 3, eps0 = 4, linear = 5, uniform = 6, dropout = 2, neurallinear = 2 }
 local runs = {}
 for run = 0, cfg.repeats - 1 do
   for _, name in ipairs(names) do runs[#runs + 1] = { name = name, run = run } end
@@ -228,6 +275,7 @@ end)
 local base = bbb.sys.bbblua_argv(arg[0], "--steps", cfg.steps, "--updates", cfg.updates, "--batch", cfg.batch,
   "--buffer", cfg.buffer, "--lr", args.lr, "--sigma", args.sigma, "--rho-init", args.rho_init, "--prior-sigma", args.prior_sigma, "--seed", cfg.seed,
   "--out", out, "--checkpoint-every", cfg.every)
+for _, w in ipairs(worker_args) do base[#base + 1] = w end
 if args.data then base[#base + 1] = "--data"; base[#base + 1] = args.data end
 if args.resume then base[#base + 1] = "--resume" end
 -- Each worker is started from its argument vector, never through a shell.
@@ -265,15 +313,18 @@ local function read_curve(path)
   return e, r
 end
 
-local mean_e, mean_r, finals = {}, {}, {}
+local mean_e, mean_r, finals, lo_e, hi_e = {}, {}, {}, {}, {}
 for _, name in ipairs(names) do
-  local se, sr, fe = {}, {}, {}
-  for i = 1, cfg.steps do se[i], sr[i] = 0, 0 end
+  local se, sr, fe, lo, hi = {}, {}, {}, {}, {}
+  for i = 1, cfg.steps do se[i], sr[i], lo[i], hi[i] = 0, 0, math.huge, -math.huge end
   for run = 0, cfg.repeats - 1 do
     local e, r = read_curve(path_of("raw", name, run))
-    for i = 1, cfg.steps do se[i], sr[i] = se[i] + e[i], sr[i] + r[i] end
+    for i = 1, cfg.steps do
+      se[i], sr[i], lo[i], hi[i] = se[i] + e[i], sr[i] + r[i], math.min(lo[i], e[i]), math.max(hi[i], e[i])
+    end
     fe[#fe + 1] = e[cfg.steps]
   end
+  lo_e[name], hi_e[name] = lo, hi
   for i = 1, cfg.steps do se[i], sr[i] = se[i] / cfg.repeats, sr[i] / cfg.repeats end
   mean_e[name], mean_r[name], finals[name] = se, sr, fe
 end
@@ -349,25 +400,33 @@ f:close()
 print("curves: " .. csv)
 
 if not args.no_plot then
-  local series, top = {}, 1
+  -- each agent's mean over the runs, and with several runs a band from their lowest to highest
+  local series, bands, top = {}, {}, 1
   local stride = math.max(1, cfg.steps // 1000)
+  local PALETTE = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f" }
   for _, name in ipairs(names) do
-    local xs, ys = {}, {}
+    local xs, ys, bx, blo, bhi = {}, {}, {}, {}, {}
     for i = 1, cfg.steps do
       local v = mean_e[name][i]
-      if v > 0 and (i % stride == 0 or i == cfg.steps) then xs[#xs + 1], ys[#ys + 1] = i, v end
-      if v > top then top = v end
+      if v > 0 and (i % stride == 0 or i == cfg.steps) then
+        xs[#xs + 1], ys[#ys + 1] = i, v
+        if lo_e[name][i] > 0 then bx[#bx + 1], blo[#blo + 1], bhi[#bhi + 1] = i, lo_e[name][i], hi_e[name][i] end
+      end
+      if hi_e[name][i] > top then top = hi_e[name][i] end
     end
-    if #xs > 0 then series[#series + 1] = { x = xs, y = ys, title = BY_NAME[name].title } end
+    local color = PALETTE[(BY_NAME[name].index - 1) % #PALETTE + 1]
+    if #xs > 0 then series[#series + 1] = { x = xs, y = ys, title = BY_NAME[name].title, color = color } end
+    if cfg.repeats > 1 and #bx > 1 then bands[#bands + 1] = { x = bx, lo = blo, hi = bhi, color = color, opacity = 0.2 } end
   end
   if #series > 0 then
     local file = bbb.plot.lines{
       file = out .. "/bandit_regret.png",
-      title = ("Mushroom bandit: cumulative expected regret (%d steps, mean of %d run%s)")
-        :format(cfg.steps, cfg.repeats, cfg.repeats > 1 and "s" or ""),
+      title = ("Mushroom bandit, %d steps: mean of %d run%s%s"):format(cfg.steps, cfg.repeats,
+        cfg.repeats > 1 and "s" or "", cfg.repeats > 1 and " (bands: lowest to highest run)" or ""),
+      size = { 1000, 600 },
       xlabel = "step", ylabel = "cumulative expected regret", logy = true,
-      yrange = { 1, top * 30 },   -- headroom: the legend sits above the curves
-      series = series,
+      yrange = { 1, top * 1.5 },
+      series = series, bands = bands,
     }
     print("plot: " .. file)
   end

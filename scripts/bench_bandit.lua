@@ -4,17 +4,17 @@
 -- the paper's protocol (50,000 steps x 64 updates, four agents).
 -- bbblua scripts/bench_bandit.lua --help
 local bbb = require "bbb"
-local argparse = require "argparse"
+local recipe = require "bbb.recipe"
 local cli = require "bbb.cli"
 local bench = require "bbb.bench"
 local bandit = require "bbb.bandit"
 
-local parser = argparse("bench_bandit.lua", "Time the bandit agents' minibatch updates "
+local parser = recipe.parser("bench_bandit.lua", "Time the bandit agents' minibatch updates "
   .. "(forward, Gaussian ELBO, backward, Adam) for the Bayesian and the plain 119-100-100-1 "
   .. "network against the bare sgemm calls of an update, time whole bandit steps, and project "
   .. "the paper protocol's wall time on this machine. The machine may be shared: the numbers "
-  .. "are medians, but still noisy.")
-parser:option("--threads", "Threads (the bandit workers use 1).", "1"):convert(cli.threads())
+  .. "are medians, but still noisy.", { defaults = { threads = "1" } })
+recipe.declare(parser, { "threads" })
 parser:option("--updates", "Timed updates per network.", "2000"):convert(cli.positive_integer())
 parser:option("--steps", "Timed bandit steps (64 updates each) per agent.", "20")
   :convert(cli.positive_integer())

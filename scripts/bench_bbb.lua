@@ -3,17 +3,17 @@
 -- inference, thread scaling, and the cost of each estimator and C prior.
 -- bbblua scripts/bench_bbb.lua --help
 local bbb = require "bbb"
-local argparse = require "argparse"
+local recipe = require "bbb.recipe"
 local core = bbb.core
 local cli = require "bbb.cli"
 local bench = require "bbb.bench"
 
-local parser = argparse("bench_bbb.lua", "Time full training steps (forward, ELBO, backward, "
+local parser = recipe.parser("bench_bbb.lua", "Time full training steps (forward, ELBO, backward, "
   .. "Adam) of Bayesian MLPs against the bare sgemm calls the step contains, MC inference over "
   .. "10,000 images, the step on one thread against all, and one table of the step's cost with "
-  .. "each estimator and each C prior. Ratios are against floors measured in the same run.")
-parser:option("--threads", "Threads.", "2"):convert(cli.threads())
-parser:option("--batch", "Minibatch size.", "128"):convert(cli.positive_integer())
+  .. "each estimator and each C prior. Ratios are against floors measured in the same run.", {})
+recipe.declare(parser, { "threads" })
+recipe.declare(parser, { "batch" })
 parser:option("--steps", "Timed training steps per network.", "30"):convert(cli.positive_integer())
 parser:option("--infer-samples", "MC samples for the inference timing.", "100"):convert(cli.positive_integer())
 parser:option("--infer-images", "Images for the inference timing.", "10000")

@@ -6,14 +6,14 @@
 -- in ulp over a sweep of every binade. Ratios, not absolute times, are what
 -- carry over between machines.
 --   build/bbblua scripts/bench_core.lua [--threads N] [--reps R] [--no-vmath]
-local argparse = require "argparse"
+local recipe = require "bbb.recipe"
 local bbb = require "bbb"
 local core = require "bbb.core"
 local cli = require "bbb.cli"
 local bench = require "bbb.bench"
 
-local parser = argparse("bench_core", "Times core ops against floors measured in the same run.")
-parser:option("--threads", "Threads for OpenMP and OpenBLAS.", "2"):convert(cli.threads())
+local parser = recipe.parser("bench_core", "Times core ops against floors measured in the same run.", {})
+recipe.declare(parser, { "threads" })
 parser:option("--reps", "Timed repetitions per measurement; the median is reported (1..1000).", "20")
   :convert(cli.integer { min = 1, max = 1000 })
 parser:flag("--no-vmath", "Skip the vector math table (its error sweeps take a few seconds).")

@@ -3,16 +3,16 @@
 --   bbblua scripts/bench_dist.lua                       # 1 process
 --   mpirun -np 2 bbblua scripts/bench_dist.lua          # 2 ranks
 local bbb = require "bbb"
-local argparse = require "argparse"
+local recipe = require "bbb.recipe"
 local cli = require "bbb.cli"
 
-local parser = argparse("bench_dist.lua", "Time data-parallel training steps of a Bayesian MLP "
+local parser = recipe.parser("bench_dist.lua", "Time data-parallel training steps of a Bayesian MLP "
   .. "(784-H-H-10, global batch --batch) and the gradient all-reduce inside them, with the "
-  .. "bytes all-reduced per step. Run it alone and under mpirun -np N to compare.")
+  .. "bytes all-reduced per step. Run it alone and under mpirun -np N to compare.", { defaults = { threads = "1" } })
 parser:option("--hidden", "Units per hidden layer.", "1200"):convert(cli.positive_integer { max = 1 << 14 })
-parser:option("--batch", "Global minibatch size.", "128"):convert(cli.positive_integer())
+recipe.declare(parser, { "batch" })
 parser:option("--steps", "Timed steps.", "20"):convert(cli.positive_integer())
-parser:option("--threads", "Threads per rank.", "1"):convert(cli.threads())
+recipe.declare(parser, { "threads" })
 local args = cli.parse(parser)
 
 local dist = bbb.dist.available and bbb.dist or nil

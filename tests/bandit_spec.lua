@@ -123,6 +123,11 @@ describe("agents", function()
     ["eps-greedy 0%"] = function() return bandit.EpsilonGreedy(opts{ epsilon = 0 }) end,
     uniform = function() return bandit.Uniform{ context_dim = 4, seed = 1 } end,
     ["linear TS"] = function() return bandit.LinearTS{ context_dim = 4, seed = 1 } end,
+    ["MC dropout"] = function() return bandit.MCDropout(opts{ dropout = 0.3 }) end,
+    NeuralLinear = function() return bandit.NeuralLinear(opts{ refit = 7 }) end,
+    ["BBB (KL / t, mean of 2 samples, learned noise)"] = function()
+      return bandit.BBB(opts{ kl_n = "seen", decide_samples = 2, learn_sigma = true }) end,
+    ["BBB (the paper's minibatch weighting)"] = function() return bandit.BBB(opts{ kl_n = "blundell" }) end,
   }
   for name, make in pairs(makers) do
     it(name .. " decides a valid action and accepts transitions", function()
@@ -168,6 +173,85 @@ describe("agents", function()
       assert.are.equal(first, greedy:decide(ctx))
     end
     assert.is_true(eats > 150 and eats < 250, tostring(eats))
+  end)
+
+  it("MC dropout scores both actions under one mask, and its draws differ", function()
+    local agent = bandit.MCDropout(opts{ dropout = 0.5, hidden = { 64 } })
+    local ctx = tiny_data().x:narrow(1, 1, 1)
+    -- the same mask for both rows: with the action columns' weights zeroed,
+    -- both rows are the same input, so a shared mask gives equal outputs
+    local w = agent.net.layers[1].weight
+    for i = 1, 64 do w:set(i, 5, 0); w:set(i, 6, 0) end
+    local differ = false
+    local first = agent:sample_actions(ctx)
+    for _ = 1, 20 do
+      local v = agent:sample_actions(ctx)
+      assert.are.equal(v[1], v[2])
+      if v[1] ~= first[1] then differ = true end
+    end
+    assert.is_true(differ)
+  end)
+
+  it("NeuralLinear's refit equals the regression updated row by row on the same features", function()
+    local agent = bandit.NeuralLinear(opts{ refit = 1000 })
+    local env = bandit.Mushroom{ data = tiny_data(), seed = 4 }
+    for _ = 1, 12 do
+      local ctx = env:next()
+      local a = agent:decide(ctx)
+      agent:update(ctx, a, env:act(a))
+    end
+    -- row by row, with the network's final features
+    local ref = bandit.LinearTS{ context_dim = 8, lambda = 0.25, seed = 1 }
+    local n = agent.buffer:size()
+    local z = agent:features(agent.buffer.x:narrow(1, 1, n))
+    for i = 1, n do
+      local a = agent.buffer.x:get(i, 6) > 0.5 and 2 or 1
+      ref:update(z:narrow(1, i, 1), a, agent.buffer.y:get(i, 1))
+    end
+    agent:refit_posterior()
+    for a = 1, 2 do
+      local got, want = agent.blr:posterior_mean(a), ref:posterior_mean(a)
+      for i = 1, #want do
+        assert.is_true(math.abs(got[i] - want[i]) <= 1e-3 * (1 + math.abs(want[i])), a .. ": " .. got[i] .. " vs " .. want[i])
+      end
+      assert.are.equal(ref.models[a].n, agent.blr.models[a].n)
+    end
+  end)
+
+  it("the diagnostics leave the agent's decisions unchanged", function()
+    local experiment = require "bbb.bandit.experiment"
+    local data = tiny_data()
+    local function play(probe)
+      local acts = {}
+      local cfg = { seed = 3, updates = 2, batch = 4, buffer = 16, lr = 1e-3, sigma = 1, rho_init = -3,
+        prior_sigma = 0.1, kl = "seen", decide_samples = 1 }
+      local diag
+      experiment.play{ cfg = cfg, data = data, index = 1, run = 0, steps = 20, probes = probe and { 10 } or {},
+        make = function(o) o.hidden = { 8 }; local a = bandit.BBB(o)
+          local decide = a.decide
+          a.decide = function(self, c) local v = decide(self, c); acts[#acts + 1] = v; return v end
+          return a end,
+        on_probe = function(_, d) diag = d end }
+      return acts, diag
+    end
+    local a1 = play(false)
+    local a2, d = play(true)
+    assert.are.same(a1, a2)
+    assert.are.equal(2, #d.sigma)
+    assert.is_true(d.spread_poison > 0 and d.eat_poison >= 0 and d.eat_poison <= 1)
+  end)
+
+  it("rejects bad options of the new agents and settings", function()
+    assert.has_error(function() bandit.MCDropout(opts{ dropout = 1 }) end,
+      "MCDropout: dropout must be a number in (0, 1), got 1")
+    assert.has_error(function() bandit.NeuralLinear(opts{ refit = 0 }) end,
+      "NeuralLinear: refit must be a positive integer, got 0")
+    assert.has_error(function() bandit.NeuralLinear(opts{ lambda = -1 }) end,
+      "NeuralLinear: lambda must be a number > 0, got -1")
+    assert.has_error(function() bandit.BBB(opts{ kl_n = "t" }) end,
+      'BBB: kl_n must be "size", "capacity", "seen" or "blundell", got t')
+    assert.has_error(function() bandit.BBB(opts{ decide_samples = 0 }) end,
+      "BBB: decide_samples must be a positive integer, got 0")
   end)
 
   it("rejects a buffer smaller than a minibatch", function()
@@ -221,6 +305,10 @@ describe("scripts/bandit.lua", function()
     assert.are.equal(0, status, text)
     has(text, "Usage:")
     has(text, "--resume")
+    has(text, "--paper-agent")
+    status, text = run("scripts/bandit_ablation.lua --help")
+    assert.are.equal(0, status, text)
+    has(text, "Usage:")
     status, text = run("scripts/bench_bandit.lua --help")
     assert.are.equal(0, status, text)
     has(text, "Usage:")
@@ -242,29 +330,73 @@ describe("scripts/bandit.lua", function()
     for _ in f:lines() do lines = lines + 1 end
     f:close()
     assert.are.equal("step,bbb_expected,bbb_realised,eps5_expected,eps5_realised,eps1_expected,eps1_realised,"
-      .. "eps0_expected,eps0_realised,linear_expected,linear_realised,uniform_expected,uniform_realised", header)
+      .. "eps0_expected,eps0_realised,linear_expected,linear_realised,uniform_expected,uniform_realised,"
+      .. "dropout_expected,dropout_realised,neurallinear_expected,neurallinear_realised", header)
     assert.are.equal(120, lines)
     if os.execute("command -v gnuplot >/dev/null 2>&1") then
       assert.truthy(io.open(out .. "/bandit_regret.png"), "no plot")
     end
     -- a longer run resumes from the checkpoints and ends as one run would
-    local status2, text2 = run(args:gsub("--steps 120", "--steps 150") .. " --resume --agents bbb,uniform --no-plot")
+    local more = args:gsub("--steps 120", "--steps 150") .. " --agents bbb,uniform,dropout,neurallinear --no-plot"
+    local status2, text2 = run(more .. " --resume")
     assert.are.equal(0, status2, text2)
-    has(text2, "[bbb r0] resumed at step 120")
-    has(text2, "[uniform r0] resumed at step 120")
-    local status3, text3 = run(args:gsub("--steps 120", "--steps 150") .. " --agents bbb,uniform --no-plot --out " .. out .. "/fresh")
+    for _, name in ipairs { "bbb", "uniform", "dropout", "neurallinear" } do
+      has(text2, "[" .. name .. " r0] resumed at step 120")
+    end
+    local status3, text3 = run(more .. " --out " .. out .. "/fresh")
     assert.are.equal(0, status3, text3)
-    local function final(t) return t:match("\n%s+150%s+(%d+)%s+(%d+)") end
-    local a1, a2 = final(text2)
-    local b1, b2 = final(text3)
-    assert.is_truthy(a1, text2)
-    assert.are.same({ b1, b2 }, { a1, a2 })
+    local function final(t) return { t:match("\n%s+150%s+(%d+)%s+(%d+)%s+(%d+)%s+(%d+)") } end
+    local a, b = final(text2), final(text3)
+    assert.are.equal(4, #a, text2)
+    assert.are.same(b, a)
+    -- a setting changed on --resume is refused, naming it
+    local status4, text4 = run(more:gsub("--steps 150", "--steps 160") .. " --resume --kl size")
+    assert.are_not.equal(0, status4, text4)
+    has(text4, "was written with --kl seen, this run has size")
     os.execute("rm -rf '" .. out .. "'")
+  end)
+
+  it("bandit_ablation.lua prints its table, records each run at once and does not rerun a recorded one", function()
+    local res = out .. "-ablation.jsonl"
+    local cmd = "scripts/bandit_ablation.lua --rows paper,unb-samples2,greedy --seeds 1 --steps 60 --probes 30,60 --results " .. res
+    local status, text = run(cmd)
+    assert.are.equal(0, status, text)
+    for _, want in ipairs { "regret at step 60", "paper", "unb-samples2", "greedy", "P(eat|p)" } do has(text, want) end
+    local f = assert(io.open(res))
+    local n = 0
+    for line in f:lines() do
+      n = n + 1
+      has(line, '"command":"build/bbblua scripts/bandit_ablation.lua --rows')
+      has(line, '"commit":')
+    end
+    f:close()
+    assert.are.equal(3, n)
+    local status2, text2 = run(cmd)
+    assert.are.equal(0, status2, text2)
+    assert.is_nil(text2:find("step 30/60", 1, true), text2)   -- nothing played again
+    assert.are.equal(text:match("regret at step.*$"), text2:match("regret at step.*$"))
+    for args, want in pairs {
+      ["--rows foo"] = "--rows: unknown row 'foo'",
+      ["--seeds 1,x"] = "--seeds: 'x' is not a non-negative integer",
+      ["--probes ,"] = "--probes names nothing",
+    } do
+      local st, tx = run("scripts/bandit_ablation.lua " .. args .. " --results " .. res)
+      assert.are.equal(2, st, tx)
+      has(tx, "bandit_ablation.lua: " .. want)
+    end
+    os.remove(res)
   end)
 
   it("stops on bad input before the run starts", function()
     for args, want in pairs {
-      ["--agents bbb,foo"] = "unknown agent 'foo' (known: bbb, eps5, eps1, eps0, linear, uniform)",
+      ["--agents bbb,foo"] = "unknown agent 'foo' (known: bbb, eps5, eps1, eps0, linear, uniform, dropout, neurallinear)",
+      ["--kl t"] = "--kl: expected one of size, capacity, seen, blundell, got 't'",
+      ["--decide-samples 0"] = "--decide-samples: integer '0' is out of range",
+      ["--dropout 1"] = "--dropout: number '1' is out of range: must be in (0, 1)",
+      ["--refit 0"] = "--refit: integer '0' is out of range",
+      ["--prior-mix 0.5,1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",
+      ["--prior-mix 1.5,1,0.1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",
+      ["--prior-mix 0.5,0,0.1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",
       ["--steps 0"] = "--steps: integer '0' is out of range",
       ["--buffer 0"] = "--buffer: integer '0' is out of range",
       ["--buffer 32"] = "--buffer (32) must hold at least one minibatch (--batch 64)",

@@ -14,6 +14,7 @@ local new_buffer = require "bbb.bandit.buffer"
 local agents = {}
 
 local N_ACTIONS = 2
+local KL_N = { size = true, capacity = true, seen = true, blundell = true }
 
 local function positive_int(v, what, name)
   if math.type(v) ~= "integer" or v < 1 then
@@ -44,13 +45,22 @@ end
 -- `updates` Adam steps on minibatches drawn with replacement from the
 -- buffer, the KL weighted for the buffer's size N: each step minimises
 -- nll / batch + complexity / N. Returns the last step's terms.
+-- o.kl_n chooses N: "size" (rows in the buffer, the default), "capacity"
+-- (the buffer's capacity), "seen" (every transition seen so far, t) or
+-- "blundell" (the paper's minibatch weighting, eq. 9: update u of the step's
+-- U carries 2^(U-u) / (2^U - 1) of one complexity term).
 function agents.fit_buffer(net, elbo, opt, buffer, o)
   local B, U = o.batch, o.updates
   local xs, ys = buffer:sample(U * B, o.generator)
-  elbo.kl_weight = B / (o.kl_n == "capacity" and buffer.capacity or buffer:size())
+  local kl_n = o.kl_n
+  if kl_n ~= "blundell" then
+    elbo.kl_weight = B / (kl_n == "capacity" and buffer.capacity or kl_n == "seen" and buffer.count
+      or buffer:size())
+  end
   local terms
   for u = 1, U do
     local start = (u - 1) * B + 1
+    if kl_n == "blundell" then elbo.kl_weight = 2.0 ^ -u / (1 - 2.0 ^ -U) end
     opt:zero_grad()
     local loss
     loss, terms = elbo:loss(net, xs:narrow(1, start, B), ys:narrow(1, start, B))
@@ -83,6 +93,10 @@ local function neural(cls, name, o)
   self.sigma = o.sigma or 1
   self.lr = o.lr or 1e-3
   self.kl_n = o.kl_n or "size"
+  if not KL_N[self.kl_n] then
+    error(('%s: kl_n must be "size", "capacity", "seen" or "blundell", got %s'):format(name, tostring(self.kl_n)), 3)
+  end
+  self.learn_sigma = o.learn_sigma and true or false
   -- one-hot action columns: (1, 2) per action, and both actions stacked (2, 2)
   self.action_rows = { bbb.tensor{ { 1, 0 } }, bbb.tensor{ { 0, 1 } } }
   self.both_actions = bbb.tensor{ { 1, 0 }, { 0, 1 } }
@@ -91,8 +105,10 @@ end
 
 function Neural:finish_init()
   self.elbo = bbb.elbo.ELBO{ n_data = self.buffer.capacity, batch_size = self.batch,
-    likelihood = "gaussian", sigma = self.sigma, kl_weight = 1 }
-  self.optimizer = bbb.optim.Adam(self.net, { lr = self.lr })
+    likelihood = "gaussian", sigma = self.sigma, kl_weight = 1, learn_sigma = self.learn_sigma }
+  local params = self.net:named_parameters()
+  for _, p in ipairs(self.elbo:named_parameters()) do params[#params + 1] = p end
+  self.optimizer = bbb.optim.Adam(params, { lr = self.lr })
   self.net:train()
 end
 
@@ -117,6 +133,7 @@ end
 function Neural:state()
   local tensors = {}
   for k, v in pairs(self.net:state_dict()) do tensors["net." .. k] = v end
+  for k, v in pairs(self.elbo:state_dict()) do tensors["elbo." .. k] = v end
   local ost, ots = self.optimizer:state_dict()
   for k, v in pairs(ots) do tensors["opt." .. k] = v end
   local bst, bts = self.buffer:state()
@@ -136,6 +153,7 @@ end
 
 function Neural:set_state(st, tensors)
   self.net:load_state_dict(prefixed(tensors, "net."))
+  self.elbo:load_state_dict(prefixed(tensors, "elbo."))
   self.optimizer:load_state_dict(st.optimizer, prefixed(tensors, "opt."))
   self.buffer:set_state(st.buffer, prefixed(tensors, "buffer."))
   self.elbo.steps = math.tointeger(st.elbo_steps) or 0
@@ -143,9 +161,10 @@ function Neural:set_state(st, tensors)
 end
 
 --- BBB{context_dim = 117, hidden = {100, 100}, buffer = 4096, updates = 64,
---      batch = 64, lr = 1e-3, sigma = 1 (likelihood noise), prior = Gaussian{sigma = 0.1},
---      rho_init = -3, seed =}:
--- Thompson sampling with one weight sample per decision.
+--      batch = 64, lr = 1e-3, sigma = 1 (likelihood noise), learn_sigma = false,
+--      prior = Gaussian{sigma = 0.1}, rho_init = -3, kl_n = "size", decide_samples = 1, seed =}:
+-- Thompson sampling: each decision compares the two actions under one
+-- weight sample, or under the mean of decide_samples samples.
 local BBB = setmetatable({}, { __index = Neural })
 BBB.__index = BBB
 
@@ -160,13 +179,20 @@ function agents.BBB(o)
   -- with the mixture, 1,635 with this prior).
   self.net = bbb.nn.bayes_mlp(self.sizes, { prior = o.prior or bbb.prior.Gaussian{ sigma = 0.1 },
     generator = self.generator, rho_init = o.rho_init or -3 })
+  self.decide_samples = positive_int(o.decide_samples or 1, "BBB", "decide_samples")
   self:finish_init()
   return self
 end
 
 function BBB:decide(context)
   check_context(self, context)
-  return self:greedy(context)   -- the forward pass draws one weight sample
+  if self.decide_samples == 1 then return self:greedy(context) end  -- one forward, one weight sample
+  local pass, eat = 0, 0
+  for _ = 1, self.decide_samples do
+    local v = self:predict_actions(context):totable()
+    pass, eat = pass + v[1][1], eat + v[2][1]
+  end
+  return eat > pass and 2 or 1
 end
 
 --- EpsilonGreedy{epsilon = 0.05, ...same options as BBB}: an MLP of the same
@@ -224,5 +250,8 @@ function Uniform:set_state(st)
 end
 
 agents.LinearTS = require "bbb.bandit.linear"
+
+-- For agents defined in other files (bbb.bandit.dropout, bbb.bandit.neural_linear).
+agents.Neural, agents.neural, agents.check_context, agents.positive_int = Neural, neural, check_context, positive_int
 
 return agents

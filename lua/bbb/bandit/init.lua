@@ -11,6 +11,7 @@ local bandit = {
   ReplayBuffer = require "bbb.bandit.buffer",
   BBB = agents.BBB, EpsilonGreedy = agents.EpsilonGreedy, Uniform = agents.Uniform,
   LinearTS = agents.LinearTS, fit_buffer = agents.fit_buffer,
+  MCDropout = require "bbb.bandit.dropout", NeuralLinear = require "bbb.bandit.neural_linear",
 }
 
 --- run(env, agent, steps [, on_step]) -> env: plays `steps` steps;

@@ -142,6 +142,35 @@ function Linear:update(context, action, reward)
   m.mu = nil
 end
 
+--- set_posterior(a, G, xy, yy, n): replaces action a's posterior by the one
+-- of n rows with X'X = G (a flat row-major d x d array, d = context_dim + 1,
+-- the intercept last), X'y = xy and y'y = yy (NeuralLinear refits it when
+-- its features change). P = G + lambda I is factored afresh.
+function Linear:set_posterior(a, G, xy, yy, n)
+  local d = self.d
+  if #G ~= d * d or #xy ~= d then
+    error(("linear TS:set_posterior: G must hold %d and xy %d numbers, got %d and %d"):format(d * d, d, #G, #xy), 2)
+  end
+  local L = {}
+  for i = 1, d do
+    local row = (i - 1) * d
+    for j = 1, d do
+      if j > i then L[row + j] = 0 else
+        local s = G[row + j] + (i == j and self.lambda or 0)
+        local rj = (j - 1) * d
+        for k = 1, j - 1 do s = s - L[row + k] * L[rj + k] end
+        if i == j then
+          if not (s > 0) then error("linear TS:set_posterior: X'X + lambda I is not positive definite", 2) end
+          L[row + j] = math.sqrt(s)
+        else
+          L[row + j] = s / L[rj + j]
+        end
+      end
+    end
+  end
+  self.models[a] = { L = L, xy = table.move(xy, 1, d, 1, {}), yy = yy, n = n }
+end
+
 --- The state for checkpoints: scalars, {name = tensor} (float32 would lose
 -- the factor's precision, so the arrays travel as scalars).
 function Linear:state()
@@ -170,7 +199,7 @@ return function(o)
       error(("LinearTS: %s must be a number > 0, got %s"):format(k, tostring(v)), 2)
     end
   end
-  local self = setmetatable({ name = "linear TS", context_dim = d - 1, d = d, a0 = a0, b0 = b0,
+  local self = setmetatable({ name = "linear TS", context_dim = d - 1, d = d, a0 = a0, b0 = b0, lambda = lambda,
     generator = o.generator or bbb.Generator(o.seed or 1), models = {} }, Linear)
   for a = 1, 2 do
     local L, xy = {}, {}

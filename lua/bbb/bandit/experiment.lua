@@ -1,0 +1,179 @@
+--- bbb.bandit.experiment: one agent's run on the Mushroom bandit from a
+-- configuration table, shared by scripts/bandit.lua's workers and
+-- scripts/bandit_ablation.lua, and the posterior diagnostics of a network
+-- agent (the mean sigma of each Bayesian layer, and the spread over weight
+-- samples of f(eat) - f(pass) on poisonous and edible mushrooms).
+local bbb = require "bbb"
+local env_mod = require "bbb.bandit.env"
+local agents = require "bbb.bandit.agents"
+
+local M = {}
+
+--- The agent settings of the network agents: DEFAULTS are the ones the
+-- ablation chose (doc/bandit.md), PAPER_AGENT the ones used before it
+-- (section 5.3's buffer of the last 4,096 transitions with the complexity
+-- term divided by its size, one weight sample per decision).
+M.PAPER_AGENT = { buffer = 4096, kl = "size", sigma = 1, learn_sigma = false, rho_init = -3,
+  prior_sigma = 0.1, prior_mix = false, decide_samples = 1, lr = 1e-3, updates = 64, batch = 64,
+  dropout = 0.2, refit = 100 }
+M.DEFAULTS = {}
+for k, v in pairs(M.PAPER_AGENT) do M.DEFAULTS[k] = v end
+M.DEFAULTS.buffer, M.DEFAULTS.kl, M.DEFAULTS.sigma, M.DEFAULTS.decide_samples = 100000, "seen", 0.1, 2
+
+
+-- "unb": every transition kept, the complexity term divided by t.
+local UNB = { buffer = 100000 }
+--- with(t, extra) -> a copy of t with extra's fields set.
+function M.with(t, extra)
+  local o = {}
+  for k, v in pairs(t) do o[k] = v end
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+
+--- The ablation's rows (scripts/bandit_ablation.lua): {name, settings, what}; each
+-- row's settings change PAPER_AGENT.
+M.ABLATION_ROWS = {
+  { "paper", {}, "the previous agent: last 4,096 transitions, KL / buffer size" },
+  { "kl-seen", { kl = "seen" }, "KL / t, sliding buffer of 4,096" },
+  { "kl-blundell", { kl = "blundell" }, "the paper's minibatch weighting, sliding buffer" },
+  { "unbounded", UNB, "all data kept, KL / t" },
+  { "unb-kl-capacity", M.with(UNB, { kl = "capacity" }), "all data kept, KL / 100,000 from the start" },
+  { "unb-sigma0.1", M.with(UNB, { sigma = 0.1 }), "likelihood noise 0.1" },
+  { "unb-sigma0.3", M.with(UNB, { sigma = 0.3 }), "likelihood noise 0.3" },
+  { "unb-sigma0.1-samples2", M.with(UNB, { sigma = 0.1, decide_samples = 2 }), "noise 0.1, mean of 2 samples" },
+  { "unb-sigma0.1-kl-capacity", M.with(UNB, { sigma = 0.1, kl = "capacity" }), "noise 0.1, KL / 100,000" },
+  { "unb-sigma5", M.with(UNB, { sigma = 5 }), "likelihood noise 5" },
+  { "unb-sigma-learned", M.with(UNB, { learn_sigma = true }), "likelihood noise learned (from 1)" },
+  { "unb-rho-5", M.with(UNB, { rho_init = -5 }), "initial sigma 0.0067" },
+  { "unb-rho-6", M.with(UNB, { rho_init = -6 }), "initial sigma 0.0025" },
+  { "unb-samples2", M.with(UNB, { decide_samples = 2 }), "mean of 2 weight samples per decision" },
+  { "unb-prior0.03", M.with(UNB, { prior_sigma = 0.03 }), "prior N(0, 0.03^2)" },
+  { "unb-prior0.05", M.with(UNB, { prior_sigma = 0.05 }), "prior N(0, 0.05^2)" },
+  { "prior0.03", { prior_sigma = 0.03 }, "prior N(0, 0.03^2), sliding buffer" },
+  { "unb-prior0.03-samples2", M.with(UNB, { prior_sigma = 0.03, decide_samples = 2 }), "prior 0.03, mean of 2 samples" },
+  { "unb-mixture", M.with(UNB, { prior_mix = { 0.75, math.exp(-1), math.exp(-6) }, rho_init = -5 }),
+    "scale-mixture prior (0.75, e^-1, e^-6), rho -5" },
+  { "unb-rho-5-prior0.05", M.with(UNB, { rho_init = -5, prior_sigma = 0.05 }), "the issue's candidate" },
+  { "unb-lr3e-4", M.with(UNB, { lr = 3e-4 }), "Adam lr 3e-4" },
+  { "unb-updates16", M.with(UNB, { updates = 16 }), "16 updates per step" },
+  { "greedy-unb", M.with(UNB, { agent = "eps0" }), "the greedy MLP, all data kept" },
+  { "greedy", { agent = "eps0" }, "the greedy MLP, last 4,096 transitions" },
+}
+
+--- prior(cfg) -> the prior of the Bayesian layers: N(0, prior_sigma^2), or
+-- with prior_mix = {pi, sigma1, sigma2} the scale mixture.
+function M.prior(cfg)
+  if cfg.prior_mix then
+    local m = cfg.prior_mix
+    return bbb.prior.ScaleMixture{ pi = m[1], sigma1 = m[2], sigma2 = m[3] }
+  end
+  return bbb.prior.Gaussian{ sigma = cfg.prior_sigma }
+end
+
+--- agent_seed(cfg, index, run): agent `index` of run `run` (0-based) gets
+-- its own seed; the environment's is cfg.seed + run (common random numbers).
+function M.agent_seed(cfg, index, run) return 1000003 * (cfg.seed + run) + 7919 * index end
+
+--- agent_opts(cfg, index, run, context_dim) -> the options of any agent constructor.
+function M.agent_opts(cfg, index, run, context_dim)
+  return { seed = M.agent_seed(cfg, index, run), updates = cfg.updates, batch = cfg.batch,
+    buffer = cfg.buffer, lr = cfg.lr, sigma = cfg.sigma, learn_sigma = cfg.learn_sigma,
+    rho_init = cfg.rho_init, prior = M.prior(cfg), kl_n = cfg.kl, decide_samples = cfg.decide_samples,
+    dropout = cfg.dropout, refit = cfg.refit, context_dim = context_dim }
+end
+
+-- Rows of the table: every `stride`-th poisonous and edible mushroom, k of each.
+local function probe_rows(data, k)
+  local poison, edible = {}, {}
+  for i = 1, data.n do
+    local list = data.edible[i] and edible or poison
+    list[#list + 1] = i
+  end
+  local function pick(list)
+    local out, stride = {}, math.max(1, #list // k)
+    for j = 1, math.min(k, #list) do out[j] = list[(j - 1) * stride + 1] end
+    return bbb.tensor(out)
+  end
+  return pick(poison), pick(edible)
+end
+
+-- f(eat) - f(pass) for each row of x under one draw of the network.
+local function gaps(net, x)
+  local n = x:size(1)
+  local pass = bbb.cat({ x, bbb.zeros{ n, 2 } + bbb.tensor{ { 1, 0 } } }, 2)
+  local eat = bbb.cat({ x, bbb.zeros{ n, 2 } + bbb.tensor{ { 0, 1 } } }, 2)
+  local f = net:forward(bbb.cat({ pass, eat }, 1)):reshape(-1):totable()
+  local out = {}
+  for i = 1, n do out[i] = f[n + i] - f[i] end
+  return out
+end
+
+--- diagnose(agent, data, {rows = 200, samples = 32}) -> {sigma = {mean sigma of
+-- each Bayesian layer's weights}, spread_poison, gap_poison, eat_poison,
+-- spread_edible, gap_edible, pass_edible}: spread is the standard deviation
+-- of f(eat) - f(pass) over weight samples averaged over the mushrooms, gap
+-- its mean, eat_poison the fraction of (mushroom, sample) pairs that would
+-- eat a poisonous one. The agent's generator is restored afterwards, so a
+-- diagnosed run takes the same decisions as one that is not.
+function M.diagnose(agent, data, o)
+  o = o or {}
+  local net = agent.net
+  if not net then return {} end
+  local g = agent.generator
+  local seed, counter = g:state()
+  local sig = {}
+  net:apply(function(l)
+    if l.weight_rho then
+      sig[#sig + 1] = bbb.no_grad(function() return l.weight_rho:softplus():mean():item() end)
+    end
+  end)
+  local poison, edible = probe_rows(data, o.rows or 200)
+  local res = { sigma = sig }
+  for _, part in ipairs { { "poison", poison }, { "edible", edible } } do
+    local x = data.x:index_select(part[2])
+    local S = o.samples or 32
+    local sum, sq, wrong, n = {}, {}, 0, x:size(1)
+    for i = 1, n do sum[i], sq[i] = 0, 0 end
+    for _ = 1, S do
+      local d = bbb.no_grad(function() return gaps(net, x) end)
+      for i = 1, n do
+        sum[i], sq[i] = sum[i] + d[i], sq[i] + d[i] * d[i]
+        if (part[1] == "poison") == (d[i] > 0) then wrong = wrong + 1 end
+      end
+    end
+    local spread, gap = 0, 0
+    for i = 1, n do
+      local m = sum[i] / S
+      gap, spread = gap + m, spread + math.sqrt(math.max(0, sq[i] / S - m * m))
+    end
+    res["spread_" .. part[1]], res["gap_" .. part[1]] = spread / n, gap / n
+    res[part[1] == "poison" and "eat_poison" or "pass_edible"] = wrong / (n * S)
+  end
+  g:set_state(seed, counter)
+  return res
+end
+
+--- play{cfg =, data =, make = function(opts) -> agent, index =, run =, steps =,
+--       probes = {step, ...}, on_probe = function(t, diag, env), on_step = function(t, env)}
+-- -> env: builds the environment and the agent of run `run` and plays;
+-- at each probe step the agent is diagnosed.
+function M.play(o)
+  local cfg = o.cfg
+  local environment = env_mod.Mushroom{ data = o.data, seed = cfg.seed + o.run }
+  local agent = o.make(M.agent_opts(cfg, o.index, o.run, o.data.x:size(2)))
+  local want = {}
+  for _, s in ipairs(o.probes or {}) do want[s] = true end
+  for _ = 1, o.steps do
+    local context = environment:next()
+    local action = agent:decide(context)
+    local r = environment:act(action)
+    agent:update(context, action, r)
+    local t = environment.t
+    if o.on_step then o.on_step(t, environment) end
+    if want[t] and o.on_probe then o.on_probe(t, M.diagnose(agent, o.data), environment) end
+  end
+  return environment, agent
+end
+
+return M

@@ -1,0 +1,140 @@
+--- The ablation of the Mushroom bandit's Bayes by Backprop agent:
+-- one row per change of the agent's settings, each played over several
+-- seeds through bbb.bandit.experiment (the same runs as scripts/bandit.lua's
+-- workers: same mushrooms, coins and agent seeds), with the posterior
+-- diagnosed at probe steps. Every finished (row, seed) is appended to a JSONL
+-- file at once, so a stopped ablation resumes where it stopped.
+-- bbblua scripts/bandit_ablation.lua --help
+local bbb = require "bbb"
+local argparse = require "argparse"
+local cli = require "bbb.cli"
+local json = require "bbb.json"
+local bandit = require "bbb.bandit"
+local experiment = require "bbb.bandit.experiment"
+
+local with, ROWS = experiment.with, experiment.ABLATION_ROWS
+local BY = {}
+for _, r in ipairs(ROWS) do BY[r[1]] = r end
+local MAKERS = { bbb = bandit.BBB, eps0 = function(o) o.epsilon = 0; return bandit.EpsilonGreedy(o) end }
+local INDEX = { bbb = 1, eps0 = 4 }   -- scripts/bandit.lua's agent indices: the same agent seeds
+
+local names = {}
+for _, r in ipairs(ROWS) do names[#names + 1] = r[1] end
+local parser = argparse("bandit_ablation.lua", "The ablation of the Mushroom bandit's BBB agent: "
+  .. "cumulative expected regret, its slope over the last fifth of the run and the posterior "
+  .. "diagnostics (mean sigma per layer, spread of f(eat) - f(pass) over weight samples, the chance "
+  .. "of eating a poisonous mushroom) per row and seed. Rows: " .. table.concat(names, ", ") .. ".")
+parser:option("--rows", "Comma-separated rows.", "paper,unbounded")
+parser:option("--seeds", "Comma-separated seeds (the bandit's --seed with one repeat).", "1")
+parser:option("--steps", "Steps per run.", "10000"):convert(cli.positive_integer())
+parser:option("--probes", "Steps at which to diagnose the posterior.", "2000,5000,10000")
+parser:option("--results", "JSONL file of finished runs (appended; a row and seed found there with at "
+  .. "least --steps steps is not rerun).",
+  "doc/results/bandit_ablation.jsonl")
+parser:option("--data", "The Mushroom .rda file.")
+local args = cli.parse(parser)
+local function fail(msg, ...)
+  io.stderr:write("bandit_ablation.lua: ", msg:format(...), "\n")
+  os.exit(2)
+end
+local function ints(s, what)
+  local out = {}
+  for w in s:gmatch("[^,%s]+") do
+    local v = math.tointeger(tonumber(w))
+    if not v or v < 0 then fail("%s: '%s' is not a non-negative integer", what, w) end
+    out[#out + 1] = v
+  end
+  if #out == 0 then fail("%s names nothing", what) end
+  return out
+end
+local rows = {}
+for w in args.rows:gmatch("[^,%s]+") do
+  if not BY[w] then fail("--rows: unknown row '%s' (known: %s)", w, table.concat(names, ", ")) end
+  rows[#rows + 1] = BY[w]
+end
+if #rows == 0 then fail("--rows names no row") end
+local seeds, probes = ints(args.seeds, "--seeds"), ints(args.probes, "--probes")
+local ok_data, data = pcall(bbb.data.load_mushroom, { path = args.data })
+if not ok_data then fail("%s", (tostring(data):gsub("^[^:]*:%d+: ", ""))) end
+
+local function git_commit()
+  local p = io.popen("git rev-parse --short HEAD 2>/dev/null")
+  local c = p and p:read("l") or "unknown"
+  if p then p:close() end
+  return c
+end
+local done = {}
+local fh = io.open(args.results)
+if fh then
+  for line in fh:lines() do
+    local ok, r = pcall(json.decode, line)
+    -- a longer run of the same row and seed serves too: its regrets are recorded every 1,000 steps
+    if ok and r.steps >= args.steps and r.regret[tostring(args.steps)] then
+      done[r.row .. "/" .. math.tointeger(r.seed)] = r
+    end
+  end
+  fh:close()
+end
+local command = "build/bbblua scripts/bandit_ablation.lua " .. table.concat(arg, " ")
+local commit = git_commit()
+bbb.set_num_threads(1)
+io.stdout:setvbuf("line")
+
+for _, row in ipairs(rows) do
+  for _, seed in ipairs(seeds) do
+    local key = row[1] .. "/" .. seed
+    if not done[key] then
+      local cfg = with(experiment.PAPER_AGENT, row[2])
+      cfg.seed = seed
+      local agent = cfg.agent or "bbb"
+      local rec = { row = row[1], seed = seed, steps = args.steps, agent = agent, settings = row[2],
+        command = command, commit = commit, regret = {}, diag = {} }
+      local t0 = bbb.core.clock()
+      local every = math.max(1, args.steps // 10)
+      experiment.play{ cfg = cfg, data = data, make = MAKERS[agent], index = INDEX[agent], run = 0,
+        steps = args.steps, probes = probes,
+        on_step = function(t, e)
+          if t % 1000 == 0 or t == args.steps or t == 100 then rec.regret[tostring(t)] = e.regret_expected end
+          if t % every == 0 then
+            local dt = bbb.core.clock() - t0
+            print(("[%s seed %d] step %d/%d regret %.0f  %.0f s  eta %.0f s"):format(row[1], seed, t,
+              args.steps, e.regret_expected, dt, dt / t * (args.steps - t)))
+          end
+        end,
+        on_probe = function(t, d) rec.diag[tostring(t)] = d end }
+      rec.seconds = bbb.core.clock() - t0
+      local f = assert(io.open(args.results, "a"))
+      f:write(json.encode(rec), "\n")
+      assert(f:close())
+      done[key] = rec
+    end
+  end
+end
+
+-- The table: mean regret at the end, each seed's, the slope over the last fifth, diagnostics.
+local S, S0 = args.steps, args.steps - args.steps // 5
+local last = tostring(probes[#probes])
+print(("\nregret at step %d (expected), slope over steps %d-%d, diagnostics at step %s"):format(S, S0, S, last))
+print(("%-22s %7s  %-32s %6s %18s %8s %8s"):format("row", "mean", "per seed", "slope", "sigma per layer",
+  "spread", "P(eat|p)"))
+for _, row in ipairs(rows) do
+  local sum, each, slope, n, d = 0, {}, 0, 0, { sigma = {} }
+  for _, seed in ipairs(seeds) do   -- diagnostics averaged over the seeds
+    local r = done[row[1] .. "/" .. seed]
+    local e, e0 = r.regret[tostring(S)], r.regret[tostring(S0)]
+    sum, n = sum + e, n + 1
+    each[#each + 1] = ("%.0f"):format(e)
+    if e0 then slope = slope + (e - e0) / (S - S0) end
+    local di = r.diag[last] or {}
+    for k, v in pairs(di) do
+      if k == "sigma" then
+        for i, s in ipairs(v) do d.sigma[i] = (d.sigma[i] or 0) + s / #seeds end
+      else d[k] = (d[k] or 0) + v / #seeds end
+    end
+  end
+  local sig = {}
+  for i, v in ipairs(d.sigma) do sig[i] = ("%.3f"):format(v) end
+  print(("%-22s %7.0f  %-32s %6.3f %18s %8s %8s"):format(row[1], sum / n, table.concat(each, " "),
+    slope / n, table.concat(sig, "/"), d and d.spread_poison and ("%.2f"):format(d.spread_poison) or "-",
+    d and d.eat_poison and ("%.4f"):format(d.eat_poison) or "-"))
+end
