@@ -58,10 +58,7 @@ local ok_data, data = pcall(bbb.data.load_mushroom, { path = args.data })
 if not ok_data then fail("%s", (tostring(data):gsub("^[^:]*:%d+: ", ""))) end
 
 local function git_commit()
-  local p = io.popen("git rev-parse --short HEAD 2>/dev/null")
-  local c = p and p:read("l") or "unknown"
-  if p then p:close() end
-  return c
+  return bbb.sys.output { "git", "rev-parse", "--short", "HEAD" } or "unknown"
 end
 local done = {}
 local fh = io.open(args.results)

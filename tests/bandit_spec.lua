@@ -392,7 +392,7 @@ describe("scripts/bandit.lua", function()
       ["--agents bbb,foo"] = "unknown agent 'foo' (known: bbb, eps5, eps1, eps0, linear, uniform, dropout, neurallinear)",
       ["--kl t"] = "--kl: expected one of size, capacity, seen, blundell, got 't'",
       ["--decide-samples 0"] = "--decide-samples: integer '0' is out of range",
-      ["--dropout 1"] = "--dropout: number '1' is out of range: must be in (0, 1)",
+      ["--dropout 1"] = "--dropout: number '1' is out of range: must be in [0, 1)",
       ["--refit 0"] = "--refit: integer '0' is out of range",
       ["--prior-mix 0.5,1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",
       ["--prior-mix 1.5,1,0.1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",

@@ -244,7 +244,7 @@ function recipe.parse(parser, argv)
   argv = argv or arg
   local args = cli.parse(parser, argv)
   local given = cli.given(parser, argv)
-  if args.resume then
+  if type(args.resume) == "string" then   -- the shared --resume FILE (a script's own --resume flag is its own)
     local ok, model_or_err, info = pcall(require("bbb").load, args.resume)
     if not ok then usage_error(parser, "--resume: " .. tostring(model_or_err):gsub("^[^\n]-:%d+: ", "")) end
     local saved = info.meta and info.meta.args
@@ -294,7 +294,7 @@ function recipe.prepare_outputs(args, extra)
   local seen = {}
   for _, k in ipairs(keys) do
     local path = args[k]
-    if k == "checkpoint" and path == nil then path = args.resume end
+    if k == "checkpoint" and path == nil and type(args.resume) == "string" then path = args.resume end
     if type(path) == "string" then
       if seen[path] then
         return nil, ("--%s and --%s name the same file %s"):format(seen[path]:gsub("_", "-"),
