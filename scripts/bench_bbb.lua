@@ -268,8 +268,9 @@ if not args.no_table then
     busy:stop(9)
     busy:wait()
     print(("with one busy process on a core, 784-400-400-10: 1 thread %.2f ms, %d threads %.2f ms: %.2fx "
-      .. "(target >= 1.0: %s; OMP_WAIT_POLICY %s)"):format(one.step * 1e3, threads, all.step * 1e3,
-      one.step / all.step, one.step / all.step >= 1 and "met" or "MISS", os.getenv("OMP_WAIT_POLICY") or "unset"))
+      .. "(target >= 1.0: %s; OMP_WAIT_POLICY %s, GOMP_SPINCOUNT %s)"):format(one.step * 1e3, threads, all.step * 1e3,
+      one.step / all.step, one.step / all.step >= 1 and "met" or "MISS", os.getenv("OMP_WAIT_POLICY") or "unset",
+      os.getenv("GOMP_SPINCOUNT") or "unset"))
   end
 
   -- Busy time by phase, from a child process with sleeping idle threads.
