@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "arena.h"
 #include "csvread.h"
 #include "io.h"
 
@@ -84,34 +85,6 @@ int bbb_csv_parse_float(const char *s, size_t len, float *out) {
 }
 
 /* ---- small helpers ---- */
-
-typedef struct arena { void **ptrs; size_t n, cap; } arena;
-
-static void *arena_alloc(arena *a, size_t bytes) {
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? 2 * a->cap : 64;
-    void **p = realloc(a->ptrs, cap * sizeof *p);
-    if (!p) return NULL;
-    a->ptrs = p;
-    a->cap = cap;
-  }
-  void *m = calloc(1, bytes ? bytes : 1);
-  if (m) a->ptrs[a->n++] = m;
-  return m;
-}
-
-static char *arena_strdup(arena *a, const char *s, size_t len) {
-  char *c = arena_alloc(a, len + 1);
-  if (c) memcpy(c, s, len);
-  return c;
-}
-
-static void arena_free(arena *a) {
-  if (!a) return;
-  for (size_t i = 0; i < a->n; i++) free(a->ptrs[i]);
-  free(a->ptrs);
-  free(a);
-}
 
 static int utf8_valid(const unsigned char *s, size_t n) {
   size_t i = 0;
@@ -183,7 +156,7 @@ static int strset_find(const strset *s, const char *str, size_t n, size_t *slot)
 }
 
 /* Inserts str (copied into the arena); returns its index, or -1 when out of memory. */
-static int strset_add(strset *s, arena *a, const char *str, size_t n) {
+static int strset_add(strset *s, bbb_arena *a, const char *str, size_t n) {
   if ((size_t)(s->n + 1) * 2 > s->cap) {
     size_t cap = s->cap ? 2 * s->cap : 16;
     int *slots = calloc(cap, sizeof *slots);
@@ -211,7 +184,7 @@ static int strset_add(strset *s, arena *a, const char *str, size_t n) {
   }
   size_t slot = 0;
   strset_find(s, str, n, &slot);
-  char *c = arena_strdup(a, str, n);
+  char *c = bbb_arena_strdup(a, str, n);
   if (!c) return -1;
   s->strs[s->n] = c;
   s->lens[s->n] = n;
@@ -242,7 +215,7 @@ typedef struct colstate {
 
 typedef struct ctx {
   const bbb_csv_options *o;
-  arena *arena;
+  bbb_arena *arena;
   int st;                     /* first failure */
   int started;                /* the first record is done */
   int64_t row;                /* data rows begun (the current one's number) */
@@ -396,7 +369,7 @@ static int setup_columns(ctx *c) {
     }
     if (strset_add(&c->names, c->arena, s, n) < 0) return c->st = bbb_error(BBB_EMEM, "read_csv: out of memory");
   }
-  c->cols = arena_alloc(c->arena, (size_t)c->ncol * sizeof *c->cols);
+  c->cols = bbb_arena_alloc(c->arena, (size_t)c->ncol * sizeof *c->cols);
   if (!c->cols) return c->st = bbb_error(BBB_EMEM, "read_csv: out of memory");
   for (int k = 0; k < o->n_categorical; k++)
     if (check_named(c, o->categorical[k], "categorical")) return c->st;
@@ -453,7 +426,7 @@ static void on_field(void *s, size_t n, void *data) {
       if (!r || !l) { c->st = bbb_error(BBB_EMEM, "read_csv: out of memory"); return; }
       c->rec_cap = cap;
     }
-    c->rec[c->field] = arena_strdup(c->arena, s, n);
+    c->rec[c->field] = bbb_arena_strdup(c->arena, s, n);
     c->rec_len[c->field] = n;
     if (!c->rec[c->field]) { c->st = bbb_error(BBB_EMEM, "read_csv: out of memory"); return; }
     c->field++;
@@ -515,7 +488,7 @@ static int finish(ctx *c, struct csv_parser *p, bbb_csv_table *out) {
   out->n_rows = c->n_rows;
   out->n_dropped = c->n_dropped;
   out->n_cols = nx;
-  out->cols = arena_alloc(c->arena, (size_t)(nx > 0 ? nx : 1) * sizeof *out->cols);
+  out->cols = bbb_arena_alloc(c->arena, (size_t)(nx > 0 ? nx : 1) * sizeof *out->cols);
   if (!out->cols) return bbb_error(BBB_EMEM, "read_csv: out of memory");
   for (int j = 0; j < c->ncol; j++) {
     colstate *col = &c->cols[j];
@@ -526,7 +499,7 @@ static int finish(ctx *c, struct csv_parser *p, bbb_csv_table *out) {
     d->categorical = col->kind == KIND_CATEGORY;
     d->n_levels = col->levels.n;
     if (d->n_levels) {
-      const char **lv = arena_alloc(c->arena, (size_t)d->n_levels * sizeof *lv);
+      const char **lv = bbb_arena_alloc(c->arena, (size_t)d->n_levels * sizeof *lv);
       if (!lv) return bbb_error(BBB_EMEM, "read_csv: out of memory");
       memcpy(lv, col->levels.strs, (size_t)d->n_levels * sizeof *lv);
       d->levels = lv;
@@ -589,7 +562,7 @@ static int run(const bbb_csv_options *o, bbb_csv_table *out, source_fn next, voi
   memset(out, 0, sizeof *out);
   int st = check_options(o);
   if (st) return st;
-  arena *a = calloc(1, sizeof *a);
+  bbb_arena *a = bbb_arena_new(0);
   if (!a) return bbb_error(BBB_EMEM, "read_csv: out of memory");
   out->arena = a;
   ctx c = { .o = o, .arena = a };
@@ -668,6 +641,6 @@ void bbb_csv_free(bbb_csv_table *t) {
   if (!t) return;
   bbb_tensor_release(t->x);
   bbb_tensor_release(t->y);
-  arena_free(t->arena);
+  bbb_arena_free(t->arena);
   memset(t, 0, sizeof *t);
 }

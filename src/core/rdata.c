@@ -22,12 +22,13 @@
 #include <unistd.h>
 
 #include "io.h"
+#include "arena.h"
 #include "rdata.h"
 #include "tensor.h"
 
 #define RD_MAX_DEPTH 64
 #define RD_MAX_IMAGE ((size_t)1 << 26)     /* decompressed bytes */
-#define RD_MAX_ARENA ((size_t)1 << 28)     /* bytes of parsed items */
+#define RD_MAX_ARENA ((size_t)1 << 28)     /* bytes of parsed items: the arena's cap */
 #define RD_MAX_FILE ((size_t)1 << 27)      /* compressed bytes */
 #define RD_NA_INT INT32_MIN
 
@@ -40,34 +41,6 @@ enum {
 #define RD_IS_OBJECT (1 << 8)
 #define RD_HAS_ATTR (1 << 9)
 #define RD_HAS_TAG (1 << 10)
-
-/* ---- the arena ---- */
-
-typedef struct rd_arena { void **ptrs; size_t n, cap, bytes; } rd_arena;
-
-/* NULL when out of memory or past RD_MAX_ARENA (a stream of tiny items
-** must not expand into gigabytes of nodes). */
-static void *arena_alloc(rd_arena *a, size_t bytes) {
-  if (bytes > RD_MAX_ARENA - a->bytes) return NULL;
-  a->bytes += bytes + sizeof(void *);
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? 2 * a->cap : 64;
-    void **p = realloc(a->ptrs, cap * sizeof *p);
-    if (!p) return NULL;
-    a->ptrs = p;
-    a->cap = cap;
-  }
-  void *m = calloc(1, bytes ? bytes : 1);
-  if (m) a->ptrs[a->n++] = m;
-  return m;
-}
-
-static void arena_free(rd_arena *a) {
-  if (!a) return;
-  for (size_t i = 0; i < a->n; i++) free(a->ptrs[i]);
-  free(a->ptrs);
-  free(a);
-}
 
 /* ---- the item tree ---- */
 
@@ -85,7 +58,7 @@ typedef struct rd_node {
 typedef struct rd_parser {
   const unsigned char *p;
   size_t n, pos;
-  rd_arena *arena;
+  bbb_arena *arena;
   rd_node **refs;
   size_t nrefs, caprefs;
 } rd_parser;
@@ -155,7 +128,7 @@ static int read_length(rd_parser *ps, size_t min_bytes, int64_t *len) {
 }
 
 static rd_node *new_node(rd_parser *ps, int type) {
-  rd_node *nd = arena_alloc(ps->arena, sizeof *nd);
+  rd_node *nd = bbb_arena_alloc(ps->arena, sizeof *nd);
   if (!nd) { bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)"); return NULL; }
   nd->type = type;
   return nd;
@@ -178,7 +151,7 @@ static int read_charsxp_body(rd_parser *ps, rd_node **out) {
   if (len < 0 || (size_t)len > ps->n - ps->pos)
     return bbb_error(BBB_EIO, "rdata: string length %lld at byte %zu exceeds the %zu bytes left",
                      (long long)len, at, ps->n - ps->pos);
-  nd->str = arena_alloc(ps->arena, (size_t)len + 1);
+  nd->str = bbb_arena_alloc(ps->arena, (size_t)len + 1);
   if (!nd->str) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
   memcpy(nd->str, ps->p + ps->pos, (size_t)len);
   ps->pos += (size_t)len;
@@ -234,7 +207,7 @@ static int read_vector(rd_parser *ps, int type, rd_node *nd, int depth) {
   int st;
   if (type == RD_INTSXP || type == RD_LGLSXP) {
     if ((st = read_length(ps, 4, &nd->len))) return st;
-    nd->ints = arena_alloc(ps->arena, (size_t)nd->len * sizeof(int32_t));
+    nd->ints = bbb_arena_alloc(ps->arena, (size_t)nd->len * sizeof(int32_t));
     if (!nd->ints) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
     for (int64_t i = 0; i < nd->len; i++)
       if ((st = read_int(ps, &nd->ints[i]))) return st;
@@ -242,7 +215,7 @@ static int read_vector(rd_parser *ps, int type, rd_node *nd, int depth) {
   }
   if (type == RD_REALSXP) {
     if ((st = read_length(ps, 8, &nd->len))) return st;
-    nd->reals = arena_alloc(ps->arena, (size_t)nd->len * sizeof(double));
+    nd->reals = bbb_arena_alloc(ps->arena, (size_t)nd->len * sizeof(double));
     if (!nd->reals) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
     for (int64_t i = 0; i < nd->len; i++) {
       const unsigned char *b = ps->p + ps->pos;   /* read_length checked 8 bytes per element */
@@ -255,7 +228,7 @@ static int read_vector(rd_parser *ps, int type, rd_node *nd, int depth) {
   }
   /* STRSXP (each element at least flags + length) or VECSXP (at least flags) */
   if ((st = read_length(ps, type == RD_STRSXP ? 8 : 4, &nd->len))) return st;
-  nd->items = arena_alloc(ps->arena, (size_t)nd->len * sizeof(rd_node *));
+  nd->items = bbb_arena_alloc(ps->arena, (size_t)nd->len * sizeof(rd_node *));
   if (!nd->items) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
   for (int64_t i = 0; i < nd->len; i++) {
     st = type == RD_STRSXP ? read_charsxp(ps, &nd->items[i]) : read_item(ps, depth + 1, &nd->items[i]);
@@ -285,7 +258,7 @@ static int read_altrep(rd_parser *ps, int depth, size_t at, rd_node **out) {
       return bbb_error(BBB_EIO, "rdata: a %s at byte %zu has length %g, start %g, step %g", cls, at, n, start, step);
     if (!(nd = new_node(ps, is_int ? RD_INTSXP : RD_REALSXP))) return BBB_EMEM;
     nd->len = (int64_t)n;
-    void *d = arena_alloc(ps->arena, (size_t)nd->len * (is_int ? 4 : 8));
+    void *d = bbb_arena_alloc(ps->arena, (size_t)nd->len * (is_int ? 4 : 8));
     if (!d) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
     for (int64_t i = 0; i < nd->len; i++) {
       double v = start + step * (double)i;
@@ -405,8 +378,8 @@ static int cmp_str(const void *a, const void *b) {
 /* A character column as a factor: its distinct strings sorted (as R's
 ** factor() would, in the C locale) become the levels. */
 static int strings_to_factor(rd_parser *ps, rd_node *col, bbb_rdata_factor *c, int j) {
-  const char **sorted = arena_alloc(ps->arena, (size_t)(col->len ? col->len : 1) * sizeof(char *));
-  c->codes = arena_alloc(ps->arena, (size_t)(col->len ? col->len : 1) * sizeof(int32_t));
+  const char **sorted = bbb_arena_alloc(ps->arena, (size_t)(col->len ? col->len : 1) * sizeof(char *));
+  c->codes = bbb_arena_alloc(ps->arena, (size_t)(col->len ? col->len : 1) * sizeof(int32_t));
   if (!sorted || !c->codes) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
   int64_t n = 0;
   for (int64_t i = 0; i < col->len; i++)
@@ -441,7 +414,7 @@ static int to_column(rd_parser *ps, rd_node *col, bbb_rdata_factor *c, int j, in
       return bbb_error(BBB_EIO, "rdata: column %d ('%s') is a factor without levels", j + 1, c->name);
     if (lev->len > INT_MAX) return bbb_error(BBB_EIO, "rdata: column %d has too many levels", j + 1);
     c->n_levels = (int)lev->len;
-    c->levels = arena_alloc(ps->arena, (size_t)(lev->len ? lev->len : 1) * sizeof(char *));
+    c->levels = bbb_arena_alloc(ps->arena, (size_t)(lev->len ? lev->len : 1) * sizeof(char *));
     if (!c->levels) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
     for (int64_t k = 0; k < lev->len; k++) {
       if (!lev->items[k]->str)
@@ -461,7 +434,7 @@ static int to_column(rd_parser *ps, rd_node *col, bbb_rdata_factor *c, int j, in
   /* numbers: doubles as they are, integers and logicals converted; NA is NaN */
   c->numeric = 1;
   if (col->type == RD_REALSXP) { c->values = col->reals; return BBB_OK; }
-  c->values = arena_alloc(ps->arena, (size_t)(n_rows ? n_rows : 1) * sizeof(double));
+  c->values = bbb_arena_alloc(ps->arena, (size_t)(n_rows ? n_rows : 1) * sizeof(double));
   if (!c->values) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
   for (int64_t i = 0; i < n_rows; i++)
     c->values[i] = col->ints[i] == RD_NA_INT ? NAN : (double)col->ints[i];
@@ -483,7 +456,7 @@ static int frame_from(rd_parser *ps, rd_node *df, bbb_rdata_frame *f) {
   if (n_rows < 0) return bbb_error(BBB_EIO, "rdata: the data frame has no usable row.names");
   f->n_rows = n_rows;
   f->n_cols = (int)df->len;
-  f->cols = arena_alloc(ps->arena, (size_t)(df->len ? df->len : 1) * sizeof *f->cols);
+  f->cols = bbb_arena_alloc(ps->arena, (size_t)(df->len ? df->len : 1) * sizeof *f->cols);
   if (!f->cols) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
   for (int j = 0; j < f->n_cols; j++) {
     bbb_rdata_factor *c = &f->cols[j];
@@ -603,7 +576,7 @@ static int parse_image(const unsigned char *p, size_t n, bbb_rdata_frame *f) {
 int bbb_rdata_parse_frame(const unsigned char *buf, size_t len, bbb_rdata_frame *out) {
   static const unsigned char xz_magic[6] = { 0xfd, '7', 'z', 'X', 'Z', 0 };
   memset(out, 0, sizeof *out);
-  rd_arena *a = calloc(1, sizeof *a);
+  bbb_arena *a = bbb_arena_new(RD_MAX_ARENA);
   if (!a) return bbb_error(BBB_EMEM, "rdata: out of memory (or more than 256 MiB of items)");
   out->arena = a;
   int st;
@@ -821,7 +794,7 @@ static void list_names(const rd_node *list, char *buf, size_t cap) {
 int bbb_rdata_parse_lazy(const unsigned char *rdx, size_t rdx_len, const unsigned char *rdb, size_t rdb_len,
                          const char *name, bbb_rdata_frame *out) {
   memset(out, 0, sizeof *out);
-  rd_arena *a = calloc(1, sizeof *a);
+  bbb_arena *a = bbb_arena_new(RD_MAX_ARENA);
   if (!a) return bbb_error(BBB_EMEM, "rdata: out of memory");
   out->arena = a;
   unsigned char *index = NULL, *chunk = NULL;
@@ -859,7 +832,7 @@ int bbb_rdata_parse_lazy(const unsigned char *rdx, size_t rdx_len, const unsigne
   if (!st) st = parse_stream(chunk, chunk_len, 0, 1, &obj, &ps2);
   if (!st) {
     out->object_name = NULL;
-    char *nm = arena_alloc(a, strlen(name) + 1);
+    char *nm = bbb_arena_alloc(a, strlen(name) + 1);
     if (!nm) st = bbb_error(BBB_EMEM, "rdata: out of memory");
     else { strcpy(nm, name); out->object_name = nm; }
   }
@@ -888,6 +861,6 @@ int bbb_rdata_load_lazy(const char *rdx_path, const char *rdb_path, const char *
 
 void bbb_rdata_frame_free(bbb_rdata_frame *f) {
   if (!f) return;
-  arena_free(f->arena);
+  bbb_arena_free(f->arena);
   memset(f, 0, sizeof *f);
 }
