@@ -95,10 +95,7 @@ end
 
 --- M.parse([argv]) -> args: the command line, checked.
 function M.parse(argv)
-  argv = argv or arg
-  local parser = M.parser()
-  local args = recipe.parse(parser, argv)
-  return args
+  return (recipe.parse(M.parser(), argv))
 end
 
 --- M.run(args)

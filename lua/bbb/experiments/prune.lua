@@ -56,10 +56,7 @@ end
 
 --- prune.parse([argv]) -> args: the command line, checked.
 function prune.parse(argv)
-  argv = argv or arg
-  local parser = prune.parser()
-  local args = recipe.parse(parser, argv)
-  return args
+  return (recipe.parse(prune.parser(), argv))
 end
 
 --- prune.run(args)

@@ -34,26 +34,59 @@ local BayesLinear = Module.class("BayesLinear")
 
 local ESTIMATORS = { weight = true, ["local"] = true, flipout = true }
 
-local function choice(v, allowed, what)
+local function choice(layer, v, allowed, what)
   if not allowed[v] then
     local names = {}
     for k in pairs(allowed) do names[#names + 1] = '"' .. k .. '"' end
     table.sort(names)
-    error(("BayesLinear: %s must be one of %s, got %s"):format(what, table.concat(names, ", "),
-      tostring(v)), 4)
+    error(("%s: %s must be one of %s, got %s"):format(layer, what, table.concat(names, ", "),
+      tostring(v)), 5)
   end
   return v
 end
 
 -- A number option: finite, and >= lo when lo is given; default when absent.
-local function finite_option(opts, key, default, lo)
+local function finite_option(layer, opts, key, default, lo)
   local v = opts[key]
   if v == nil then return default end
   if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge or (lo and v < lo) then
-    error(("BayesLinear: %s must be a finite number%s, got %s"):format(key, lo and (" >= " .. lo) or "",
-      type(v) == "string" and ("'" .. v .. "'") or tostring(v)), 4)
+    error(("%s: %s must be a finite number%s, got %s"):format(layer, key, lo and (" >= " .. lo) or "",
+      type(v) == "string" and ("'" .. v .. "'") or tostring(v)), 5)
   end
   return v
+end
+
+--- BayesLinear.init_posterior(self, layer, weight_shape, fan_in, n_out, opts):
+-- the part every Bayesian layer shares (BayesLinear, BayesConv2d): the prior,
+-- estimator, KL mode and mode checked, and mu, rho (and masks) made for a
+-- weight of weight_shape and a bias of n_out. layer names it in messages;
+-- called from the layer's init.
+function BayesLinear.init_posterior(self, layer, weight_shape, fan_in, n_out, opts)
+  self.prior = prior_mod.check(opts.prior or prior_mod.ScaleMixture{}, layer)
+  self.estimator = choice(layer, opts.estimator or "weight", ESTIMATORS, "estimator")
+  self.kl_mode = choice(layer, opts.kl or "mc", { mc = true, analytic = true }, "kl")
+  self.mode = choice(layer, opts.mode or "sample", { sample = true, mean = true }, "mode")
+  if self.kl_mode == "analytic" and not (prior_mod.is_fused(self.prior) and self.prior.kind == "gaussian") then
+    error(("%s: kl = \"analytic\" needs a Gaussian prior, got %s"):format(layer, tostring(self.prior)), 4)
+  end
+  self.generator = opts.generator
+  local s = finite_option(layer, opts, "mu_scale", 1 / math.sqrt(fan_in), 0)
+  local rho = finite_option(layer, opts, "rho_init", -5)
+  -- mu_scale = 0 starts every mean at 0
+  local function init_mu(shape)
+    if s == 0 then return bbb.zeros(shape) end
+    return bbb.rand(shape, -s, s, opts.generator)
+  end
+  self.weight_mu = init_mu(weight_shape):requires_grad(true)
+  self.weight_rho = bbb.full(weight_shape, rho):requires_grad(true)
+  if opts.bias ~= false then
+    self.bias_mu = init_mu({ n_out }):requires_grad(true)
+    self.bias_rho = bbb.full({ n_out }, rho):requires_grad(true)
+  end
+  if opts.masked then
+    self.weight_mask = bbb.ones(weight_shape)
+    self.bias_mask = self.bias_mu and bbb.ones{ n_out } or nil
+  end
 end
 
 function BayesLinear:init(n_in, n_out, opts)
@@ -62,31 +95,7 @@ function BayesLinear:init(n_in, n_out, opts)
     error(("BayesLinear: sizes must be positive integers, got %s, %s"):format(tostring(n_in), tostring(n_out)), 3)
   end
   self.n_in, self.n_out = n_in, n_out
-  self.prior = prior_mod.check(opts.prior or prior_mod.ScaleMixture{}, "BayesLinear")
-  self.estimator = choice(opts.estimator or "weight", ESTIMATORS, "estimator")
-  self.kl_mode = choice(opts.kl or "mc", { mc = true, analytic = true }, "kl")
-  self.mode = choice(opts.mode or "sample", { sample = true, mean = true }, "mode")
-  if self.kl_mode == "analytic" and not (prior_mod.is_fused(self.prior) and self.prior.kind == "gaussian") then
-    error(("BayesLinear: kl = \"analytic\" needs a Gaussian prior, got %s"):format(tostring(self.prior)), 3)
-  end
-  self.generator = opts.generator
-  local s = finite_option(opts, "mu_scale", 1 / math.sqrt(n_in), 0)
-  local rho = finite_option(opts, "rho_init", -5)
-  -- mu_scale = 0 starts every mean at 0
-  local function init_mu(shape)
-    if s == 0 then return bbb.zeros(shape) end
-    return bbb.rand(shape, -s, s, opts.generator)
-  end
-  self.weight_mu = init_mu({ n_out, n_in }):requires_grad(true)
-  self.weight_rho = bbb.full({ n_out, n_in }, rho):requires_grad(true)
-  if opts.bias ~= false then
-    self.bias_mu = init_mu({ n_out }):requires_grad(true)
-    self.bias_rho = bbb.full({ n_out }, rho):requires_grad(true)
-  end
-  if opts.masked then
-    self.weight_mask = bbb.ones{ n_out, n_in }
-    self.bias_mask = self.bias_mu and bbb.ones{ n_out } or nil
-  end
+  BayesLinear.init_posterior(self, "BayesLinear", { n_out, n_in }, n_in, n_out, opts)
 end
 
 function BayesLinear:own_buffers()

@@ -136,27 +136,6 @@ function Conv2d:__tostring() return self:describe() end
 local BayesConv2d = Module.class("BayesConv2d", BayesLinear)
 M.BayesConv2d = BayesConv2d
 
-local ESTIMATORS = { weight = true, ["local"] = true, flipout = true }
-
-local function choice(v, allowed, what)
-  if not allowed[v] then
-    local names = {}
-    for k in pairs(allowed) do names[#names + 1] = '"' .. k .. '"' end
-    table.sort(names)
-    error(("BayesConv2d: %s must be one of %s, got %s"):format(what, table.concat(names, ", "), tostring(v)), 4)
-  end
-  return v
-end
-
-local function finite(v, key, default, lo)
-  if v == nil then return default end
-  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge or (lo and v < lo) then
-    error(("BayesConv2d: %s must be a finite number%s, got %s"):format(key, lo and (" >= " .. lo) or "",
-      tostring(v)), 4)
-  end
-  return v
-end
-
 --- BayesConv2d(in_channels, out_channels, kernel_size [, opts]): a Gaussian
 -- posterior over every weight of a convolution. opts: Conv2d's geometry
 -- (stride, padding, dilation, groups, bias) and BayesLinear's prior,
@@ -165,30 +144,7 @@ end
 function BayesConv2d:init(n_in, n_out, kernel, opts)
   opts = opts or {}
   conv_geometry(self, "BayesConv2d", n_in, n_out, kernel, opts)
-  self.prior = prior_mod.check(opts.prior or prior_mod.ScaleMixture{}, "BayesConv2d")
-  self.estimator = choice(opts.estimator or "weight", ESTIMATORS, "estimator")
-  self.kl_mode = choice(opts.kl or "mc", { mc = true, analytic = true }, "kl")
-  self.mode = choice(opts.mode or "sample", { sample = true, mean = true }, "mode")
-  if self.kl_mode == "analytic" and not (prior_mod.is_fused(self.prior) and self.prior.kind == "gaussian") then
-    error(("BayesConv2d: kl = \"analytic\" needs a Gaussian prior, got %s"):format(tostring(self.prior)), 3)
-  end
-  self.generator = opts.generator
-  local s = finite(opts.mu_scale, "mu_scale", 1 / math.sqrt(self.fan_in), 0)
-  local rho = finite(opts.rho_init, "rho_init", -5)
-  local function init_mu(shape)
-    if s == 0 then return bbb.zeros(shape) end
-    return bbb.rand(shape, -s, s, opts.generator)
-  end
-  self.weight_mu = init_mu(self.weight_shape):requires_grad(true)
-  self.weight_rho = bbb.full(self.weight_shape, rho):requires_grad(true)
-  if opts.bias ~= false then
-    self.bias_mu = init_mu({ n_out }):requires_grad(true)
-    self.bias_rho = bbb.full({ n_out }, rho):requires_grad(true)
-  end
-  if opts.masked then
-    self.weight_mask = bbb.ones(self.weight_shape)
-    self.bias_mask = self.bias_mu and bbb.ones{ n_out } or nil
-  end
+  BayesLinear.init_posterior(self, "BayesConv2d", self.weight_shape, self.fan_in, n_out, opts)
 end
 
 local function masked(t, m)
