@@ -72,7 +72,14 @@ static void raise_core(lua_State *L, const char *msg) {
 ** interrupt flag turns that into an error too. The kind of the last error
 ** is kept for last_error(). */
 void lbbb_check(lua_State *L, int status) {
-  if (status == BBB_OK && bbb_interrupted()) status = bbb_error(BBB_EINTR, "interrupted");
+  /* The collector's step can free hundreds of megabytes: a Ctrl-C that
+  ** lands during it is still this op's, not the interpreter hook's. */
+  if (status == BBB_OK) lbbb_account(L);
+  if (status == BBB_OK && bbb_interrupted()) {
+    const char *fn = lbbb_fname(L);
+    if (strncmp(fn, "bbb.core.", 9) == 0) status = bbb_error(BBB_EINTR, "%s: interrupted", fn + 9);
+    else status = bbb_error(BBB_EINTR, "interrupted");
+  }
   if (status != BBB_OK) {
     if (status == BBB_EINTR) {
       bbb_interrupt_clear();
@@ -87,7 +94,6 @@ void lbbb_check(lua_State *L, int status) {
     lua_setfield(L, LUA_REGISTRYINDEX, LAST_ERROR_KEY);
     raise_core(L, bbb_errmsg());
   }
-  lbbb_account(L);
 }
 
 /* last_error() -> kind, message of the last error a core function raised:
