@@ -834,14 +834,6 @@ static int pmain(lua_State *L) {
 ** there (libc's own initialiser, which runs next, resets the environment),
 ** so the new environment goes to execve.
 **
-** GOMP_SPINCOUNT=1000 unless the user chose a wait policy or a spin count:
-** OpenMP threads that spin while they wait for a partner hold their core,
-** so when another process takes the partner's core a 2-thread step runs
-** many times slower than a 1-thread one. libgomp spins 300,000 times before
-** it sleeps; 1,000 gives the core back soon enough under contention and
-** costs a quiet machine little, where sleeping at once (PASSIVE) costs a
-** lot (measured, with the numbers, in doc/guide.md).
-**
 ** OMP_NUM_THREADS under a tight `ulimit -v`: OpenBLAS (the OpenMP build)
 ** sets aside about 128 MiB of address space per thread while the program
 ** loads, and retries a failed allocation forever. When the address space is
@@ -882,9 +874,8 @@ static char *threads_for_limit(char **argv) {
 }
 
 static void prepare_environment(int argc, char **argv, char **envp) {
-  static char short_spin[] = "GOMP_SPINCOUNT=1000";
   static char *env[4096];
-  char *add[2];
+  char *add[1];
   size_t nadd = 0, k = 0;
   (void)argc;
   /* envp, not getenv: libc has not set its environment up yet */
@@ -892,7 +883,6 @@ static void prepare_environment(int argc, char **argv, char **envp) {
     char *t = threads_for_limit(argv);
     if (t) add[nadd++] = t;
   }
-  if (!env_has(envp, "OMP_WAIT_POLICY=") && !env_has(envp, "GOMP_SPINCOUNT=")) add[nadd++] = short_spin;
   if (nadd == 0 || argv == NULL || argv[0] == NULL) return;
   for (; envp && envp[k]; k++) {
     if (k + nadd + 1 >= sizeof env / sizeof env[0]) return;   /* too many to copy: start as asked */

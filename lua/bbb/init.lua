@@ -86,7 +86,7 @@ local PUBLIC = {
   "conv2d", "max_pool2d", "avg_pool2d", "conv_workspace",
   -- autograd, randomness, runtime
   "set_grad_enabled", "is_grad_enabled", "Generator", "manual_seed",
-  "set_num_threads", "get_num_threads", "max_threads", "bytes_allocated",
+  "set_num_threads", "get_num_threads", "threads_in_use", "max_threads", "bytes_allocated",
 }
 
 local bbb = {}

@@ -11,6 +11,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,11 +62,27 @@ static float *filled(int64_t n, unsigned seed) {
   return p;
 }
 
+/* bbb's thread count (bbb.core.get_num_threads(), when bbb is loaded). */
+static int bbb_threads(lua_State *L) {
+  int n = 1;
+  lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  if (lua_getfield(L, -1, "bbb.core") == LUA_TTABLE &&
+      lua_getfield(L, -1, "get_num_threads") == LUA_TFUNCTION) {
+    lua_call(L, 0, 1);
+    n = (int)luaL_optinteger(L, -1, 1);
+  }
+  lua_settop(L, 0);
+  return n < 1 ? 1 : n;
+}
+
 /* sgemm(m, n, k, ta, tb, reps) -> median seconds of one bare
-** cblas_sgemm computing C (m, n) = op(A) op(B) on preallocated buffers. */
+** cblas_sgemm computing C (m, n) = op(A) op(B) on preallocated buffers,
+** OpenBLAS threading it itself on bbb's thread count (bbb keeps OpenBLAS
+** on one thread and threads a GEMM by its tiles). */
 static int l_bench_sgemm(lua_State *L) {
   lua_Integer m = luaL_checkinteger(L, 1), n = luaL_checkinteger(L, 2), k = luaL_checkinteger(L, 3);
   int ta = lua_toboolean(L, 4), tb = lua_toboolean(L, 5), reps = check_reps(L, 6);
+  int nt = bbb_threads(L);
   luaL_argcheck(L, m >= 1 && m <= 65536, 1, "m must be in 1..65536");
   luaL_argcheck(L, n >= 1 && n <= 65536, 2, "n must be in 1..65536");
   luaL_argcheck(L, k >= 1 && k <= 65536, 3, "k must be in 1..65536");
@@ -75,6 +92,8 @@ static int l_bench_sgemm(lua_State *L) {
     free(a); free(b); free(c);
     return luaL_error(L, "sgemm: out of memory");
   }
+  omp_set_num_threads(nt);
+  openblas_set_num_threads(nt);
   for (int r = -1; r < reps; r++) {   /* r = -1 warms caches and BLAS threads */
     double t0 = now_seconds();
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
@@ -82,6 +101,8 @@ static int l_bench_sgemm(lua_State *L) {
                 0.0f, c, (int)n);
     if (r >= 0) t[r] = now_seconds() - t0;
   }
+  omp_set_num_threads(1);
+  openblas_set_num_threads(1);
   free(a); free(b); free(c);
   lua_pushnumber(L, median(t, reps));
   return 1;

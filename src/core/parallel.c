@@ -3,7 +3,9 @@
 */
 #define _DEFAULT_SOURCE
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -12,7 +14,9 @@
 
 void openblas_set_num_threads(int num_threads);
 
-static int nthreads;
+static int nthreads;        /* the count asked for; 0: not set yet */
+static int free_cores;      /* cores other processes left at the last look; 0: unknown */
+static int follow = -1;     /* follow the load? -1: not decided yet */
 
 /* A share is walked in slices of this many grains, checking the interrupt
 ** flag between them. fn's result on an index never depends on how the
@@ -43,9 +47,8 @@ int bbb_set_num_threads(int64_t n) {
   if (n < 1 || n > cap)
     return bbb_error(BBB_EARG, "set_num_threads: need 1..%d threads (%d per core, %lld cores), got %lld",
                      cap, BBB_THREADS_PER_CORE, (long long)online_cores(), (long long)n);
+  bbb_threads_asked();   /* settles the start-up state first */
   nthreads = (int)n;
-  omp_set_num_threads((int)n);
-  openblas_set_num_threads((int)n);
   return BBB_OK;
 }
 
@@ -59,7 +62,7 @@ int bbb_set_num_threads(int64_t n) {
 
 int bbb_blas_room(const char *op) {
   static int threads_ok;
-  int nt = bbb_get_num_threads();
+  int nt = bbb_threads_asked();
   struct rlimit rl;
   if (nt <= threads_ok) return BBB_OK;
   if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
@@ -77,8 +80,78 @@ int bbb_blas_room(const char *op) {
   return BBB_OK;
 }
 
+/* Following the load. OpenMP threads that wait for a partner whose core
+** another process took waste whole time slices, so a two-thread run beside
+** a busy process was slower than a one-thread run. Every LOAD_PERIOD the
+** cores' busy time (/proc/stat) less this process's own CPU time gives what
+** other processes use; the count in use is then what the asked-for count
+** leaves them: min(asked, cores - others), at least 1. Every op gives the
+** same bits on any thread count (fixed chunks, GEMMs in fixed tiles), so
+** changing it changes only the speed. BBB_FOLLOW_LOAD=0 keeps the count. */
+#define LOAD_PERIOD_NS 200000000LL
+
+static int64_t now_ns(clockid_t clk) {
+  struct timespec ts;
+  clock_gettime(clk, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Busy and total jiffies of all cores; 0 when /proc/stat is unreadable. */
+static int read_cpu_times(long long *busy, long long *total) {
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return 0;
+  long long v[8] = { 0 };
+  int got = fscanf(f, "cpu %lld %lld %lld %lld %lld %lld %lld %lld",
+                   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+  fclose(f);
+  if (got < 4) return 0;
+  *total = 0;
+  for (int i = 0; i < 8; i++) *total += v[i];
+  *busy = *total - v[3] - v[4];   /* less idle and iowait */
+  return 1;
+}
+
+static void follow_load(void) {
+  static int64_t next, own0;
+  static long long busy0, total0;
+  static int have;
+  int64_t now = now_ns(CLOCK_MONOTONIC_COARSE);
+  if (now < next) return;
+  next = now + LOAD_PERIOD_NS;
+  long long busy, total;
+  int64_t own = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+  if (!read_cpu_times(&busy, &total)) { free_cores = 0; return; }
+  if (have && total > total0) {
+    double hz = (double)sysconf(_SC_CLK_TCK), cores = (double)online_cores();
+    double wall = (double)(total - total0) / hz / cores;   /* seconds per core */
+    double others = ((double)(busy - busy0) / hz - (double)(own - own0) * 1e-9) / wall;
+    int n = (int)(cores - others + 0.3);
+    free_cores = n < 1 ? 1 : n;
+  }
+  have = 1;
+  busy0 = busy, total0 = total, own0 = own;
+}
+
+/* At the first call: the asked-for count starts as OpenMP's default
+** (OMP_NUM_THREADS, else the cores), and OpenMP's own default drops to 1.
+** OpenBLAS's OpenMP build threads a GEMM on that default, so it now runs
+** every GEMM on one thread, and every parallel region names its count. */
+int bbb_threads_asked(void) {
+  if (follow < 0) {
+    const char *e = getenv("BBB_FOLLOW_LOAD");
+    follow = !(e && e[0] == '0');
+    if (nthreads < 1) nthreads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    openblas_set_num_threads(1);
+  }
+  return nthreads;
+}
+
 int bbb_get_num_threads(void) {
-  return nthreads > 0 ? nthreads : omp_get_max_threads();
+  int asked = bbb_threads_asked();
+  if (!follow) return asked;
+  follow_load();
+  return free_cores > 0 && free_cores < asked ? free_cores : asked;
 }
 
 static void parallel_for(int64_t n, int64_t grain, bbb_range_fn fn, void *ctx, int sliced) {
@@ -116,6 +189,7 @@ void bbb_parallel_each(int64_t n, bbb_range_fn fn, void *ctx) {
     for (int64_t i = 0; i < n; i++) fn(ctx, i, i + 1);
     return;
   }
+  if (nt > n) nt = (int)n;
   #pragma omp parallel num_threads(nt)
   {
     int64_t t = omp_get_thread_num(), k = omp_get_num_threads();

@@ -57,9 +57,13 @@ double bbb_parallel_sum(int64_t n, bbb_chunk_sum_fn fn, const void *ctx);
 #define BBB_THREADS_PER_CORE 8
 int bbb_max_threads(void);
 
-/* Sets the OpenMP and OpenBLAS thread count; BBB_EARG outside 1..bbb_max_threads(). */
+/* Sets the thread count asked for; BBB_EARG outside 1..bbb_max_threads().
+** bbb_get_num_threads() is the count in use now: the asked-for one, or fewer
+** while other processes hold cores (unless BBB_FOLLOW_LOAD=0); no number
+** computed depends on it. bbb_threads_asked() is the asked-for count. */
 int bbb_set_num_threads(int64_t n);
 int bbb_get_num_threads(void);
+int bbb_threads_asked(void);
 
 /* Before a GEMM: BBB_EMEM (naming op) when the address-space limit leaves
 ** no room for the workspace OpenBLAS would take (it would spin forever). */

@@ -194,7 +194,8 @@ static void fill(bbb_rng *g, bbb_float *out, int64_t n, int kind, float a, float
   uint64_t counter = g->counter, seed = g->seed;
   /* lo >= hi (an empty range) gives lo everywhere; hi - lo must be finite */
   float top = kind == KIND_NORMAL || !(a < b) ? a : fmaxf(nextafterf(b, -INFINITY), a);
-  #pragma omp parallel for schedule(static) if (n >= BBB_GRAIN_RNG)
+  int nt = n >= BBB_GRAIN_RNG ? bbb_get_num_threads() : 1;
+  #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t c = 0; c < nchunks; c++) {
     uint32_t w[4][CHUNK];
     float buf[4 * CHUNK];

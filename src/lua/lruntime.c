@@ -28,6 +28,16 @@ static int l_max_threads(lua_State *L) {
 /** get_num_threads() -> integer
 ** The thread count set by set_num_threads (or OpenMP's default). */
 static int l_get_num_threads(lua_State *L) {
+  lua_pushinteger(L, bbb_threads_asked());
+  return 1;
+}
+
+/** threads_in_use() -> integer
+** The threads the next op runs on: get_num_threads(), or fewer while other
+** processes keep cores busy (checked every 0.2 s from /proc/stat; the
+** environment variable BBB_FOLLOW_LOAD=0 turns this off). Every op gives
+** the same numbers on any thread count, so only the speed changes. */
+static int l_threads_in_use(lua_State *L) {
   lua_pushinteger(L, bbb_get_num_threads());
   return 1;
 }
@@ -56,6 +66,7 @@ static int l_clock(lua_State *L) {
 
 static const luaL_Reg funcs[] = {
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
+  {"threads_in_use", l_threads_in_use},
   {"max_threads", l_max_threads},
   {"bytes_allocated", l_bytes_allocated}, {"clock", l_clock},
   {"last_error", lbbb_last_error}, {NULL, NULL}
