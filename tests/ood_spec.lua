@@ -89,6 +89,24 @@ describe("ood.lua", function()
     assert.falsy(out:find("Fashion-MNIST test", 1, true), out)
   end)
 
+  it("takes the convolutional models mnist.lua --model cnn, cnn-plain and cnn-dropout saved", function()
+    local cnn = {}
+    for _, m in ipairs { "cnn", "cnn-plain", "cnn-dropout" } do
+      cnn[m] = tmp .. "/" .. m .. ".st"
+      local status, out = helpers.run(("scripts/mnist.lua --model %s --channels 3,4 --hidden 12 --epochs 1 "
+        .. "--limit 256 --test-limit 32 --test-samples 1 --threads 1 --save %s"):format(m, cnn[m]))
+      assert.are.equal(0, status, out)
+    end
+    local status, out = run(TINY .. " --sets fashion --out " .. tmp .. "/c/ood --from-bbb " .. cnn.cnn
+      .. " --from-mlp " .. cnn["cnn-plain"] .. " --from-dropout " .. cnn["cnn-dropout"])
+    assert.are.equal(0, status, out)
+    assert.falsy(out:find("training", 1, true), out)
+    local cells = row(out, "BBB MC 4", "Fashion-MNIST test")
+    assert.truthy(tonumber(cells[#cells]), out)   -- an AUROC
+    refused("--from-bbb " .. cnn["cnn-plain"], "holds no Bayesian layer")
+    refused("--from-mlp " .. cnn.cnn, "is a Bayesian model (use --from-bbb)")
+  end)
+
   it("refuses bad input before any work", function()
     refused("--test-samples 0", "--test-samples: integer '0' is out of range")
     refused("--preset s9", "--preset: expected one of s0, s1, got 's9'")

@@ -65,6 +65,7 @@ describe("scripts", function()
     local small = " --epochs 1 --limit 128 --test-limit 50 --test-samples 2 --threads 1"
     ok("scripts/mnist.lua --model cnn --estimator local" .. small, "BayesConv2d(1 -> 16, 5x5, padding 2", "test accuracy")
     ok("scripts/mnist.lua --model cnn-plain" .. small, "Conv2d(16 -> 32, 5x5)", "test accuracy")
+    ok("scripts/mnist.lua --model cnn --channels 4,6 --hidden 16" .. small, "BayesConv2d(4 -> 6, 5x5,", "BayesLinear(150 -> 16,", "test accuracy")
     ok("scripts/mnist.lua --model cnn-dropout --dataset fashion" .. small, "Dropout(0.5)", "test accuracy")
   end)
   it("mnist.lua refuses bad options with a message", function()

@@ -118,6 +118,38 @@ function cli.probability()
   return cli.number { above = 0, below = 1 }
 end
 
+--- cli.int_list(n, {max =}) -> converter: n positive integers written A,B,...
+-- (decimal digits, at most max each); returns the text as given, which
+-- cli.ints turns into a list.
+function cli.int_list(n, opts)
+  opts = opts or {}
+  return converter(function(s)
+    local list = cli.ints(s)
+    if not list or #list ~= n then
+      return nil, ("expected %d integers as A%s, got %s"):format(n, n > 1 and ",B" or "", show(s))
+    end
+    for _, v in ipairs(list) do
+      if v < 1 or (opts.max and v > opts.max) then
+        return nil, ("%s is out of range: each must be in 1..%s"):format(show(s), tostring(opts.max or "inf"))
+      end
+    end
+    return s
+  end)
+end
+
+--- cli.ints(text) -> list of integers, or nil when text is not A,B,... in
+-- decimal digits.
+function cli.ints(s)
+  if type(s) ~= "string" then return nil end
+  local list = {}
+  for w in (s .. ","):gmatch("([^,]*),") do
+    local v = w:find("^%d+$") and math.tointeger(tonumber(w))
+    if not v then return nil end
+    list[#list + 1] = v
+  end
+  return list
+end
+
 --- cli.choice{"a", "b", ...} -> converter: one of the listed words.
 function cli.choice(list)
   local set = {}

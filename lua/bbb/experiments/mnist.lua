@@ -77,6 +77,9 @@ function mnist.parser()
   parser:option("--model", "bbb (Bayes by Backprop), mlp or dropout; cnn, cnn-plain or cnn-dropout: "
     .. "the LeNet-5-style bbb.nn.lenet (10 epochs by default).", "bbb")
     :convert(cli.choice { "bbb", "mlp", "dropout", "cnn", "cnn-plain", "cnn-dropout" })
+  parser:option("--channels", "The CNN's two convolutions' channels, A,B; its dense layer takes --hidden "
+    .. "units when that is given (else 256).", "16,32")
+    :convert(cli.int_list(2, { max = 1024 }))
   recipe.declare(parser, { "hidden", "layers", "activation", "dropout", "prior", "pi", "sigma1", "sigma2",
     "samples", "estimator", "kl_weight", "reduction", "optim", "lr", "lr_decay", "momentum", "rho_init",
     "mu_init", "batch", "epochs", "seed", "threads", "test_samples", "pixel_scale", "val", "limit",
@@ -167,6 +170,7 @@ function mnist.run(args)
   if args.model:find("^cnn") then
     if not (args._given and args._given.epochs) and not resume_info then args.epochs = 10 end
     net = bbb.nn.lenet{ bayes = args.model == "cnn", prior = args.model == "cnn" and recipe.prior(args) or nil,
+      channels = cli.ints(args.channels), hidden = args._given and args._given.hidden and { args.hidden } or nil,
       estimator = args.estimator, rho_init = args.rho_init, mu_scale = args.mu_init,
       dropout = args.model == "cnn-dropout" and args.dropout or nil, generator = gen }
   else

@@ -117,9 +117,22 @@ function ood.run(args)
     return false
   end
 
+  -- The values a model takes per image: a dense net's first width, or a
+  -- convolutional net's (bbb.nn.lenet: a 1 x 28 x 28 view) channels times
+  -- the pixels of its view.
   local function first_width(net)
     for _, m in ipairs(layers_of(net)) do
       if m.n_in then return m.n_in end
+      if m.in_channels then
+        for _, v in ipairs(layers_of(net)) do
+          if v.__name == "View" and v.sizes then
+            local n = 1
+            for _, d in ipairs(v.sizes) do n = n * d end
+            return m.in_channels == v.sizes[1] and n or nil
+          end
+        end
+        return nil
+      end
     end
   end
 
@@ -145,7 +158,7 @@ function ood.run(args)
           tostring(n_in), args.dataset, INPUTS)
       end
       if n_out ~= 10 then fail("%s: %s has %s outputs, but %s has 10 classes", flag, path, tostring(n_out), args.dataset) end
-      local bayes, dropout = has(net, "BayesLinear"), has(net, "Dropout")
+      local bayes, dropout = has(net, "BayesLinear") or has(net, "BayesConv2d"), has(net, "Dropout")
       if kind == "bbb" and not bayes then fail("%s: %s holds no Bayesian layer", flag, path) end
       if kind ~= "bbb" and bayes then fail("%s: %s is a Bayesian model (use --from-bbb)", flag, path) end
       if kind == "dropout" and not dropout then fail("%s: %s has no dropout layer", flag, path) end
