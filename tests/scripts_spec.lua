@@ -115,6 +115,18 @@ describe("examples", function()
     assert.are.equal(3, #mi, out)
     assert.truthy(mi[3] > mi[1], out)
   end)
+  it("bayesian_cnn.lua turns a plain CNN Bayesian and reports accuracy and AUROC before and after", function()
+    local out = ok("examples/bayesian_cnn.lua - 1 1000", "plain CNN", "Bayesian twin, before training",
+      "Bayesian twin, 1 epoch of BBB")
+    local acc = {}
+    for v in out:gmatch("accuracy (%S+)%%") do acc[#acc + 1] = tonumber(v) end
+    assert.are.equal(3, #acc, out)
+    for _, a in ipairs(acc) do assert.truthy(a > 50, out) end   -- trained, not chance
+    -- the twin starts where the plain network is: sigma is small next to mu
+    assert.truthy(math.abs(acc[2] - acc[1]) < 5, out)
+    local mi = out:match("before training.-by mutual information (%S+)")
+    assert.truthy(tonumber(mi), out)
+  end)
   it("bandit_by_hand.lua drives two agents step by step", function()
     ok("examples/bandit_by_hand.lua", "Bayes by Backprop  after 300 mushrooms", "greedy             after 300 mushrooms")
   end)
