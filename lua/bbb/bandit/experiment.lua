@@ -18,7 +18,10 @@ M.PAPER_AGENT = { buffer = 4096, kl = "size", sigma = 1, learn_sigma = false, rh
   dropout = 0.2, refit = 100 }
 M.DEFAULTS = {}
 for k, v in pairs(M.PAPER_AGENT) do M.DEFAULTS[k] = v end
-M.DEFAULTS.buffer, M.DEFAULTS.kl, M.DEFAULTS.sigma, M.DEFAULTS.decide_samples = 100000, "seen", 0.1, 2
+-- One weight sample per decision (pure Thompson sampling): over seeds 1-5 at
+-- 10,000 steps its mean regret was 3,830 against 8,414 for the mean of two,
+-- which stopped eating on seed 4 (doc/bandit.md, section 4).
+M.DEFAULTS.buffer, M.DEFAULTS.kl, M.DEFAULTS.sigma, M.DEFAULTS.decide_samples = 100000, "seen", 0.1, 1
 
 
 -- "unb": every transition kept, the complexity term divided by t.
