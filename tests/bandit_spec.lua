@@ -106,6 +106,36 @@ describe("replay buffer", function()
     end
     assert.is_true(seen[3] and seen[4] and seen[5])
   end)
+
+  it("saves only the rows it holds, and loads them (or a whole saved ring) back", function()
+    local buf = bandit.ReplayBuffer{ capacity = 100, width = 2 }
+    for k = 1, 4 do buf:add(bbb.tensor{ { k, -k } }, 10 * k) end
+    local st, t = buf:state()
+    assert.are.same({ 4, 2 }, { t.x:size(1), t.x:size(2) })
+    local path = os.tmpname()
+    local checkpoint = require "bbb.checkpoint"
+    checkpoint.write(path, t, { buffer = st })
+    local tensors, meta = checkpoint.read(path)
+    local back = bandit.ReplayBuffer{ capacity = 100, width = 2 }
+    back:set_state(meta.buffer, tensors)
+    os.remove(path)
+    local a1, b1 = buf:sample(30, bbb.Generator(2))
+    local a2, b2 = back:sample(30, bbb.Generator(2))
+    assert.are.same(a1:totable(), a2:totable())
+    assert.are.same(b1:totable(), b2:totable())
+    local whole = bandit.ReplayBuffer{ capacity = 100, width = 2 }
+    whole:set_state(st, { x = buf.x, y = buf.y })   -- every row, as checkpoints once held
+    assert.are.same(buf.x:totable(), whole.x:totable())
+    local empty = bandit.ReplayBuffer{ capacity = 100, width = 2 }
+    local est, et = empty:state()
+    assert.are.same({}, et)
+    empty:set_state(est, et)
+    assert.are.equal(0, empty:size())
+    assert.has_error(function() back:set_state(st, { x = bbb.zeros(3, 2), y = bbb.zeros(3, 1) }) end,
+      "ReplayBuffer:set_state: the saved rows do not fit a buffer of 100 x 2 holding 4")
+    assert.has_error(function() back:set_state(st, {}) end,
+      "ReplayBuffer:set_state: the saved rows do not fit a buffer of 100 x 2 holding 4")
+  end)
 end)
 
 local small = { context_dim = 4, hidden = { 8 }, buffer = 16, updates = 2, batch = 4, seed = 1 }

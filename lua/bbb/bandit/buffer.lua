@@ -42,19 +42,32 @@ function Buffer:sample(k, generator)
   return self.x:index_select(idx), self.y:index_select(idx)
 end
 
---- The rows and count, for checkpoints.
-function Buffer:state() return { count = self.count }, { x = self.x, y = self.y } end
+--- The filled rows and the count, for checkpoints (a buffer of 100,000 rows
+-- that holds 3,000 saves 3,000).
+function Buffer:state()
+  local n = self:size()
+  if n == 0 then return { count = self.count }, {} end
+  return { count = self.count }, { x = self.x:narrow(1, 1, n), y = self.y:narrow(1, 1, n) }
+end
 
+--- Takes what state() saved; a checkpoint holding every row of the buffer
+-- (as they were once written) loads too.
 function Buffer:set_state(st, tensors)
   local c = math.tointeger(st.count)
   if not c or c < 0 then error("ReplayBuffer:set_state: bad count", 2) end
-  if not (bbb.is_tensor(tensors.x) and tensors.x:numel() == self.x:numel()
-          and bbb.is_tensor(tensors.y) and tensors.y:numel() == self.y:numel()) then
-    error(("ReplayBuffer:set_state: the saved rows do not fit a buffer of %d x %d")
-      :format(self.capacity, self.width), 2)
+  local n = math.min(c, self.capacity)
+  local x, y = tensors.x, tensors.y
+  if n == 0 and x == nil and y == nil then
+    self.count = 0
+    return
   end
-  self.x:copy(tensors.x)
-  self.y:copy(tensors.y)
+  local rows = bbb.is_tensor(x) and x:dim() == 2 and x:size(2) == self.width and x:size(1)
+  if not (rows and (rows == n or rows == self.capacity) and bbb.is_tensor(y) and y:numel() == rows) then
+    error(("ReplayBuffer:set_state: the saved rows do not fit a buffer of %d x %d holding %d")
+      :format(self.capacity, self.width, n), 2)
+  end
+  self.x:narrow(1, 1, rows):copy(x)
+  self.y:narrow(1, 1, rows):copy(y:reshape(rows, 1))
   self.count = c
 end
 
