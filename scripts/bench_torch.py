@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """Reference numbers from PyTorch for scripts/bench_bbb.lua (optional; bbb
-itself does not use Python). The Bayesian layer is written per weight, the way
-the PyTorch reproductions of Blundell et al. write it: sample eps, w = mu +
-log1p(exp(rho)) * eps, log q and the scale-mixture log p summed per weight.
-Prints the training-step time, the time of the same GEMMs alone measured in
-the same run, and their ratio. Needs Debian's python3-torch:
+itself does not use Python). Times, on 784-1200-1200-10 and 784-400-400-10
+(float32): a Bayes-by-Backprop training step written per weight, the way the
+PyTorch reproductions of Blundell et al. write it (blitz-style: mu and rho per
+weight, one weight sample per step by the reparameterization trick
+w = mu + log1p(exp(rho)) * eps, the complexity term log q(w) - log p(w) under
+the scale-mixture prior by Monte Carlo, Adam), a plain MLP training step
+(Linear + ReLU, Adam), and the GEMMs of a step alone (torch.mm of the forward
+and backward shapes). Needs Debian's python3-torch:
 
-    /usr/bin/python3 scripts/bench_torch.py --threads 2
+    python3 scripts/bench_torch.py --threads 2
+
+Prints one line per figure, "<what>_ms <network> <milliseconds>" (what:
+bayes, plain, gemms), after a "torch_version <version>" line; bench_bbb.lua
+reads them.
 """
 import argparse
 import math
@@ -24,6 +31,7 @@ torch.manual_seed(1)
 
 PI, S1, S2 = 0.5, 1.0, math.exp(-6)
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+N_BATCHES = math.ceil(60000 / args.batch)
 
 
 def log_normal(x, sigma):
@@ -43,6 +51,7 @@ class BayesLinear(torch.nn.Module):
         self.w_rho = torch.nn.Parameter(torch.full((n_out, n_in), -5.0))
         self.b_mu = torch.nn.Parameter(torch.empty(n_out).uniform_(-s, s))
         self.b_rho = torch.nn.Parameter(torch.full((n_out,), -5.0))
+        self.kl = 0
 
     def forward(self, x):
         kl = 0
@@ -58,22 +67,13 @@ class BayesLinear(torch.nn.Module):
         return torch.nn.functional.linear(x, params[0], params[1])
 
 
-def bench(sizes):
-    layers = [BayesLinear(a, b) for a, b in zip(sizes[:-1], sizes[1:])]
-    net = torch.nn.Sequential(*sum(([l, torch.nn.ReLU()] for l in layers), [])[:-1])
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    x = torch.rand(args.batch, sizes[0]) * 2
-    y = torch.arange(args.batch) % sizes[-1]
-    n_batches = math.ceil(60000 / args.batch)
+def mlp(sizes, layer):
+    layers = [layer(a, b) for a, b in zip(sizes[:-1], sizes[1:])]
+    net = torch.nn.Sequential(*sum(([m, torch.nn.ReLU()] for m in layers), [])[:-1])
+    return net, layers
 
-    def step():
-        opt.zero_grad()
-        out = net(x)
-        kl = sum(l.kl for l in layers)
-        loss = (torch.nn.functional.cross_entropy(out, y, reduction="sum") + kl / n_batches) / args.batch
-        loss.backward()
-        opt.step()
 
+def time_steps(step):
     for _ in range(5):
         step()
     times = []
@@ -81,27 +81,51 @@ def bench(sizes):
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    t_step = sorted(times)[len(times) // 2]
+    return sorted(times)[len(times) // 2]
 
-    # the same GEMMs alone: forward x W^T, backward g^T x and g W
+
+def time_step(sizes, bayes):
+    net, layers = mlp(sizes, BayesLinear if bayes else torch.nn.Linear)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    x = torch.rand(args.batch, sizes[0]) * 2
+    y = torch.arange(args.batch) % sizes[-1]
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(x), y, reduction="sum")
+        if bayes:
+            loss = loss + sum(m.kl for m in layers) / N_BATCHES
+        (loss / args.batch).backward()
+        opt.step()
+    return time_steps(step)
+
+
+def time_gemms(sizes):
+    """The GEMMs of one step alone: per layer forward x W^T, backward g^T x
+    (grad W) and g W (grad x, not for the input layer); median of 21."""
+    mats = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        mats.append((i, torch.rand(args.batch, a), torch.rand(b, a), torch.rand(args.batch, b)))
+
     def gemms():
-        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-            xa, w, g = torch.rand(args.batch, a), torch.rand(b, a), torch.rand(args.batch, b)
-            t0 = time.perf_counter()
+        for i, xa, w, g in mats:
             torch.mm(xa, w.t())
             torch.mm(g.t(), xa)
             if i > 0:
                 torch.mm(g, w)
-            yield time.perf_counter() - t0
-    floors = []
+    gemms()
+    times = []
     for _ in range(21):
-        floors.append(sum(gemms()))
-    t_gemm = sorted(floors)[len(floors) // 2]
-    return t_step, t_gemm
+        t0 = time.perf_counter()
+        gemms()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
 
 
-print(f"torch {torch.__version__}, {args.threads} thread(s), batch {args.batch}, per-weight BBB layer, Adam")
-print(f"{'network':18} {'step ms':>10} {'GEMMs ms':>10} {'ratio':>8}")
+print(f"torch_version {torch.__version__}")
+print(f"# {args.threads} thread(s), batch {args.batch}, float32, median of {args.steps} steps")
 for sizes in ([784, 1200, 1200, 10], [784, 400, 400, 10]):
-    t_step, t_gemm = bench(sizes)
-    print(f"{'-'.join(map(str, sizes)):18} {t_step * 1e3:10.2f} {t_gemm * 1e3:10.2f} {t_step / t_gemm:8.2f}")
+    name = "-".join(map(str, sizes))
+    print(f"bayes_ms {name} {time_step(sizes, True) * 1e3:.3f}", flush=True)
+    print(f"plain_ms {name} {time_step(sizes, False) * 1e3:.3f}", flush=True)
+    print(f"gemms_ms {name} {time_gemms(sizes) * 1e3:.3f}", flush=True)

@@ -78,9 +78,15 @@ describe("scripts", function()
   end)
   it("the benchmarks run and print their ratios", function()
     ok("scripts/bench_core.lua --reps 3", "matmul", "softplus", "vector math", "sigmoid", "OpenBLAS kernels")
-    ok("scripts/bench_bbb.lua --steps 2 --infer-samples 1 --infer-images 1000", "OpenBLAS kernels",
+    local out = ok("scripts/bench_bbb.lua --steps 2 --infer-samples 1 --infer-images 1000", "OpenBLAS kernels",
       "784-1200-1200-10", "784-400-400-10", "LeNet weight", "LeNet local",
-      "thread scaling", "busy share", "ScaleMixture", "Laplace", "flipout", "peak RSS")
+      "local estimator", "flipout estimator", "plain MLP", "MC-dropout MLP", "<=1.3", "<=1.2",
+      "of the cores during the rows above", "thread scaling", "busy share", "ScaleMixture", "Laplace", "flipout",
+      "PyTorch", "peak RSS")
+    -- the PyTorch rows when python3 (PATH or /usr/bin) has torch, one line saying why not otherwise
+    local torch = helpers.sh("(python3 -c 'import torch' || /usr/bin/python3 -c 'import torch') 2>/dev/null && echo yes") == "yes\n"
+    assert.truthy(out:find(torch and "torch BBB/bbb" or "PyTorch comparison skipped", 1, true), out)
+    assert.are.equal(2, select(2, out:gsub("\n  plain MLP ", "")), out)   -- one per network
   end)
 end)
 

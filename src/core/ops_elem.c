@@ -33,6 +33,7 @@ typedef struct {
   bbb_float *y;
   const bbb_float *x, *g;
   bbb_float *gx;
+  int fresh;            /* backward: gx is a new buffer, zeroed here share by share */
 } unary_ctx;
 
 static void unary_forward_range(void *c, int64_t lo, int64_t hi) {
@@ -71,12 +72,15 @@ static void unary_forward_range(void *c, int64_t lo, int64_t hi) {
   }
 }
 
-/* gx += g * dy/dx, from x and the saved output y. */
+/* gx += g * dy/dx, from x and the saved output y. A fresh gx is zeroed a
+** share at a time, just before the share is added to (while it is in
+** cache), rather than in a pass of its own first. */
 static void unary_backward_range(void *c, int64_t lo, int64_t hi) {
   const unary_ctx *u = c;
   const bbb_float *x = u->x + lo, *y = u->y + lo, *g = u->g + lo;
   bbb_float *gx = u->gx + lo, p0 = u->p0, p1 = u->p1;
   int64_t n = hi - lo;
+  if (u->fresh) memset(gx, 0, (size_t)n * sizeof *gx);
   switch (u->op) {
   case BBB_NEG:      for (int64_t i = 0; i < n; i++) gx[i] -= g[i]; break;
   case BBB_EXP:      for (int64_t i = 0; i < n; i++) gx[i] += g[i] * y[i]; break;
@@ -115,9 +119,14 @@ static int unary_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK;
   bbb_tensor *x = nd->in[0].t;
   const unary_saved *sv = bbb_node_ctx(nd);
+  int fresh;
   unary_ctx u = { sv->op, (bbb_float)sv->p0, (bbb_float)sv->p1,
-                  bbb_data(out), bbb_data(x), g, bbb_grad_of(x, &st) };
-  if (u.gx) bbb_parallel_for(x->numel, BBB_GRAIN_ELEM, unary_backward_range, &u);
+                  bbb_data(out), bbb_data(x), g, bbb_grad_begin(x, &fresh, &st), 0 };
+  u.fresh = fresh;
+  if (!u.gx) return st;
+  bbb_parallel_for(x->numel, BBB_GRAIN_ELEM, unary_backward_range, &u);
+  /* an interrupt may have cut the loop short: no share of a new buffer is left unwritten */
+  if (fresh && bbb_interrupted()) memset(u.gx, 0, (size_t)x->numel * sizeof *u.gx);
   return st;
 }
 
@@ -128,7 +137,7 @@ int bbb_unary(bbb_tensor **out, int op, bbb_tensor *x, double p0, double p1) {
     return bbb_error(BBB_EARG, "clamp: min %g is greater than max %g", p0, p1);
   bbb_tensor *y = bbb_tensor_new(x->ndim, x->shape);
   if (!y) return bbb_errstatus();
-  unary_ctx u = { op, (bbb_float)p0, (bbb_float)p1, bbb_data(y), bbb_data(x), NULL, NULL };
+  unary_ctx u = { op, (bbb_float)p0, (bbb_float)p1, bbb_data(y), bbb_data(x), NULL, NULL, 0 };
   bbb_parallel_for(x->numel, BBB_GRAIN_ELEM, unary_forward_range, &u);
   if (bbb_interrupted()) {
     bbb_tensor_release(y);
@@ -250,10 +259,50 @@ static void binary_grad_row(int op, int side, bbb_float *t, const bbb_float *g,
   }
 }
 
+/* Same shapes, add, sub or mul: one side's gradient over [lo, hi), written
+** into a fresh buffer or added to the one there, in threads' shares of the
+** elements. Each element gets the same operations as in the row loop below
+** (the product rounded before it is added; a fresh buffer gets v + 0, as
+** 0 + v would), so the bits are those of that loop on any thread count. */
+typedef struct { int op, side, fresh; bbb_float *gt; const bbb_float *g, *other; } flat_grad_ctx;
+
+__attribute__((optimize("fp-contract=off")))
+static void flat_grad_range(void *c, int64_t lo, int64_t hi) {
+  const flat_grad_ctx *u = c;
+  bbb_float *gt = u->gt;
+  const bbb_float *g = u->g, *o = u->other;
+  if (u->op == BBB_MUL) {
+    if (u->fresh) for (int64_t i = lo; i < hi; i++) gt[i] = g[i] * o[i] + 0.0f;
+    else for (int64_t i = lo; i < hi; i++) { bbb_float v = g[i] * o[i]; gt[i] += v; }
+  } else if (u->op == BBB_SUB && u->side) {
+    if (u->fresh) for (int64_t i = lo; i < hi; i++) gt[i] = -g[i] + 0.0f;
+    else for (int64_t i = lo; i < hi; i++) gt[i] += -g[i];
+  } else {
+    if (u->fresh) for (int64_t i = lo; i < hi; i++) gt[i] = g[i] + 0.0f;
+    else for (int64_t i = lo; i < hi; i++) gt[i] += g[i];
+  }
+}
+
+static int binary_backward_flat(int op, bbb_tensor *a, bbb_tensor *b, const bbb_float *g) {
+  int st = BBB_OK;
+  for (int side = 0; side < 2 && !st; side++) {
+    int fresh;
+    bbb_float *gt = bbb_grad_begin(side ? b : a, &fresh, &st);
+    if (!gt) continue;
+    flat_grad_ctx u = { op, side, fresh, gt, g, bbb_data(side ? a : b) };
+    bbb_parallel_for(a->numel, BBB_GRAIN_ELEM, flat_grad_range, &u);
+    /* an interrupt may have cut the loop short: no share of a new buffer is left unwritten */
+    if (fresh && bbb_interrupted()) memset(gt, 0, (size_t)a->numel * sizeof *gt);
+  }
+  return st;
+}
+
 static int binary_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   bbb_tensor *a = nd->in[0].t, *b = nd->in[1].t;
   bcast bc;
   const binary_saved *sv = bbb_node_ctx(nd);
+  if (bbb_same_shape(a, b) && (sv->op == BBB_ADD || sv->op == BBB_SUB || sv->op == BBB_MUL))
+    return binary_backward_flat(sv->op, a, b, g);
   int st = bcast_init(&bc, a, b, bbb_binary_names[sv->op]);
   if (st) return st;
   int64_t sa = bc.nd ? bc.sa[bc.nd - 1] : 1, sb = bc.nd ? bc.sb[bc.nd - 1] : 1;
