@@ -175,6 +175,76 @@ describe("pooling", function()
       check(function(x) return bbb.avg_pool2d(x, c[3], c[4]) end, { param(c[2]) })
     end)
   end
+  it("gradcheck of the 2x2 max on odd sizes, fast and general", function()
+    for _, fast in ipairs { true, false } do
+      local old = bbb.core.pool_fast_path(fast)
+      check(function(x) return bbb.max_pool2d(x, 2) end, { param({ 2, 2, 5, 7 }) })
+      bbb.core.pool_fast_path(old)
+    end
+  end)
+
+  -- The bits of every element, so NaNs and signed zeros compare too.
+  local function bits(t)
+    local out = {}
+    for i, v in ipairs(t:view(-1):totable()) do out[i] = string.pack("<f", v) end
+    return out
+  end
+
+  it("gives the 2x2 fast path's bits with the general loops: odd sizes, padding, ties, NaN, -0", function()
+    local g = bbb.Generator(5)
+    for _, c in ipairs {
+      { { 2, 3, 7, 9 }, 2, nil }, { { 1, 2, 6, 6 }, 2, nil }, { { 3, 1, 5, 4 }, 2, nil },
+      { { 1, 1, 2, 3 }, 2, nil }, { { 2, 2, 7, 5 }, 2, { padding = 1 } },
+      { { 2, 2, 8, 6 }, 2, { stride = 1 } }, { { 1, 3, 9, 8 }, 3, { stride = 2, padding = 1 } },
+    } do
+      -- values from {-1, 0, 1}, so most windows tie; -0 ties +0; a few NaNs
+      local v = bbb.rand(c[1], 0, 3, g):view(-1):totable()
+      for i = 1, #v do
+        v[i] = i % 7 == 0 and -0.0 or i % 23 == 0 and 0 / 0 or math.floor(v[i]) - 1
+      end
+      local x0 = bbb.tensor(v):reshape(c[1])
+      local y_shape = bbb.max_pool2d(x0, c[2], c[3]):size()
+      local seed = bbb.randn(y_shape, 0, 1, g)
+      local sv = seed:view(-1):totable()
+      for i = 1, #sv, 5 do sv[i] = -0.0 end
+      seed = bbb.tensor(sv):reshape(y_shape)
+      local st = bbb.randn(c[1], 0, 1, g):view(-1):totable()
+      for i = 1, #st do st[i] = i % 3 == 0 and -0.0 or i % 3 == 1 and 0.0 or st[i] end
+      local start = bbb.tensor(st):reshape(c[1])
+      local function run(fast)
+        local old = bbb.core.pool_fast_path(fast)
+        local x = x0:clone():requires_grad(true)
+        local y = bbb.max_pool2d(x, c[2], c[3])
+        local plain = bbb.no_grad(function() return bbb.max_pool2d(x, c[2], c[3]) end)
+        y:backward(seed)
+        local first = bits(x.grad)
+        -- into a gradient that holds values, -0 and +0: adds, and leaves the rest as it was
+        x:set_grad(start)
+        bbb.max_pool2d(x, c[2], c[3]):backward(seed)
+        bbb.core.pool_fast_path(old)
+        return { bits(y), bits(plain), first, bits(x.grad) }
+      end
+      local fast, general = run(true), run(false)
+      for k = 1, 4 do
+        assert.are.same(general[k], fast[k], ("case %s, output %d"):format(table.concat(c[1], "x"), k))
+      end
+      assert.are.same(fast[1], fast[2])
+    end
+    assert.has_error(function() bbb.core.pool_fast_path(1) end,
+      "pool_fast_path: argument 1 (on): expected a boolean, got number")
+  end)
+
+  it("takes the gradient to the first maximum and propagates NaN, on the 2x2 fast path", function()
+    local nan = 0 / 0
+    local x = bbb.tensor{ { { { 1, 3, 3, 0, 5 }, { 3, 2, 1, nan, 9 }, { 7, 7, 7, 7, 9 } } } }:requires_grad(true)
+    local y = bbb.max_pool2d(x, 2)
+    local t = y:totable()[1][1][1]
+    assert.are.equal(3, t[1])
+    assert.is_true(t[2] ~= t[2])
+    y:backward(bbb.tensor{ { { { 10, 20 } } } })
+    assert.are.same({ { { { 0, 10, 0, 0, 0 }, { 0, 0, 0, 20, 0 }, { 0, 0, 0, 0, 0 } } } }, x.grad:totable())
+  end)
+
   it("computes maxima and padded means", function()
     local x = bbb.tensor{ { { { 1, 2, 3 }, { 4, 5, 6 }, { 7, 8, 9 } } } }
     assert.are.same({ { { { 5, 6 }, { 8, 9 } } } }, bbb.max_pool2d(x, 2, { stride = 1 }):totable())
@@ -194,6 +264,98 @@ describe("pooling", function()
       .. "padding 0x0): the output would be empty")
     assert.has_error(function() bbb.max_pool2d(bbb.zeros(4, 4), 2) end,
       "bbb.max_pool2d: input must be 4-d (batch, channels, height, width), got (4, 4)")
+  end)
+end)
+
+describe("conv2d_local and conv2d_flipout (the fused Bayesian convolutions)", function()
+  local core = bbb.core
+  local function signs(shape, g) return bbb.rand(shape, 0, 1, g):lt(0.5) * 2 - 1 end
+  -- a wider step: the loss sums a hundred outputs, and float32 central
+  -- differences with the default 1e-3 are noisy at the 1e-3 level there
+  local FD = { eps = 1e-2 }
+  local function outsize(x, w, o)
+    return bbb.no_grad(function() return bbb.conv2d(x, w, nil, o):size() end)
+  end
+  local function close(a, b, what)
+    local err = (a - b):abs():max():item()
+    assert(err <= 1e-5 * (1 + b:abs():max():item()), ("%s: off by %g"):format(what, err))
+  end
+  for _, c in ipairs {
+    { "3x3 padding 1", { 3, 2, 6, 5 }, { 4, 2, 3, 3 }, { padding = 1 } },
+    { "stride 2, dilation 2, odd sizes", { 2, 3, 9, 7 }, { 2, 3, 3, 2 }, { stride = 2, dilation = { 2, 1 } } },
+    { "groups 2", { 2, 4, 5, 5 }, { 4, 2, 2, 3 }, { groups = 2, padding = { 1, 0 } } },
+  } do
+    it("equal the unfused ops and pass gradcheck: " .. c[1], function()
+      local g = bbb.Generator(8)
+      local x, mu = param(c[2]), param(c[3], -0.5, 0.5)
+      local var, bm, bv = param(c[3], 0.1, 0.5), param({ c[3][1] }), param({ c[3][1] }, 0.1, 0.5)
+      local eps = bbb.randn(outsize(x, mu, c[4]), 0, 1, g)
+      local function loc(a, m, v, b1, b2)
+        return core.conv2d_local(a, m, v, b1, b2, eps, c[4])
+      end
+      close(loc(x, mu, var, bm, bv), bbb.conv2d(x, mu, bm, c[4])
+        + (bbb.conv2d(x:square(), var, bv, c[4]) + 1e-16):sqrt() * eps, "local")
+      check(loc, { x, mu, var, bm, bv }, FD)
+      check(function(a, m, v) return core.conv2d_local(a, m, v, nil, nil, eps, c[4]) end, { x, mu, var }, FD)
+      local dw = param(c[3], -0.3, 0.3)
+      local s_in, s_out = signs({ c[2][1], c[2][2] }, g), signs({ c[2][1], c[3][1], 1, 1 }, g)
+      local function flip(a, m, d, b) return core.conv2d_flipout(a, m, d, b, s_in, s_out, c[4]) end
+      close(flip(x, mu, dw, bm), bbb.conv2d(x, mu, bm, c[4])
+        + bbb.conv2d(x * s_in:reshape { c[2][1], c[2][2], 1, 1 }, dw, nil, c[4]) * s_out, "flipout")
+      check(flip, { x, mu, dw, bm }, FD)
+      check(function(a, m, d) return flip(a, m, d, nil) end, { x, mu, dw }, FD)
+    end)
+  end
+
+  it("give the same bits on 1 and 2 threads and any tiling, forward and backward", function()
+    local function run(threads, cap)
+      local old, oldcap = bbb.get_num_threads(), bbb.conv_workspace(cap)
+      bbb.set_num_threads(threads)
+      local g = bbb.Generator(4)
+      local x = bbb.randn({ 37, 6, 12, 12 }, 0, 1, g):requires_grad(true)
+      local mu = bbb.randn({ 8, 6, 5, 5 }, 0, 0.1, g):requires_grad(true)
+      local w2 = bbb.rand({ 8, 6, 5, 5 }, 0, 0.01, g):requires_grad(true)
+      local b1, b2 = bbb.randn({ 8 }, 0, 0.1, g):requires_grad(true), bbb.rand({ 8 }, 0, 0.01, g):requires_grad(true)
+      local eps = bbb.randn({ 37, 8, 10, 10 }, 0, 1, g)
+      local y1 = core.conv2d_local(x, mu, w2, b1, b2, eps, { padding = 1 })
+      local y2 = core.conv2d_flipout(x, mu, w2, b1, signs({ 37, 6 }, g), signs({ 37, 8 }, g), { padding = 1 })
+      ;((y1 * y1):sum() + (y2 * y1):sum()):backward()
+      bbb.set_num_threads(old)
+      bbb.conv_workspace(oldcap)
+      return { y1:totable(), y2:totable(), x.grad:totable(), mu.grad:totable(), w2.grad:totable(),
+               b1.grad:totable(), b2.grad:totable() }
+    end
+    local one, two = run(1, 1 << 22), run(2, 1 << 22)
+    for k = 1, #one do assert.are.same(one[k], two[k], "output " .. k) end
+    local small = run(2, 1)   -- one image per tile: the same values up to rounding
+    for k = 1, #one do
+      close(bbb.tensor(small[k]), bbb.tensor(one[k]), "tiling, output " .. k)
+    end
+  end)
+
+  it("name the op and the mismatch", function()
+    local x, w = bbb.zeros(2, 3, 5, 5), bbb.zeros(4, 3, 3, 3)
+    local eps = bbb.zeros(2, 4, 3, 3)
+    assert.has_error(function() core.conv2d_local(x, w, bbb.zeros(4, 3, 3, 2), nil, nil, eps) end,
+      "bbb.conv2d_local: var (4, 3, 3, 2) does not match mu (4, 3, 3, 3)")
+    assert.has_error(function() core.conv2d_local(x, w, w, bbb.zeros(4), nil, eps) end,
+      "bbb.conv2d_local: give both bias_mu and bias_var or neither")
+    assert.has_error(function() core.conv2d_local(x, w, w, nil, nil, bbb.zeros(2, 4, 3, 4)) end,
+      "bbb.conv2d_local: eps (2, 4, 3, 4) must have the output's shape (2, 4, 3, 3)")
+    assert.has_error(function() core.conv2d_local(x, w, w, nil, nil, bbb.zeros(2, 4, 3, 3):requires_grad(true)) end,
+      "bbb.conv2d_local: eps is noise and takes no gradient; pass it detached")
+    assert.has_error(function() core.conv2d_flipout(x, w, w, nil, bbb.zeros(2, 4), bbb.zeros(2, 4)) end,
+      "bbb.conv2d_flipout: s_in (2, 4) must hold one sign per image and input channel (2 x 3, as (B, C) or (B, C, 1, 1))")
+    assert.has_error(function() core.conv2d_flipout(x, w, w, nil, bbb.zeros(2, 3), bbb.zeros(3, 4)) end,
+      "bbb.conv2d_flipout: s_out (3, 4) must hold one sign per image and output channel (2 x 4, as (B, C) or (B, C, 1, 1))")
+    assert.has_error(function() core.conv2d_flipout(x, bbb.zeros(4, 3, 6, 3), bbb.zeros(4, 3, 6, 3), nil,
+      bbb.zeros(2, 3), bbb.zeros(2, 4)) end,
+      "bbb.conv2d_flipout: kernel 6x3 (dilation 1x1) is larger than the padded input 5x5 (input (2, 3, 5, 5), "
+      .. "padding 0x0): the output would be empty")
+    assert.has_error(function() core.conv2d_local(bbb.zeros(2, 2, 5, 5), w, w, nil, nil, eps) end,
+      "bbb.conv2d_local: input (2, 2, 5, 5) has 2 channels, weight (4, 3, 3, 3) expects 3 (3 per group x 1 groups)")
+    assert.has_error(function() core.conv2d_flipout(x, w, w, nil, bbb.zeros(2, 3)) end,
+      "bbb.conv2d_flipout: argument 6 (s_out): expected a tensor, got nil")
   end)
 end)
 

@@ -68,6 +68,7 @@ static const char *const op_names[] = {
   "unary", "binary", "reduce", "matmul", "linear", "softmax", "log_softmax", "nll",
   "reshape", "copy", "narrow", "index_select", "concat", "transpose",
   "bayes_sample", "bayes_kl", "prior_log_prob", "conv2d", "max_pool2d", "avg_pool2d",
+  "conv2d_local", "conv2d_flipout",
 };
 _Static_assert(sizeof op_names / sizeof op_names[0] == BBB_OP_COUNT,
                "op_names must name every bbb_op");

@@ -72,6 +72,16 @@ typedef struct { int stride[2], pad[2], dil[2], groups; } bbb_conv_opts;
 ** im2col buffers stay under the workspace cap. */
 int bbb_conv2d(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b,
                const bbb_conv_opts *o);
+/* The local reparameterization of a Bayesian convolution, fused:
+** y = conv2d(x, mu) + b_mu + sqrt(conv2d(x^2, var) + b_var + 1e-16) eps, with
+** eps (B, Cout, oH, oW); b_mu and b_var both given or both NULL. */
+int bbb_conv2d_local(bbb_tensor **out, bbb_tensor *x, bbb_tensor *mu, bbb_tensor *var,
+                     bbb_tensor *b_mu, bbb_tensor *b_var, bbb_tensor *eps, const bbb_conv_opts *o);
+/* Flipout for a convolution, fused: y = conv2d(x, mu) + b +
+** conv2d(x s_in, dw) s_out, signs s_in (B, Cin) and s_out (B, Cout) per image
+** and channel (also as (B, C, 1, 1)). The noise takes no gradient. */
+int bbb_conv2d_flipout(bbb_tensor **out, bbb_tensor *x, bbb_tensor *mu, bbb_tensor *dw,
+                       bbb_tensor *b, bbb_tensor *s_in, bbb_tensor *s_out, const bbb_conv_opts *o);
 /* The cap on conv2d's scratch memory per thread, in bytes (at least one
 ** image's worth is always used). Returns the previous cap; bytes <= 0 only reads it. */
 int64_t bbb_conv_workspace(int64_t bytes);
@@ -79,5 +89,8 @@ int64_t bbb_conv_workspace(int64_t bytes);
 int bbb_max_pool2d(bbb_tensor **out, bbb_tensor *x, const int k[2], const bbb_conv_opts *o);
 /* Average over the window, padding counted as zeros (PyTorch's default). */
 int bbb_avg_pool2d(bbb_tensor **out, bbb_tensor *x, const int k[2], const bbb_conv_opts *o);
+/* max_pool2d's 2x2 stride-2 kernels on (1) or off (0, the general loops
+** for every window); on < 0 only reads. Returns the previous setting. */
+int bbb_pool_fast_path(int on);
 
 #endif

@@ -97,6 +97,39 @@ static int l_conv2d(lua_State *L) {
   return lbbb_result(L, bbb_conv2d(&u->t, x, w, b, &o));
 }
 
+/** conv2d_local(x, mu, var, bias_mu, bias_var, eps [, opts]) -> tensor
+** The local reparameterization of a Bayesian convolution in one op:
+** conv2d(x, mu) + bias_mu + sqrt(conv2d(x^2, var) + bias_var + 1e-16) * eps,
+** eps of the output's shape (B, Cout, oH, oW); the biases both tensors or
+** both nil; conv2d's options. x^2 is never formed: each batch tile's
+** columns serve both convolutions. Differentiable in x, mu, var and the
+** biases; eps is noise and takes no gradient. */
+static int l_conv2d_local(lua_State *L) {
+  lua_settop(L, 7);
+  bbb_tensor *x = lbbb_check_tensor(L, 1, "input"), *mu = lbbb_check_tensor(L, 2, "mu");
+  bbb_tensor *var = lbbb_check_tensor(L, 3, "var"), *bm = lbbb_opt_tensor(L, 4, "bias_mu");
+  bbb_tensor *bv = lbbb_opt_tensor(L, 5, "bias_var"), *eps = lbbb_check_tensor(L, 6, "eps");
+  bbb_conv_opts o = check_opts(L, 7, "bbb.conv2d_local", NULL);
+  lbbb_tensor_ud *u = lbbb_new_tensor(L);
+  return lbbb_result(L, bbb_conv2d_local(&u->t, x, mu, var, bm, bv, eps, &o));
+}
+
+/** conv2d_flipout(x, mu, dw, bias, s_in, s_out [, opts]) -> tensor
+** Flipout for a convolution in one op: conv2d(x, mu) + bias +
+** conv2d(x * s_in, dw) * s_out, with signs s_in (B, Cin) and s_out (B, Cout)
+** per image and channel (or (B, C, 1, 1)); bias may be nil; conv2d's
+** options. x * s_in is never formed. Differentiable in x, mu, dw and bias;
+** the signs take no gradient. */
+static int l_conv2d_flipout(lua_State *L) {
+  lua_settop(L, 7);
+  bbb_tensor *x = lbbb_check_tensor(L, 1, "input"), *mu = lbbb_check_tensor(L, 2, "mu");
+  bbb_tensor *dw = lbbb_check_tensor(L, 3, "dw"), *b = lbbb_opt_tensor(L, 4, "bias");
+  bbb_tensor *si = lbbb_check_tensor(L, 5, "s_in"), *so = lbbb_check_tensor(L, 6, "s_out");
+  bbb_conv_opts o = check_opts(L, 7, "bbb.conv2d_flipout", NULL);
+  lbbb_tensor_ud *u = lbbb_new_tensor(L);
+  return lbbb_result(L, bbb_conv2d_flipout(&u->t, x, mu, dw, b, si, so, &o));
+}
+
 static int pool(lua_State *L, int max) {
   const char *fn = max ? "bbb.max_pool2d" : "bbb.avg_pool2d";
   lua_settop(L, 3);
@@ -131,9 +164,26 @@ static int l_conv_workspace(lua_State *L) {
   return 1;
 }
 
+/** pool_fast_path([on]) -> boolean
+** Whether max_pool2d takes its 2x2 stride-2 kernels (on by default) or the
+** general loops for every window; with an argument, sets it and returns the
+** previous setting. The two give the same bits: the switch is for tests. */
+static int l_pool_fast_path(lua_State *L) {
+  int on = -1;
+  if (!lua_isnoneornil(L, 1)) {
+    if (!lua_isboolean(L, 1))
+      return luaL_error(L, "pool_fast_path: argument 1 (on): expected a boolean, got %s",
+                        luaL_typename(L, 1));
+    on = lua_toboolean(L, 1);
+  }
+  lua_pushboolean(L, bbb_pool_fast_path(on));
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
-  {"conv2d", l_conv2d}, {"max_pool2d", l_max_pool2d}, {"avg_pool2d", l_avg_pool2d},
-  {"conv_workspace", l_conv_workspace}, {NULL, NULL}
+  {"conv2d", l_conv2d}, {"conv2d_local", l_conv2d_local}, {"conv2d_flipout", l_conv2d_flipout},
+  {"max_pool2d", l_max_pool2d}, {"avg_pool2d", l_avg_pool2d},
+  {"conv_workspace", l_conv_workspace}, {"pool_fast_path", l_pool_fast_path}, {NULL, NULL}
 };
 
 void lbbb_open_conv(lua_State *L, const lbbb_tables *tb) {

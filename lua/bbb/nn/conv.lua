@@ -14,6 +14,7 @@
 --   flipout  conv(x, mu) + conv(x * s_in, dW) * s_out with random signs per
 --            example and channel (Wen et al. 2018), shared over positions.
 local bbb = require "bbb"
+local core = bbb.core
 local Module = require "bbb.nn.module"
 local BayesLinear = require "bbb.nn.bayes_linear"
 local prior_mod = require "bbb.prior"
@@ -69,13 +70,15 @@ local function check_image(x, layer, channels)
   end
 end
 
--- conv2d with the layer named in a shape error (a kernel larger than the
--- padded input, say).
-local function conv(self, x, w, b)
-  local ok, y = pcall(bbb.conv2d, x, w, b, self.conv_opts)
-  if not ok then error(("%s: %s"):format(self:describe(), tostring(y):gsub("^[^\n]-:%d+: ", "")), 4) end
+-- fn (a convolution op) with the layer named in a shape error (a kernel
+-- larger than the padded input, say).
+local function call(self, fn, ...)
+  local ok, y = pcall(fn, ...)
+  if not ok then error(("%s: %s"):format(self:describe(), tostring(y):gsub("^[^\n]-:%d+: ", "")), 5) end
   return y
 end
+
+local function conv(self, x, w, b) return call(self, bbb.conv2d, x, w, b, self.conv_opts) end
 
 local function geometry_config(self, ty)
   return { type = ty, in_channels = self.in_channels, out_channels = self.out_channels,
@@ -159,22 +162,39 @@ end
 
 local function noise(self, key) return self.noise and self.noise[key] end
 
--- Local reparameterization: each output from N(conv(x, mu), conv(x^2, sigma^2)).
-function BayesConv2d:forward_local(x, wm, bm)
-  local mean = conv(self, x, masked(self.weight_mu, wm), masked(self.bias_mu, bm))
-  local var = conv(self, x:square(), masked(self.weight_rho:softplus():square(), wm),
-    masked(self.bias_rho and self.bias_rho:softplus():square(), bm))
-  local eps = noise(self, "out") or bbb.randn(mean:size(), 0, 1, self.generator)
-  return mean + (var + 1e-16):sqrt() * eps
+-- The output size of the layer on x, or nil when the kernel does not fit
+-- (conv2d then says so).
+local function out_size(self, x)
+  local size = { x:size(1), self.out_channels }
+  for d = 1, 2 do
+    local span = self.dilation[d] * (self.kernel[d] - 1) + 1
+    local n = x:size(d + 2) + 2 * self.padding[d]
+    if n < span then return nil end
+    size[d + 2] = (n - span) // self.stride[d] + 1
+  end
+  return size
 end
 
--- Flipout: signs per example and channel, shared over the positions.
+-- Local reparameterization: each output from N(conv(x, mu), conv(x^2, sigma^2)),
+-- both convolutions and the sampling in one op.
+function BayesConv2d:forward_local(x, wm, bm)
+  local size = out_size(self, x)
+  if not size then return conv(self, x, self.weight_mu, self.bias_mu) end   -- the shape error
+  local var = masked(self.weight_rho:softplus():square(), wm)
+  local bvar = masked(self.bias_rho and self.bias_rho:softplus():square(), bm)
+  local eps = noise(self, "out") or bbb.randn(size, 0, 1, self.generator)
+  return call(self, core.conv2d_local, x, masked(self.weight_mu, wm), var, masked(self.bias_mu, bm),
+    bvar, eps, self.conv_opts)
+end
+
+-- Flipout: signs per example and channel, shared over the positions; the
+-- two convolutions and the signs in one op.
 function BayesConv2d:forward_flipout(x, w, b, wm, bm)
   local B = x:size(1)
   local s_in = noise(self, "s_in") or random_signs({ B, self.in_channels, 1, 1 }, self.generator)
-  local y = conv(self, x, masked(self.weight_mu, wm), masked(b, bm))
   local s_out = noise(self, "s_out") or random_signs({ B, self.out_channels, 1, 1 }, self.generator)
-  return y + conv(self, x * s_in, masked(w - self.weight_mu, wm)) * s_out
+  return call(self, core.conv2d_flipout, x, masked(self.weight_mu, wm), masked(w - self.weight_mu, wm),
+    masked(b, bm), s_in, s_out, self.conv_opts)
 end
 
 function BayesConv2d:forward(x)
