@@ -11,7 +11,8 @@ and backward shapes). Needs Debian's python3-torch:
 
     python3 scripts/bench_torch.py --threads 2
 
-Prints one line per figure, "<what>_ms <network> <milliseconds>" (what:
+Also the LeNet of bbb.nn.lenet (lenet: its Bayesian step with a per-weight
+BayesConv2d written the same way, and its plain step). Prints one line per figure, "<what>_ms <network> <milliseconds>" (what:
 bayes, plain, gemms), after a "torch_version <version>" line; bench_bbb.lua
 reads them.
 """
@@ -67,6 +68,46 @@ class BayesLinear(torch.nn.Module):
         return torch.nn.functional.linear(x, params[0], params[1])
 
 
+class BayesConv2d(torch.nn.Module):
+    """The same per-weight posterior for a convolution."""
+
+    def __init__(self, c_in, c_out, k, padding=0):
+        super().__init__()
+        s = 1 / math.sqrt(c_in * k * k)
+        self.padding = padding
+        self.w_mu = torch.nn.Parameter(torch.empty(c_out, c_in, k, k).uniform_(-s, s))
+        self.w_rho = torch.nn.Parameter(torch.full((c_out, c_in, k, k), -5.0))
+        self.b_mu = torch.nn.Parameter(torch.empty(c_out).uniform_(-s, s))
+        self.b_rho = torch.nn.Parameter(torch.full((c_out,), -5.0))
+        self.kl = 0
+
+    def forward(self, x):
+        kl = 0
+        params = []
+        for mu, rho in ((self.w_mu, self.w_rho), (self.b_mu, self.b_rho)):
+            eps = torch.randn_like(mu)
+            sigma = torch.log1p(torch.exp(rho))
+            w = mu + sigma * eps
+            log_q = (-HALF_LOG_2PI - torch.log(sigma) - 0.5 * eps * eps).sum()
+            kl = kl + log_q - log_mixture(w)
+            params.append(w)
+        self.kl = kl
+        return torch.nn.functional.conv2d(x, params[0], params[1], padding=self.padding)
+
+
+def lenet(bayes):
+    """bbb.nn.lenet's network: 5x5 convolutions of 16 and 32 channels, ReLU,
+    2x2 max pooling, a dense layer of 256 and the output layer."""
+    conv = BayesConv2d if bayes else (lambda a, b, k, padding=0: torch.nn.Conv2d(a, b, k, padding=padding))
+    dense = BayesLinear if bayes else torch.nn.Linear
+    layers = [conv(1, 16, 5, padding=2), conv(16, 32, 5), dense(800, 256), dense(256, 10)]
+    net = torch.nn.Sequential(
+        torch.nn.Unflatten(1, (1, 28, 28)), layers[0], torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        layers[1], torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+        layers[2], torch.nn.ReLU(), layers[3])
+    return net, layers
+
+
 def mlp(sizes, layer):
     layers = [layer(a, b) for a, b in zip(sizes[:-1], sizes[1:])]
     net = torch.nn.Sequential(*sum(([m, torch.nn.ReLU()] for m in layers), [])[:-1])
@@ -85,7 +126,11 @@ def time_steps(step):
 
 
 def time_step(sizes, bayes):
-    net, layers = mlp(sizes, BayesLinear if bayes else torch.nn.Linear)
+    if sizes == "lenet":
+        net, layers = lenet(bayes)
+        sizes = [784, 10]
+    else:
+        net, layers = mlp(sizes, BayesLinear if bayes else torch.nn.Linear)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     x = torch.rand(args.batch, sizes[0]) * 2
     y = torch.arange(args.batch) % sizes[-1]
@@ -129,3 +174,5 @@ for sizes in ([784, 1200, 1200, 10], [784, 400, 400, 10]):
     print(f"bayes_ms {name} {time_step(sizes, True) * 1e3:.3f}", flush=True)
     print(f"plain_ms {name} {time_step(sizes, False) * 1e3:.3f}", flush=True)
     print(f"gemms_ms {name} {time_gemms(sizes) * 1e3:.3f}", flush=True)
+print(f"bayes_ms lenet {time_step('lenet', True) * 1e3:.3f}", flush=True)
+print(f"plain_ms lenet {time_step('lenet', False) * 1e3:.3f}", flush=True)
