@@ -166,3 +166,61 @@ describe("split", function()
     assert.has_error(function() data.split(ds, 10) end)
   end)
 end)
+
+describe("shift", function()
+  -- Each image, moved by some (dy, dx) within the range, zeros coming in.
+  local function moved_by(img, out, h, w, m)
+    for dy = -m, m do
+      for dx = -m, m do
+        local same = true
+        for r = 1, h do
+          for c = 1, w do
+            local sr, sc = r - dy, c - dx
+            local want = (sr >= 1 and sr <= h and sc >= 1 and sc <= w) and img[(sr - 1) * w + sc] or 0
+            if out[(r - 1) * w + c] ~= want then same = false break end
+          end
+          if not same then break end
+        end
+        if same then return dy, dx end
+      end
+    end
+  end
+
+  it("moves every image by its own offset within the range, zeros filling in", function()
+    local h, w, m, B = 5, 7, 2, 40
+    local x = bbb.rand({ B, h * w }, 1, 2, bbb.Generator(4))
+    local y = data.shift(x, h, w, m, bbb.Generator(5))
+    assert.are.same({ B, h * w }, { y:size(1), y:size(2) })
+    local xs, ys, seen = x:totable(), y:totable(), {}
+    for i = 1, B do
+      local dy, dx = moved_by(xs[i], ys[i], h, w, m)
+      assert.truthy(dy, "image " .. i .. " is not a shifted copy")
+      seen[dy .. "," .. dx] = true
+    end
+    local kinds = 0
+    for _ in pairs(seen) do kinds = kinds + 1 end
+    assert.is_true(kinds > 5, "offsets vary between images")
+  end)
+
+  it("gives the same images for the same generator on 1 and 2 threads, and none changed at 0", function()
+    local x = bbb.rand({ 300, 784 }, 0, 1, bbb.Generator(1))
+    local old = bbb.get_num_threads()
+    bbb.set_num_threads(1)
+    local a = data.shift(x, 28, 28, 2, bbb.Generator(9))
+    bbb.set_num_threads(2)
+    local b = data.shift(x, 28, 28, 2, bbb.Generator(9))
+    bbb.set_num_threads(old)
+    assert.are.equal(0, (a - b):abs():max():item())
+    assert.are.equal(0, (data.shift(x, 28, 28, 0, bbb.Generator(9)) - x):abs():max():item())
+    assert.is_true((a - x):abs():max():item() > 0)
+  end)
+
+  it("refuses bad sizes and ranges, naming them", function()
+    local x = bbb.zeros(2, 784)
+    assert.has_error(function() data.shift(x, 28, 27, 2) end,
+      "shift: expected images of 28 x 27, got a tensor of 784 values per row")
+    assert.has_error(function() data.shift(x, 28, 28, 28) end, "shift: max_shift must be an integer in 0..27, got 28")
+    assert.has_error(function() data.shift(x, 28, 28, 1.5) end, "shift: max_shift must be an integer in 0..27, got 1.5")
+    assert.has_error(function() data.shift(x, 0, 28, 1) end, "shift: height and width must be positive integers, got 0 and 28")
+  end)
+end)

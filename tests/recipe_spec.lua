@@ -46,6 +46,21 @@ describe("--resume", function()
     assert.are_not.equal(copy, read(dir .. "/b/copy.ckpt"), "the copy holds the resumed run")
   end)
 
+  it("with --shift (augmented minibatches) ends where an uninterrupted run ends", function()
+    local args = SMALL .. " --model cnn --channels 2,3 --shift 2 --log %s"
+    local status, out = mnist_in(dir, args:format("s/full.jsonl") .. " --epochs 2")
+    assert.are.equal(0, status, out)
+    status, out = mnist_in(dir, args:format("s/half.jsonl") .. " --epochs 1 --checkpoint s/half.ckpt")
+    assert.are.equal(0, status, out)
+    status, out = mnist_in(dir, "--resume s/half.ckpt --epochs 2 --log s/half.jsonl")
+    assert.are.equal(0, status, out)
+    local function last_line(f) return (read(dir .. "/" .. f):match("([^\n]+)\n?$")) end
+    local full, half = last_line("s/full.jsonl"), last_line("s/half.jsonl")
+    local function strip(l) return (l:gsub('"[%w_]*seconds[%w_]*":[%d.e+-]+,?', ""):gsub(',?"wall":[%d.e+-]+', "")) end
+    assert.are.equal(strip(full), strip(half))
+    assert.truthy(full:find('"epoch":2', 1, true), full)
+  end)
+
   it("refuses a checkpoint whose flags were edited to values that do not exist", function()
     local s = read(dir .. "/a/run.ckpt")
     -- the run's flags sit in __metadata__ as JSON inside a JSON string: quotes escaped

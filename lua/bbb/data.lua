@@ -225,6 +225,48 @@ function data.split(ds, n_first)
   return subset(ds, 1, n_first), subset(ds, n_first + 1, n - n_first)
 end
 
+--- shift(x, height, width, max_shift, generator) -> images each moved by
+-- its own random (dy, dx) in -max_shift..max_shift, zeros coming in at the
+-- edges: x is (B, height * width) or (B, 1, height, width), the result has
+-- x's shape. A depthwise convolution with a one-hot kernel per image, so it
+-- gives the same numbers on any thread count; no gradient flows through it.
+function data.shift(x, height, width, max_shift, generator)
+  local hw = math.tointeger(height) and math.tointeger(width) and height * width
+  if not hw or height < 1 or width < 1 then
+    error(("shift: height and width must be positive integers, got %s and %s")
+      :format(tostring(height), tostring(width)), 2)
+  end
+  if math.type(max_shift) ~= "integer" or max_shift < 0 or max_shift >= math.min(height, width) then
+    error(("shift: max_shift must be an integer in 0..%d, got %s")
+      :format(math.min(height, width) - 1, tostring(max_shift)), 2)
+  end
+  local B = x:size(1)
+  if x:numel() ~= B * hw then
+    error(("shift: expected images of %d x %d, got a tensor of %d values per row")
+      :format(height, width, x:numel() // math.max(B, 1)), 2)
+  end
+  if max_shift == 0 or B == 0 then return x end
+  local k = 2 * max_shift + 1
+  local u = core.rand({ 2 * B }, 0, 1, generator):totable()
+  local w = {}
+  for i = 1, B do
+    local kernel = {}
+    for j = 1, k * k do kernel[j] = 0 end
+    local dy = math.min(k - 1, math.floor(u[2 * i - 1] * k))
+    local dx = math.min(k - 1, math.floor(u[2 * i] * k))
+    kernel[dy * k + dx + 1] = 1
+    w[i] = kernel
+  end
+  local weight = core.tensor(w):reshape(B, 1, k, k)
+  local grad = core.is_grad_enabled()
+  core.set_grad_enabled(false)
+  local ok, y = pcall(core.conv2d, x:reshape(1, B, height, width), weight, nil,
+    { padding = max_shift, groups = B })
+  core.set_grad_enabled(grad)
+  if not ok then error(y, 2) end
+  return y:reshape(x:size())
+end
+
 data.load_mushroom = require("bbb.mushroom").load   -- the UCI Mushroom table (R data)
 data.read_csv = require("bbb.csv").read_csv         -- a table of your own (CSV)
 data.load_r = require("bbb.rdata").load_r           -- data sets of R packages (r-cran-*)

@@ -225,6 +225,9 @@ end
 --               returning "stop" ends the run after this epoch (status
 --               "stopped": early stopping)
 --   on_step     function(i, terms, ctx)
+--   augment     function(xb, epoch, i) -> the minibatch to train on (e.g. the
+--               images moved by bbb.data.shift); its randomness must come
+--               from (epoch, i) alone, so a resumed run draws the same
 --   print       function(rec) -> line (default: every figure); quiet = true
 --   progress    "bar" | "lines" | "off" (default: bar on a terminal)
 --   dist        bbb.dist under mpirun: data-parallel training (see above)
@@ -405,6 +408,7 @@ local function run_epoch(r, epoch)
   r.bar.label = ("epoch %d/%d"):format(epoch, o.epochs)
   for i, xb, yb in bbb.data.batches(r.ds, o.batch_size, { order = pos.order, start = pos.batch }) do
     opt:zero_grad()
+    if o.augment then xb = o.augment(xb, epoch, i) end
     local terms, pending = forward_backward(r, i, xb, yb)
     opt:step()
     record_step(r, terms, terms.examples)

@@ -77,8 +77,13 @@ function mnist.parser()
   parser:option("--model", "bbb (Bayes by Backprop), mlp or dropout; cnn, cnn-plain or cnn-dropout: "
     .. "the LeNet-5-style bbb.nn.lenet (10 epochs by default).", "bbb")
     :convert(cli.choice { "bbb", "mlp", "dropout", "cnn", "cnn-plain", "cnn-dropout" })
-  parser:option("--channels", "The CNN's two convolutions' channels, A,B; its dense layer takes --hidden "
-    .. "units when that is given (else 256).", "16,32")
+  parser:option("--shift", "Move each training image by its own random offset of up to N pixels "
+    .. "in each direction, every step (augmentation; 0: off).", "0")
+    :convert(cli.integer { min = 0, max = 8 })
+  parser:option("--cnn-hidden", "Units of the CNN's dense layer (default: --hidden when that is given, "
+    .. "else 256).")
+    :convert(cli.positive_integer { max = 1 << 16 })
+  parser:option("--channels", "The CNN's two convolutions' channels, A,B.", "16,32")
     :convert(cli.int_list(2, { max = 1024 }))
   recipe.declare(parser, { "hidden", "layers", "activation", "dropout", "prior", "pi", "sigma1", "sigma2",
     "samples", "estimator", "kl_weight", "reduction", "optim", "lr", "lr_decay", "momentum", "rho_init",
@@ -168,9 +173,12 @@ function mnist.run(args)
   sizes[#sizes + 1] = #train_set.classes
   local net
   if args.model:find("^cnn") then
+    -- the dense layer: --hidden when given, else LeNet's 256; kept with the
+    -- run's flags, so a resumed run builds the same network
+    args.cnn_hidden = args.cnn_hidden or (args._given and args._given.hidden and args.hidden) or 256
     if not (args._given and args._given.epochs) and not resume_info then args.epochs = 10 end
     net = bbb.nn.lenet{ bayes = args.model == "cnn", prior = args.model == "cnn" and recipe.prior(args) or nil,
-      channels = cli.ints(args.channels), hidden = args._given and args._given.hidden and { args.hidden } or nil,
+      channels = cli.ints(args.channels), hidden = { args.cnn_hidden },
       estimator = args.estimator, rho_init = args.rho_init, mu_scale = args.mu_init,
       dropout = args.model == "cnn-dropout" and args.dropout or nil, generator = gen }
   else
@@ -253,6 +261,11 @@ function mnist.run(args)
     resume = resume_info, args = saved_args,
     on_step = args.curves and on_step or nil,
     on_epoch = sigma_record,
+    augment = args.shift > 0 and function(xb, epoch, i)
+      -- a generator per step, from the seed, the epoch and the step: resumable
+      local g = bbb.Generator(((args.seed * 1009 + epoch) * 100003 + i) % (1 << 53))
+      return bbb.data.shift(xb, 28, 28, args.shift, g)
+    end or nil,
   }
 
   if result.status == "interrupted" then
