@@ -44,6 +44,22 @@ def log_mixture(w):
                            math.log(1 - PI) + log_normal(w, S2)).sum()
 
 
+def sample(layer):
+    """One weight sample of a layer's weight and bias by the
+    reparameterization trick; sets layer.kl to log q(w) - log p(w)."""
+    kl = 0
+    params = []
+    for mu, rho in ((layer.w_mu, layer.w_rho), (layer.b_mu, layer.b_rho)):
+        eps = torch.randn_like(mu)
+        sigma = torch.log1p(torch.exp(rho))
+        w = mu + sigma * eps
+        log_q = (-HALF_LOG_2PI - torch.log(sigma) - 0.5 * eps * eps).sum()
+        kl = kl + log_q - log_mixture(w)
+        params.append(w)
+    layer.kl = kl
+    return params
+
+
 class BayesLinear(torch.nn.Module):
     def __init__(self, n_in, n_out):
         super().__init__()
@@ -55,17 +71,8 @@ class BayesLinear(torch.nn.Module):
         self.kl = 0
 
     def forward(self, x):
-        kl = 0
-        params = []
-        for mu, rho in ((self.w_mu, self.w_rho), (self.b_mu, self.b_rho)):
-            eps = torch.randn_like(mu)
-            sigma = torch.log1p(torch.exp(rho))
-            w = mu + sigma * eps
-            log_q = (-HALF_LOG_2PI - torch.log(sigma) - 0.5 * eps * eps).sum()
-            kl = kl + log_q - log_mixture(w)
-            params.append(w)
-        self.kl = kl
-        return torch.nn.functional.linear(x, params[0], params[1])
+        w, b = sample(self)
+        return torch.nn.functional.linear(x, w, b)
 
 
 class BayesConv2d(torch.nn.Module):
@@ -82,17 +89,8 @@ class BayesConv2d(torch.nn.Module):
         self.kl = 0
 
     def forward(self, x):
-        kl = 0
-        params = []
-        for mu, rho in ((self.w_mu, self.w_rho), (self.b_mu, self.b_rho)):
-            eps = torch.randn_like(mu)
-            sigma = torch.log1p(torch.exp(rho))
-            w = mu + sigma * eps
-            log_q = (-HALF_LOG_2PI - torch.log(sigma) - 0.5 * eps * eps).sum()
-            kl = kl + log_q - log_mixture(w)
-            params.append(w)
-        self.kl = kl
-        return torch.nn.functional.conv2d(x, params[0], params[1], padding=self.padding)
+        w, b = sample(self)
+        return torch.nn.functional.conv2d(x, w, b, padding=self.padding)
 
 
 def lenet(bayes):

@@ -65,4 +65,16 @@ function helpers.write(path, s)
   f:close()
 end
 
+--- with_threads(n, fn) -> fn() run on n threads of bbb, the previous count
+-- put back even on error (so a failure cannot slow or skew later specs).
+function helpers.with_threads(n, fn)
+  local bbb = require "bbb"
+  local old = bbb.get_num_threads()
+  bbb.set_num_threads(n)
+  local ok, res = pcall(fn)
+  bbb.set_num_threads(old)
+  if not ok then error(res, 0) end
+  return res
+end
+
 return helpers

@@ -4,16 +4,7 @@ local bbb = require "bbb"
 
 local function max_abs_diff(a, b) return (a - b):abs():max():item() end
 
--- Runs fn with n threads and puts the previous count back even on error,
--- so a failure here cannot slow down or skew the specs after it.
-local function with_threads(n, fn)
-  local old = bbb.get_num_threads()
-  bbb.set_num_threads(n)
-  local ok, res = pcall(fn)
-  bbb.set_num_threads(old)
-  if not ok then error(res, 0) end
-  return res
-end
+local with_threads = require("helpers").with_threads
 
 describe("seeding", function()
   it("the same seed gives the same numbers, with a Generator", function()

@@ -4,14 +4,7 @@
 local bbb = require "bbb"
 local helpers = require "helpers"
 
-local function with_threads(n, fn)
-  local old = bbb.get_num_threads()
-  bbb.set_num_threads(n)
-  local ok, res = pcall(fn)
-  bbb.set_num_threads(old)
-  if not ok then error(res, 0) end
-  return res
-end
+local with_threads = helpers.with_threads
 
 local function same_bits(a, b)
   assert.are.same(a:size(), b:size())
