@@ -160,29 +160,7 @@ else
   if not t then
     print("\nPyTorch comparison skipped: " .. why)
   else
-    print(("\nPyTorch %s (%s), %d thread(s), batch %d, float32; bbb's step from the table above:")
-      :format(t.version or "?", t.python, threads, B))
-    print(("%-18s %10s %10s %10s %12s %14s %12s"):format("network", "bbb ms", "torch BBB", "torch MLP", "torch GEMMs",
-      "torch BBB/bbb", "MLP/GEMMs"))
-    for _, sizes in ipairs { BIG, SMALL } do
-      local name = table.concat(sizes, "-")
-      local r = t[name]
-      if r and r.bayes and r.plain and r.gemms then
-        local x = r.bayes / ours[name]
-        print(("%-18s %10.2f %10.2f %10.2f %12.2f %7.1fx %-6s %11.1fx"):format(name, ours[name] * 1e3, r.bayes * 1e3,
-          r.plain * 1e3, r.gemms * 1e3, x, x >= 10 and "met" or "MISS", r.plain / r.gemms))
-      else
-        print(("%-18s PyTorch printed no figures for this net"):format(name))
-      end
-    end
-    local r = t.lenet
-    if r and r.bayes and r.plain and ours.lenet then
-      local x = r.bayes / ours.lenet
-      print(("%-18s %10.2f %10.2f %10.2f %12s %7.1fx %-6s %12s"):format("LeNet weight", ours.lenet * 1e3,
-        r.bayes * 1e3, r.plain * 1e3, "-", x, x >= 5 and "met" or "MISS", "(target >= 5x)"))
-    end
-    print("(torch BBB/bbb: how many times faster bbb's Bayesian step is, target >= 10x; MLP/GEMMs: PyTorch's plain "
-      .. "step over its own GEMMs)")
+    bl.print_torch(t, ours, threads, B, { BIG, SMALL })
   end
 end
 print(("peak RSS %.0f MiB"):format(bl.peak_rss_mib()))
