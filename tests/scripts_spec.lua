@@ -133,6 +133,22 @@ describe("examples", function()
     local mi = out:match("before training.-by mutual information (%S+)")
     assert.truthy(tonumber(mi), out)
   end)
+  it("cnn_eval.lua scores a saved CNN by both predictions and by the ELBO", function()
+    local model, maker = tmp .. "/lenet.st", tmp .. "/make_lenet.lua"
+    local f = assert(io.open(maker, "w"))
+    f:write('local bbb = require "bbb"; bbb.manual_seed(3); bbb.save(arg[1], bbb.nn.lenet{ channels = { 4, 8 }, hidden = { 16 } })')
+    f:close()
+    ok(maker .. " " .. model)
+    local out = ok("examples/cnn_eval.lua " .. model .. " mnist", "acc_mc")
+    local r = require("cjson").decode(out:match("{.*}"))
+    for _, k in ipairs { "acc_mc", "acc_mean" } do assert.truthy(r[k] >= 0 and r[k] <= 1, out) end
+    for _, k in ipairs { "nll_mc", "nll_mean", "train_nll_per_example", "complexity_per_example" } do
+      assert.truthy(r[k] > 0, out)
+    end
+    -- an untrained net: near chance, and the ELBO is the sum of its two terms
+    assert.truthy(r.acc_mean < 0.5, out)
+    assert.truthy(math.abs(r.elbo_per_example + r.train_nll_per_example + r.complexity_per_example) < 1e-9, out)
+  end)
   it("bandit_by_hand.lua drives two agents step by step", function()
     ok("examples/bandit_by_hand.lua", "Bayes by Backprop  after 300 mushrooms", "greedy             after 300 mushrooms")
   end)
