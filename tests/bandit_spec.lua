@@ -344,6 +344,17 @@ describe("scripts/bandit.lua", function()
     has(text, "Usage:")
   end)
 
+  it("bench_bandit projects the paper protocol for every agent and 5 seeds, never below its GEMMs alone", function()
+    local status, text = run("scripts/bench_bandit.lua --updates 20 --steps 1")
+    assert.are.equal(0, status, text)
+    has(text, "bbb ")
+    has(text, "neurallinear ")
+    local wall, floor = text:match("8 agents x 5 seeds x 50,000 steps of 64 updates%) on %d+ core%(s%): projected (%d+) min"
+      .. ".-GEMMs alone: (%d+) min")
+    assert.truthy(wall and floor, text)
+    assert.truthy(tonumber(wall) >= tonumber(floor) and tonumber(floor) > 0, text)
+  end)
+
   it("runs every agent on tiny settings, writes the table, the CSV and the plot, and resumes", function()
     local args = "scripts/bandit.lua --steps 120 --updates 2 --batch 8 --buffer 64 --checkpoint-every 50 --out " .. out
     local status, text = run(args)
