@@ -133,3 +133,36 @@ describe("distributions", function()
     assert.is_true((-x):max():item() <= -1)
   end)
 end)
+
+describe("dropout_mask", function()
+  it("is rand(sizes, 0, 1, gen):gt(p) * (1 / (1 - p)) bit for bit, and leaves the generator where it would", function()
+    for _, p in ipairs { 0, 1e-7, 0.2, 0.5, 0.9, 1 - 2^-20 } do
+      for _, shape in ipairs { { 1 }, { 7 }, { 128, 400 }, { 3, 5, 1201 } } do
+        local g1, g2 = bbb.Generator(5), bbb.Generator(5)
+        local a = bbb.rand(shape, 0, 1, g1):gt(p) * (1 / (1 - p))
+        local b = bbb.dropout_mask(shape, p, g2)
+        assert.are.same(a:size(), b:size())
+        assert.are.equal(0, max_abs_diff(a, b))
+        assert.are.equal(select(2, g1:state()), select(2, g2:state()))
+      end
+    end
+  end)
+  it("keeps 1 - p of the entries at 1 / (1 - p), the same on 1 and 2 threads", function()
+    local a = with_threads(1, function() return bbb.dropout_mask({ 1000001 }, 0.3, bbb.Generator(8)) end)
+    local b = with_threads(2, function() return bbb.dropout_mask({ 1000001 }, 0.3, bbb.Generator(8)) end)
+    assert.are.equal(0, max_abs_diff(a, b))
+    local kept = a:gt(0):sum():item() / 1000001
+    assert.is_true(math.abs(kept - 0.7) < 0.002)   -- 5 standard errors
+    assert.is_true(math.abs(a:max():item() - 1 / 0.7) < 1e-6)
+  end)
+  it("refuses p outside [0, 1) and sizes not in a table", function()
+    for _, p in ipairs { 1, -0.1, 0 / 0, 2 } do
+      local ok, err = pcall(bbb.dropout_mask, { 2 }, p)
+      assert.is_false(ok)
+      assert.truthy(err:find("bbb.dropout_mask: argument 2 (p)", 1, true), err)
+    end
+    local ok, err = pcall(bbb.dropout_mask, 2, 0.1)
+    assert.is_false(ok)
+    assert.truthy(err:find("argument 1 (sizes)", 1, true), err)
+  end)
+end)

@@ -18,7 +18,7 @@ function Drop:sample_actions(context)
   local v = bbb.no_grad(function()
     for _, layer in ipairs(self.net.layers) do
       if is_dropout(layer) then
-        x = x * (bbb.rand({ 1, x:size(2) }, 0, 1, self.generator):gt(layer.p) * (1 / (1 - layer.p)))
+        x = x * bbb.dropout_mask({ 1, x:size(2) }, layer.p, self.generator)
       else
         x = layer:forward(x)
       end

@@ -124,8 +124,7 @@ end
 function Dropout:forward(x)
   check_input(x, "Dropout")
   if (not self.training and self.mode ~= "sample") or self.p == 0 then return x end
-  local mask = bbb.rand(x:size(), 0, 1, self.generator):gt(self.p) * (1 / (1 - self.p))
-  return x * mask
+  return x * bbb.dropout_mask(x:size(), self.p, self.generator)
 end
 
 function Dropout:config() return { type = "Dropout", p = self.p } end
