@@ -31,6 +31,9 @@ parser:option("--probes", "Steps at which to diagnose the posterior.", "2000,500
 parser:option("--results", "JSONL file of finished runs (appended; a row and seed found there with at "
   .. "least --steps steps is not rerun).",
   "doc/results/bandit_ablation.jsonl")
+parser:option("--causes-from", "Count the costly decisions after this step by cause: the mean "
+  .. "prediction over weight draws would have taken them too (a wrong fit) or not (exploration).", "1000")
+  :convert(cli.positive_integer())
 parser:option("--data", "The Mushroom .rda file.")
 local args = cli.parse(parser)
 local function fail(msg, ...)
@@ -85,11 +88,11 @@ for _, row in ipairs(rows) do
       cfg.seed = seed
       local agent = cfg.agent or "bbb"
       local rec = { row = row[1], seed = seed, steps = args.steps, agent = agent, settings = row[2],
-        command = command, commit = commit, regret = {}, diag = {} }
+        command = command, commit = commit, regret = {}, diag = {}, causes = { from = args.causes_from } }
       local t0 = bbb.core.clock()
       local every = math.max(1, args.steps // 10)
       experiment.play{ cfg = cfg, data = data, make = MAKERS[agent], index = INDEX[agent], run = 0,
-        steps = args.steps, probes = probes,
+        steps = args.steps, probes = probes, causes = rec.causes,
         on_step = function(t, e)
           if t % 1000 == 0 or t == args.steps or t == 100 then rec.regret[tostring(t)] = e.regret_expected end
           if t % every == 0 then
@@ -112,16 +115,17 @@ end
 local S, S0 = args.steps, args.steps - args.steps // 5
 local last = tostring(probes[#probes])
 print(("\nregret at step %d (expected), slope over steps %d-%d, diagnostics at step %s"):format(S, S0, S, last))
-print(("%-22s %7s  %-32s %6s %18s %8s %8s"):format("row", "mean", "per seed", "slope", "sigma per layer",
-  "spread", "P(eat|p)"))
+print(("%-22s %7s  %-32s %6s %18s %8s %8s  %s"):format("row", "mean", "per seed", "slope", "sigma per layer",
+  "spread", "P(eat|p)", "eaten/passed after --causes-from: by the mean, by a draw"))
 for _, row in ipairs(rows) do
-  local sum, each, slope, n, d = 0, {}, 0, 0, { sigma = {} }
+  local sum, each, slope, n, d, c = 0, {}, 0, 0, { sigma = {} }, {}
   for _, seed in ipairs(seeds) do   -- diagnostics averaged over the seeds
     local r = done[row[1] .. "/" .. seed]
     local e, e0 = r.regret[tostring(S)], r.regret[tostring(S0)]
     sum, n = sum + e, n + 1
     each[#each + 1] = ("%.0f"):format(e)
     if e0 then slope = slope + (e - e0) / (S - S0) end
+    for k, v in pairs(r.causes or {}) do if k ~= "from" then c[k] = (c[k] or 0) + v end end
     local di = r.diag[last] or {}
     for k, v in pairs(di) do
       if k == "sigma" then
@@ -131,7 +135,8 @@ for _, row in ipairs(rows) do
   end
   local sig = {}
   for i, v in ipairs(d.sigma) do sig[i] = ("%.3f"):format(v) end
-  print(("%-22s %7.0f  %-32s %6.3f %18s %8s %8s"):format(row[1], sum / n, table.concat(each, " "),
+  print(("%-22s %7.0f  %-32s %6.3f %18s %8s %8s  %d, %d / %d, %d"):format(row[1], sum / n, table.concat(each, " "),
     slope / n, table.concat(sig, "/"), d and d.spread_poison and ("%.2f"):format(d.spread_poison) or "-",
-    d and d.eat_poison and ("%.4f"):format(d.eat_poison) or "-"))
+    d and d.eat_poison and ("%.4f"):format(d.eat_poison) or "-", c.eaten_by_mean or 0, c.eaten_by_draw or 0,
+    c.passed_by_mean or 0, c.passed_by_draw or 0))
 end

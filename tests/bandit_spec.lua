@@ -271,6 +271,37 @@ describe("agents", function()
     assert.is_true(d.spread_poison > 0 and d.eat_poison >= 0 and d.eat_poison <= 1)
   end)
 
+  it("counting the costly decisions by cause leaves the run unchanged and counts each one once", function()
+    local experiment = require "bbb.bandit.experiment"
+    local data = tiny_data()
+    local function play(causes)
+      local cfg = { seed = 5, updates = 2, batch = 4, buffer = 16, lr = 1e-3, sigma = 0.1, rho_init = -3,
+        prior_sigma = 0.1, kl = "seen", decide_samples = 1 }
+      local acts, costly = {}, 0
+      local env = experiment.play{ cfg = cfg, data = data, index = 1, run = 0, steps = 40, causes = causes,
+        make = function(o) o.hidden = { 8 }; return bandit.BBB(o) end,
+        on_step = function(t, e)
+          local r = e.regret_expected
+          if t > 10 and r > (acts[#acts] or 0) then costly = costly + 1 end
+          acts[#acts + 1] = r
+        end }
+      return acts, costly, env
+    end
+    local plain = play(nil)
+    local causes = { from = 10 }
+    local counted, costly = play(causes)
+    assert.are.same(plain, counted)
+    local n = 0
+    for k, v in pairs(causes) do
+      if k ~= "from" then
+        assert.truthy(k:match("^eaten_by_") or k:match("^passed_by_"), k)
+        n = n + v
+      end
+    end
+    assert.is_true(costly > 0)
+    assert.are.equal(costly, n)
+  end)
+
   it("rejects bad options of the new agents and settings", function()
     assert.has_error(function() bandit.MCDropout(opts{ dropout = 1 }) end,
       "MCDropout: dropout must be a number in (0, 1), got 1")

@@ -24,8 +24,10 @@ for k, v in pairs(M.PAPER_AGENT) do M.DEFAULTS[k] = v end
 M.DEFAULTS.buffer, M.DEFAULTS.kl, M.DEFAULTS.sigma, M.DEFAULTS.decide_samples = 100000, "seen", 0.1, 1
 
 
--- "unb": every transition kept, the complexity term divided by t.
+-- "unb": every transition kept, the complexity term divided by t; "S4":
+-- doc/bandit.md section 4's defaults.
 local UNB = { buffer = 100000 }
+local S4 = { buffer = 100000, kl = "seen", sigma = 0.1, decide_samples = 1 }
 --- with(t, extra) -> a copy of t with extra's fields set.
 function M.with(t, extra)
   local o = {}
@@ -61,6 +63,17 @@ M.ABLATION_ROWS = {
   { "unb-lr3e-4", M.with(UNB, { lr = 3e-4 }), "Adam lr 3e-4" },
   { "unb-updates16", M.with(UNB, { updates = 16 }), "16 updates per step" },
   { "greedy-unb", M.with(UNB, { agent = "eps0" }), "the greedy MLP, all data kept" },
+  -- From section 4's defaults (all data, KL / t, noise 0.1, one sample per decision).
+  { "s4", S4, "section 4's defaults" },
+  { "s4-sigma0.05", M.with(S4, { sigma = 0.05 }), "likelihood noise 0.05" },
+  { "s4-sigma0.02", M.with(S4, { sigma = 0.02 }), "likelihood noise 0.02" },
+  { "s4-sigma0.3", M.with(S4, { sigma = 0.3 }), "likelihood noise 0.3" },
+  { "s4-kl-capacity", M.with(S4, { kl = "capacity" }), "KL / 100,000 from the start" },
+  { "s4-mixture", M.with(S4, { prior_mix = { 0.75, math.exp(-1), math.exp(-6) }, rho_init = -5 }),
+    "scale-mixture prior (0.75, e^-1, e^-6), rho -5" },
+  { "s4-lr2e-3", M.with(S4, { lr = 2e-3 }), "Adam lr 2e-3" },
+  { "s4-batch256", M.with(S4, { batch = 256, updates = 16 }), "16 updates of 256 per step" },
+  { "s4-greedy", M.with(S4, { agent = "eps0" }), "the greedy MLP with section 4's settings" },
   { "greedy", { agent = "eps0" }, "the greedy MLP, last 4,096 transitions" },
 }
 
@@ -157,10 +170,36 @@ function M.diagnose(agent, data, o)
   return res
 end
 
+--- count_cause(causes, agent, context, edible, action): when the action costs
+-- regret (a poisonous mushroom eaten, an edible one passed), asks whether the
+-- agent's mean prediction over 16 weight draws would have taken it too (the
+-- fitted model is wrong) or not (the draw explored), and counts it in
+-- causes.{eaten_by_mean, eaten_by_draw, passed_by_mean, passed_by_draw}. The
+-- agent's generator is restored, so the run is unchanged.
+function M.count_cause(causes, agent, context, edible, action)
+  local eaten = not edible and action == env_mod.EAT
+  if not eaten and not (edible and action == env_mod.PASS) then return end
+  local gap = 0
+  if agent.predict_actions then
+    local g = agent.generator
+    local seed, counter = g:state()
+    for _ = 1, 16 do
+      local v = agent:predict_actions(context):totable()
+      gap = gap + (v[2][1] - v[1][1]) / 16
+    end
+    g:set_state(seed, counter)
+  end
+  local by_mean = eaten and gap > 0 or (not eaten and gap <= 0)
+  local k = (eaten and "eaten_by_" or "passed_by_") .. (by_mean and "mean" or "draw")
+  causes[k] = (causes[k] or 0) + 1
+end
+
 --- play{cfg =, data =, make = function(opts) -> agent, index =, run =, steps =,
---       probes = {step, ...}, on_probe = function(t, diag, env), on_step = function(t, env)}
+--       probes = {step, ...}, on_probe = function(t, diag, env), on_step = function(t, env),
+--       causes = {from = step}}
 -- -> env: builds the environment and the agent of run `run` and plays;
--- at each probe step the agent is diagnosed.
+-- at each probe step the agent is diagnosed; with `causes`, every costly
+-- decision after step `from` is counted there by M.count_cause.
 function M.play(o)
   local cfg = o.cfg
   local environment = env_mod.Mushroom{ data = o.data, seed = cfg.seed + o.run }
@@ -168,8 +207,11 @@ function M.play(o)
   local want = {}
   for _, s in ipairs(o.probes or {}) do want[s] = true end
   for _ = 1, o.steps do
-    local context = environment:next()
+    local context, i = environment:next()
     local action = agent:decide(context)
+    if o.causes and environment.t >= (o.causes.from or 0) then
+      M.count_cause(o.causes, agent, context, environment.edible[i], action)
+    end
     local r = environment:act(action)
     agent:update(context, action, r)
     local t = environment.t
