@@ -6,7 +6,7 @@
 -- file at once, so a stopped ablation resumes where it stopped.
 -- bbblua scripts/bandit_ablation.lua --help
 local bbb = require "bbb"
-local argparse = require "argparse"
+local recipe = require "bbb.recipe"
 local cli = require "bbb.cli"
 local json = require "bbb.json"
 local bandit = require "bbb.bandit"
@@ -20,7 +20,7 @@ local INDEX = { bbb = 1, eps0 = 4 }   -- scripts/bandit.lua's agent indices: the
 
 local names = {}
 for _, r in ipairs(ROWS) do names[#names + 1] = r[1] end
-local parser = argparse("bandit_ablation.lua", "The ablation of the Mushroom bandit's BBB agent: "
+local parser = recipe.parser("bandit_ablation.lua", "The ablation of the Mushroom bandit's BBB agent: "
   .. "cumulative expected regret, its slope over the last fifth of the run and the posterior "
   .. "diagnostics (mean sigma per layer, spread of f(eat) - f(pass) over weight samples, the chance "
   .. "of eating a poisonous mushroom) per row and seed. Rows: " .. table.concat(names, ", ") .. ".")

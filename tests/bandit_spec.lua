@@ -451,6 +451,7 @@ describe("scripts/bandit.lua", function()
       ["--rows foo"] = "--rows: unknown row 'foo'",
       ["--seeds 1,x"] = "--seeds: 'x' is not a non-negative integer",
       ["--probes ,"] = "--probes names nothing",
+      ["--causes-from 0"] = "--causes-from",
     } do
       local st, tx = run("scripts/bandit_ablation.lua " .. args .. " --results " .. res)
       assert.are.equal(2, st, tx)
