@@ -102,7 +102,16 @@ describe("the REPL on a terminal", function()
     local screen = s:wait_for("interrupted")
     -- the message comes from the op whose loop stopped, not from Lua's hook
     assert.truthy(screen:find("pow: interrupted", 1, true), screen)
+    -- the second Ctrl-C, at the prompt, must only give a new prompt; wait
+    -- for it before typing, or a late ^C would wipe the typed line
+    screen = s:wait_for("in %?\n>")   -- the traceback is done: the prompt is back
+    local _, prompts = screen:gsub("\n>", "")
     s:key("C-c")
+    for _ = 1, 300 do
+      local _, n = s:screen():gsub("\n>", "")
+      if n > prompts then break end
+      sh("sleep 0.1")
+    end
     s:line("print(y == nil and 'y-is-nil', 'still here')")
     s:wait_for("y%-is%-nil%s+still here")
     assert.is_true(s:alive())
