@@ -149,7 +149,7 @@ static int t_dropout_mask(lua_State *L) {
   int64_t shape[BBB_MAXDIM];
   if (!lua_istable(L, 1)) return lbbb_typeerror(L, 1, "sizes", "a table of integer sizes");
   int nd = lbbb_check_sizes(L, 1, 1, shape, 0);
-  lua_Number p = luaL_checknumber(L, 2);
+  lua_Number p = lbbb_check_number(L, 2, "p");
   if (!(p >= 0 && p < 1)) return lbbb_argerror(L, 2, "p", "expected a number in [0, 1), got %f", p);
   bbb_rng *g = lbbb_generator_arg(L, 3);
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
