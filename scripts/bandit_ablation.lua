@@ -94,7 +94,9 @@ for _, row in ipairs(rows) do
       experiment.play{ cfg = cfg, data = data, make = MAKERS[agent], index = INDEX[agent], run = 0,
         steps = args.steps, probes = probes, causes = rec.causes,
         on_step = function(t, e)
-          if t % 1000 == 0 or t == args.steps or t == 100 then rec.regret[tostring(t)] = e.regret_expected end
+          if t % 1000 == 0 or t == args.steps or t == 100 or t == args.steps - args.steps // 5 then
+            rec.regret[tostring(t)] = e.regret_expected   -- the last two: the slope's ends
+          end
           if t % every == 0 then
             local dt = bbb.core.clock() - t0
             print(("[%s seed %d] step %d/%d regret %.0f  %.0f s  eta %.0f s"):format(row[1], seed, t,
