@@ -22,7 +22,7 @@ for k, v in pairs(M.PAPER_AGENT) do M.DEFAULTS[k] = v end
 -- 10,000 steps its mean regret was 3,830 against 8,414 for the mean of two,
 -- which stopped eating on seed 4 (doc/bandit.md, section 4). Likelihood noise
 -- 0.05: the costly decisions were made by a wrong posterior mean, not by the
--- draws, and halving the noise from 0.1 weights the data twice as much
+-- draws, and halving the noise from 0.1 weighs each reward four times as much
 -- against the complexity term (section 5).
 M.DEFAULTS.buffer, M.DEFAULTS.kl, M.DEFAULTS.sigma, M.DEFAULTS.decide_samples = 100000, "seen", 0.05, 1
 
