@@ -158,6 +158,9 @@ describe("agents", function()
     ["BBB (KL / t, mean of 2 samples, learned noise)"] = function()
       return bandit.BBB(opts{ kl_n = "seen", decide_samples = 2, learn_sigma = true }) end,
     ["BBB (the paper's minibatch weighting)"] = function() return bandit.BBB(opts{ kl_n = "blundell" }) end,
+    ["BBB (heteroscedastic noise)"] = function() return bandit.BBB(opts{ hetero = true, sigma = 0.05 }) end,
+    ["eps-greedy 0% (heteroscedastic noise, at most 1)"] = function()
+      return bandit.EpsilonGreedy(opts{ epsilon = 0, hetero = true, sigma = 0.05, sigma_max = 1 }) end,
   }
   for name, make in pairs(makers) do
     it(name .. " decides a valid action and accepts transitions", function()
@@ -302,6 +305,43 @@ describe("agents", function()
     assert.are.equal(costly, n)
   end)
 
+  it("counts the mistakes of the fitted mean as a mushroom-by-mushroom check does", function()
+    local experiment = require "bbb.bandit.experiment"
+    local data = { x = bbb.tensor{ { 1, 0, 1, 0 }, { 0, 1, 1, 0 }, { 1, 0, 0, 1 }, { 0, 1, 0, 1 }, { 1, 1, 0, 0 } },
+                   edible = { true, false, true, false, false }, n = 5 }
+    for _, agent in ipairs { bandit.EpsilonGreedy(opts{ epsilon = 0, buffer = 64 }), bandit.BBB(opts{ buffer = 64 }) } do
+      -- poisonous 2: two lucky meals; 4: one lucky, one -35; 5: never eaten
+      for _, t in ipairs { { 2, 5 }, { 2, 5 }, { 4, 5 }, { 4, -35 }, { 1, 5 }, { 3, 5 }, { 1, 5 } } do
+        agent:update(data.x:narrow(1, t[1], 1), 2, t[2])
+      end
+      agent:update(data.x:narrow(1, 5, 1), 1, 0)
+      local seed, counter = agent.generator:state()
+      local m = experiment.mistakes(agent, data, { samples = 8 })
+      local s2, c2 = agent.generator:state()
+      assert.are.same({ seed, counter }, { s2, c2 })
+      -- the mean's choice, one mushroom at a time
+      local modes = {}
+      agent.net:apply(function(l) if l.weight_rho then modes[l] = l.mode; l.mode = "mean" end end)
+      agent.net:evaluate()
+      local kinds = { [2] = "lucky", [4] = "mixed", [5] = "unseen" }
+      local want = { poison_eaten = 0, edible_passed = 0, lucky = 0, mixed = 0, unseen = 0 }
+      for i = 1, 5 do
+        local eats = agent:greedy(data.x:narrow(1, i, 1)) == 2
+        if data.edible[i] and not eats then want.edible_passed = want.edible_passed + 1 end
+        if not data.edible[i] and eats then
+          want.poison_eaten = want.poison_eaten + 1
+          want[kinds[i]] = want[kinds[i]] + 1
+        end
+      end
+      for l, mode in pairs(modes) do l.mode = mode end
+      agent.net:train()
+      for k, v in pairs(want) do assert.are.equal(v, m[k], k) end
+      assert.is_true(m.eat_rate >= 0 and m.eat_rate <= 3 / 5 + 1e-12 and m.pass_rate >= 0 and m.pass_rate <= 2 / 5 + 1e-12)
+    end
+    assert.has_error(function() experiment.mistakes(bandit.Uniform{ context_dim = 4, seed = 1 }, data) end,
+      "mistakes: needs a network agent (BBB or epsilon-greedy)")
+  end)
+
   it("rejects bad options of the new agents and settings", function()
     assert.has_error(function() bandit.MCDropout(opts{ dropout = 1 }) end,
       "MCDropout: dropout must be a number in (0, 1), got 1")
@@ -361,7 +401,7 @@ describe("scripts/bandit.lua", function()
   local out = os.tmpname()
   os.remove(out)
 
-  it("answers --help, as does its benchmark", function()
+  it("answers --help, as do its benchmark and its inspector", function()
     local status, text = run("scripts/bandit.lua --help")
     assert.are.equal(0, status, text)
     has(text, "Usage:")
@@ -373,6 +413,10 @@ describe("scripts/bandit.lua", function()
     status, text = run("scripts/bench_bandit.lua --help")
     assert.are.equal(0, status, text)
     has(text, "Usage:")
+    status, text = run("scripts/bandit_inspect.lua --help")
+    assert.are.equal(0, status, text)
+    has(text, "Usage:")
+    has(text, "poisonous mushrooms its mean eats")
   end)
 
   it("bench_bandit projects the paper protocol for every agent and 5 seeds, never below its GEMMs alone", function()
@@ -460,6 +504,35 @@ describe("scripts/bandit.lua", function()
     os.remove(res)
   end)
 
+  it("bandit_inspect.lua reads the saved agents of a run with the learned noise, and resume keeps the noise model", function()
+    local dir = out .. "-inspect"
+    local args = "scripts/bandit.lua --steps 60 --updates 2 --batch 8 --buffer 64 --agents bbb,eps0,uniform "
+      .. "--noise-model hetero --no-plot --out " .. dir
+    local status, text = run(args)
+    assert.are.equal(0, status, text)
+    local st, tx = run("scripts/bandit_inspect.lua " .. dir .. "/ckpt/bbb_r0.safetensors " .. dir .. "/ckpt/eps0_r0.safetensors")
+    assert.are.equal(0, st, tx)
+    has(tx, "poison")
+    has(tx, "lucky")
+    for _, name in ipairs { "bbb_r0", "eps0_r0" } do
+      -- step 60, then five counts and two rates
+      assert.truthy(tx:match(name .. "%.safetensors%s+60%s+%d+%s+%d+%s+[%d.]+%s+[%d.]+%s+%d+%s+%d+%s+%d+"), tx)
+    end
+    for a, want in pairs {
+      [dir .. "/ckpt/uniform_r0.safetensors"] = "agent uniform: only BBB and the epsilon-greedy agents can be inspected",
+      [dir .. "/nothing.safetensors"] = "nothing.safetensors",
+      [""] = "checkpoints",
+    } do
+      local s2, t2 = run("scripts/bandit_inspect.lua " .. a)
+      assert.are_not.equal(0, s2, t2)
+      has(t2, want)
+    end
+    local s3, t3 = run(args:gsub("--steps 60", "--steps 80"):gsub("--noise%-model hetero", "") .. " --resume")
+    assert.are_not.equal(0, s3, t3)
+    has(t3, "was written with --noise-model hetero, this run has fixed")
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
   it("stops on bad input before the run starts", function()
     for args, want in pairs {
       ["--agents bbb,foo"] = "unknown agent 'foo' (known: bbb, eps5, eps1, eps0, linear, uniform, dropout, neurallinear)",
@@ -467,6 +540,8 @@ describe("scripts/bandit.lua", function()
       ["--decide-samples 0"] = "--decide-samples: integer '0' is out of range",
       ["--dropout 1"] = "--dropout: number '1' is out of range: must be in [0, 1)",
       ["--refit 0"] = "--refit: integer '0' is out of range",
+      ["--noise-model learned"] = "--noise-model: expected one of fixed, hetero, got 'learned'",
+      ["--noise-model hetero --learn-sigma"] = "--learn-sigma learns one noise for every reward",
       ["--prior-mix 0.5,1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",
       ["--prior-mix 1.5,1,0.1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",
       ["--prior-mix 0.5,0,0.1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",

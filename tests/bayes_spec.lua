@@ -262,6 +262,42 @@ describe("ELBO", function()
     assert(rel_close(e:sigma(), 0.5, 1e-5))
     assert.are.equal(1, #e:parameters())
   end)
+  it("fits the noise of each row with the heteroscedastic likelihood", function()
+    -- out (B, 2): the mean and the raw noise; sigma = floor + softplus(raw),
+    -- or floor + (max - floor) * sigmoid(raw) with sigma_max; checked in
+    -- double precision at raw values where softplus and sigmoid saturate
+    local raws = { -40, -6, 0, 3, 30 }
+    local mus, ys = { 1.5, -2, 0.25, 7, -35 }, { 5, -35, 0, 5, 5 }
+    local rows = {}
+    for i = 1, 5 do rows[i] = { mus[i], raws[i] } end
+    local out, y = bbb.tensor(rows), bbb.tensor(ys)
+    for _, o in ipairs{ { sigma = 0.05 }, { sigma = 0.05, sigma_max = 20 } } do
+      local e = bbb.elbo.ELBO{ n_data = 5, n_batches = 1, likelihood = "heteroscedastic", sigma = o.sigma,
+        sigma_max = o.sigma_max }
+      local expect = 0
+      for i = 1, 5 do
+        local r = raws[i]
+        local s = o.sigma_max and o.sigma + (o.sigma_max - o.sigma) / (1 + math.exp(-r))
+          or o.sigma + (r > 30 and r or math.log(1 + math.exp(r)))
+        expect = expect + 0.5 * ((ys[i] - mus[i]) / s) ^ 2 + math.log(s) + 0.5 * math.log(2 * math.pi)
+      end
+      assert(rel_close(e:nll_sum(out, y):item(), expect, 1e-5), e:nll_sum(out, y):item() .. " vs " .. expect)
+      local y3 = bbb.tensor{ 0.5, -1, 0 }   -- small sums: the float32 differences stay accurate
+      check(function(t) return e:nll_sum(t, y3) end,
+        { bbb.tensor{ { 0.3, -1 }, { -0.2, 0.5 }, { 1, 2 } }:requires_grad(true) }, { eps = 1e-3 })
+    end
+    assert.has_error(function() bbb.elbo.ELBO{ n_data = 5, n_batches = 1, likelihood = "heteroscedastic",
+      learn_sigma = true } end,
+      "ELBO: learn_sigma does not apply to the heteroscedastic likelihood (the network gives its noise)")
+    assert.has_error(function() bbb.elbo.ELBO{ n_data = 5, n_batches = 1, likelihood = "gaussian", sigma_max = 2 } end,
+      "ELBO: sigma_max needs the heteroscedastic likelihood and a finite number > sigma, got 2")
+    assert.has_error(function() bbb.elbo.ELBO{ n_data = 5, n_batches = 1, likelihood = "heteroscedastic",
+      sigma = 1, sigma_max = 0.5 } end,
+      "ELBO: sigma_max needs the heteroscedastic likelihood and a finite number > sigma, got 0.5")
+    local e = bbb.elbo.ELBO{ n_data = 5, n_batches = 1, likelihood = "heteroscedastic" }
+    local ok, err = pcall(e.nll_sum, e, bbb.zeros(3, 1), bbb.zeros(3))
+    assert(not ok and err:find("ELBO: the heteroscedastic likelihood needs outputs (B, 2) and B targets, got outputs 3x1 and 3 targets", 1, true), err)
+  end)
   it("switches the layers to the analytic KL, for Gaussian priors only", function()
     local gen = bbb.Generator(8)
     local net = bbb.nn.bayes_mlp({ 3, 4, 2 }, { prior = bbb.prior.Gaussian{ sigma = 0.5 }, generator = gen })

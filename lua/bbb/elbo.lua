@@ -23,8 +23,8 @@ local function positive_int(v, what)
   return v
 end
 
---- ELBO{n_data =, n_batches = | batch_size =, likelihood = "categorical" | "gaussian",
---   sigma = (gaussian noise), learn_sigma = false, kl_weight = "uniform", samples = 1,
+--- ELBO{n_data =, n_batches = | batch_size =, likelihood = "categorical" | "gaussian"
+--   | "heteroscedastic", sigma = (gaussian noise; heteroscedastic: its floor), learn_sigma = false, kl_weight = "uniform", samples = 1,
 --   kl = "mc" | "analytic" | nil (nil: each layer's own setting),
 --   reduction = "mean" (the loss per example) | "sum" (summed over the batch)}
 function elbo.ELBO(opts)
@@ -38,8 +38,9 @@ function elbo.ELBO(opts)
   end
   self.samples = positive_int(opts.samples or 1, "samples")
   self.likelihood = opts.likelihood or "categorical"
-  if self.likelihood ~= "categorical" and self.likelihood ~= "gaussian" then
-    error(('ELBO: likelihood must be "categorical" or "gaussian", got %s'):format(tostring(self.likelihood)), 2)
+  if self.likelihood ~= "categorical" and self.likelihood ~= "gaussian" and self.likelihood ~= "heteroscedastic" then
+    error(('ELBO: likelihood must be "categorical", "gaussian" or "heteroscedastic", got %s')
+      :format(tostring(self.likelihood)), 2)
   end
   local kw = opts.kl_weight or "uniform"
   if kw ~= "uniform" and kw ~= "blundell" and not (type(kw) == "number" and kw >= 0 and kw < math.huge) then
@@ -54,10 +55,21 @@ function elbo.ELBO(opts)
   if self.reduction ~= "mean" and self.reduction ~= "sum" then
     error(('ELBO: reduction must be "mean" or "sum", got %s'):format(tostring(opts.reduction)), 2)
   end
-  if self.likelihood == "gaussian" then
+  if self.likelihood ~= "categorical" then
     local s = opts.sigma or 1
     if type(s) ~= "number" or not (s > 0) then
       error(("ELBO: sigma must be a number > 0, got %s"):format(tostring(s)), 2)
+    end
+    if opts.learn_sigma and self.likelihood == "heteroscedastic" then
+      error("ELBO: learn_sigma does not apply to the heteroscedastic likelihood (the network gives its noise)", 2)
+    end
+    if opts.sigma_max ~= nil then
+      local m = opts.sigma_max
+      if self.likelihood ~= "heteroscedastic" or type(m) ~= "number" or not (m > s and m < math.huge) then
+        error(("ELBO: sigma_max needs the heteroscedastic likelihood and a finite number > sigma, got %s")
+          :format(tostring(m)), 2)
+      end
+      self.sigma_max = m
     end
     if opts.learn_sigma then
       -- sigma = softplus(noise_rho), learned with the other parameters
@@ -77,6 +89,8 @@ function ELBO:__tostring()
   if self.kl then parts[#parts + 1] = "kl=" .. self.kl end
   if self.likelihood == "gaussian" then
     parts[#parts + 1] = self.noise_rho and "sigma=learned" or ("sigma=%g"):format(self.sigma_value)
+  elseif self.likelihood == "heteroscedastic" then
+    parts[#parts + 1] = ("sigma=%g+softplus(out[2])"):format(self.sigma_value)
   end
   return "ELBO{" .. table.concat(parts, ", ") .. "}"
 end
@@ -118,6 +132,18 @@ end
 function ELBO:nll_sum(out, y)
   if self.likelihood == "categorical" then
     return bbb.cross_entropy(out, y, "sum")
+  end
+  if self.likelihood == "heteroscedastic" then
+    -- out (B, 2): the mean and the raw noise; sigma = floor + softplus(raw)
+    if out:dim() ~= 2 or out:size(2) ~= 2 or y:numel() ~= out:size(1) then
+      error(("ELBO: the heteroscedastic likelihood needs outputs (B, 2) and B targets, got outputs %s and %d targets")
+        :format(table.concat(out:size(), "x"), y:numel()), 3)
+    end
+    if y:dim() ~= 2 then y = y:reshape{ out:size(1), 1 } end
+    local raw = out:narrow(2, 2, 1)
+    local sigma = self.sigma_max and raw:sigmoid() * (self.sigma_max - self.sigma_value) + self.sigma_value
+      or raw:softplus() + self.sigma_value
+    return -bbb.gaussian_loglik(out:narrow(2, 1, 1), y, sigma)
   end
   if y:numel() ~= out:numel() then
     error(("ELBO: targets of size %s do not match outputs of size %s"):format(

@@ -87,7 +87,12 @@ local function neural(cls, name, o)
   self.generator = o.generator or bbb.Generator(o.seed or 1)
   local sizes = { self.context_dim + N_ACTIONS }
   for _, h in ipairs(o.hidden or { 100, 100 }) do sizes[#sizes + 1] = h end
-  sizes[#sizes + 1] = 1
+  -- heteroscedastic: a second output, the noise of the reward (sigma = the
+  -- noise floor + softplus of it), so the coin of a poisonous meal (+5 or
+  -- -35) is fitted as noise instead of as the mushroom's value
+  self.hetero = o.hetero and true or false
+  self.sigma_max = o.sigma_max
+  sizes[#sizes + 1] = self.hetero and 2 or 1
   self.sizes = sizes
   self.buffer = new_buffer{ capacity = cap, width = sizes[1] }
   self.sigma = o.sigma or 1
@@ -104,8 +109,16 @@ local function neural(cls, name, o)
 end
 
 function Neural:finish_init()
+  if self.hetero then
+    -- the noise output starts at softplus(-6) = 0.0025 over the floor, so
+    -- the first fits weigh every reward as the fixed noise does
+    local last = self.net.layers[#self.net.layers]
+    local b = last.bias_mu or last.bias
+    b:set(2, -6)
+  end
   self.elbo = bbb.elbo.ELBO{ n_data = self.buffer.capacity, batch_size = self.batch,
-    likelihood = "gaussian", sigma = self.sigma, kl_weight = 1, learn_sigma = self.learn_sigma }
+    likelihood = self.hetero and "heteroscedastic" or "gaussian", sigma = self.sigma, kl_weight = 1, learn_sigma = self.learn_sigma,
+    sigma_max = self.sigma_max }
   local params = self.net:named_parameters()
   for _, p in ipairs(self.elbo:named_parameters()) do params[#params + 1] = p end
   self.optimizer = bbb.optim.Adam(params, { lr = self.lr })
@@ -115,7 +128,10 @@ end
 -- The predicted reward of each action for one context: a (2, 1) tensor.
 function Neural:predict_actions(context)
   local x = bbb.cat({ bbb.cat({ context, context }, 1), self.both_actions }, 2)
-  return bbb.no_grad(function() return self.net:forward(x) end)
+  return bbb.no_grad(function()
+    local out = self.net:forward(x)
+    return self.hetero and out:narrow(2, 1, 1) or out
+  end)
 end
 
 function Neural:greedy(context)

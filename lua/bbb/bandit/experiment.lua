@@ -13,7 +13,7 @@ local M = {}
 -- ablation chose (doc/bandit.md), PAPER_AGENT the ones used before it
 -- (section 5.3's buffer of the last 4,096 transitions with the complexity
 -- term divided by its size, one weight sample per decision).
-M.PAPER_AGENT = { buffer = 4096, kl = "size", sigma = 1, learn_sigma = false, rho_init = -3,
+M.PAPER_AGENT = { buffer = 4096, kl = "size", sigma = 1, learn_sigma = false, hetero = false, rho_init = -3,
   prior_sigma = 0.1, prior_mix = false, decide_samples = 1, lr = 1e-3, updates = 64, batch = 64,
   dropout = 0.2, refit = 100 }
 M.DEFAULTS = {}
@@ -78,6 +78,11 @@ M.ABLATION_ROWS = {
   { "s4-batch256", M.with(S4, { batch = 256, updates = 16 }), "16 updates of 256 per step" },
   { "s4-greedy", M.with(S4, { agent = "eps0" }), "the greedy MLP with section 4's settings" },
   { "greedy", { agent = "eps0" }, "the greedy MLP, last 4,096 transitions" },
+  -- Section 5: s4-sigma0.05 (the defaults) with the noise learned.
+  { "s5-hetero", M.with(S4, { sigma = 0.05, hetero = true }), "the noise learned per mushroom and action, floor 0.05" },
+  { "s5-hetero-max1", M.with(S4, { sigma = 0.05, hetero = true, sigma_max = 1 }), "the noise learned per mushroom and action, 0.05 to 1" },
+  { "s5-hetero-max0.3", M.with(S4, { sigma = 0.05, hetero = true, sigma_max = 0.3 }), "the noise learned per mushroom and action, 0.05 to 0.3" },
+  { "s5-greedy-hetero", M.with(S4, { sigma = 0.05, hetero = true, agent = "eps0" }), "the greedy MLP, noise learned per mushroom and action" },
 }
 
 --- prior(cfg) -> the prior of the Bayesian layers: N(0, prior_sigma^2), or
@@ -97,7 +102,7 @@ function M.agent_seed(cfg, index, run) return 1000003 * (cfg.seed + run) + 7919 
 --- agent_opts(cfg, index, run, context_dim) -> the options of any agent constructor.
 function M.agent_opts(cfg, index, run, context_dim)
   return { seed = M.agent_seed(cfg, index, run), updates = cfg.updates, batch = cfg.batch,
-    buffer = cfg.buffer, lr = cfg.lr, sigma = cfg.sigma, learn_sigma = cfg.learn_sigma,
+    buffer = cfg.buffer, lr = cfg.lr, sigma = cfg.sigma, learn_sigma = cfg.learn_sigma, hetero = cfg.hetero, sigma_max = cfg.sigma_max,
     rho_init = cfg.rho_init, prior = M.prior(cfg), kl_n = cfg.kl, decide_samples = cfg.decide_samples,
     dropout = cfg.dropout, refit = cfg.refit, context_dim = context_dim }
 end
@@ -170,6 +175,100 @@ function M.diagnose(agent, data, o)
     res[part[1] == "poison" and "eat_poison" or "pass_edible"] = wrong / (n * S)
   end
   g:set_state(seed, counter)
+  return res
+end
+
+--- mistakes(agent, data, {samples = 64}) -> {poison_eaten, edible_passed,
+-- eat_rate, pass_rate, lucky, mixed, unseen, samples}: the costly decisions
+-- the agent would take now, over every mushroom of data. poison_eaten and
+-- edible_passed count the mushrooms its mean (the Bayesian layers at their
+-- mean weights) gets wrong; eat_rate and pass_rate are the expected costly
+-- decisions per step under its weight draws (a mushroom comes up with
+-- probability 1 / data.n), so eat_rate * 15 + pass_rate * 5 is the regret it
+-- adds per step if it stopped learning. Each poisonous mushroom the mean eats
+-- is sorted by what the buffer holds of it: eaten only with the lucky coin
+-- (every reward +5), eaten with at least one -35 (mixed), or never eaten
+-- (unseen: the network generalised). The generator is restored afterwards.
+function M.mistakes(agent, data, o)
+  o = o or {}
+  local net = agent.net
+  if not (net and agent.buffer and agent.predict_actions) then
+    error("mistakes: needs a network agent (BBB or epsilon-greedy)", 2)
+  end
+  local g = agent.generator
+  local seed, counter = g:state()
+  local bayes = false
+  net:apply(function(l) if l.weight_rho then bayes = true end end)
+  local x = data.x
+  local n = x:size(1)
+  local function gap_of(out)
+    local f = out:narrow(2, 1, 1):reshape(-1):totable()
+    local d = {}
+    for i = 1, n do d[i] = f[n + i] - f[i] end
+    return d
+  end
+  local rows = bbb.cat({ bbb.cat({ x, bbb.zeros{ n, 2 } + bbb.tensor{ { 1, 0 } } }, 2),
+                         bbb.cat({ x, bbb.zeros{ n, 2 } + bbb.tensor{ { 0, 1 } } }, 2) }, 1)
+  local modes = {}
+  net:apply(function(l) if l.weight_rho then modes[l] = l.mode; l.mode = "mean" end end)
+  net:evaluate()
+  local mean_gap = gap_of(bbb.no_grad(function() return net:forward(rows) end))
+  for l, m in pairs(modes) do l.mode = m end
+  net:train()
+  local S = bayes and (o.samples or 64) or 1
+  local eat = {}
+  for i = 1, n do eat[i] = 0 end
+  if bayes then
+    for _ = 1, S do
+      local d = gap_of(bbb.no_grad(function() return net:forward(rows) end))
+      for i = 1, n do if d[i] > 0 then eat[i] = eat[i] + 1 / S end end
+    end
+  else
+    for i = 1, n do eat[i] = mean_gap[i] > 0 and 1 or 0 end
+  end
+  g:set_state(seed, counter)
+  -- what the buffer holds of each mushroom: its eat rewards
+  local W = x:size(2)
+  local index = {}
+  local function key(row, w)
+    local t = {}
+    for j = 1, w do t[j] = row[j] > 0.5 and "1" or "0" end
+    return table.concat(t)
+  end
+  local xt = x:totable()
+  for i = 1, n do index[key(xt[i], W)] = i end
+  local meals = {}
+  local buf = agent.buffer
+  local size = buf:size()
+  if size > 0 then
+    local bx = buf.x:narrow(1, 1, size):totable()
+    local by = buf.y:narrow(1, 1, size):reshape(-1):totable()
+    for r = 1, size do
+      local i = index[key(bx[r], W)]
+      if i and bx[r][W + 2] > 0.5 then
+        meals[i] = meals[i] or { n = 0, lucky = 0 }
+        meals[i].n = meals[i].n + 1
+        if by[r] > 0 then meals[i].lucky = meals[i].lucky + 1 end
+      end
+    end
+  end
+  local res = { poison_eaten = 0, edible_passed = 0, eat_rate = 0, pass_rate = 0, lucky = 0, mixed = 0,
+                unseen = 0, samples = S }
+  for i = 1, n do
+    if data.edible[i] then
+      if mean_gap[i] <= 0 then res.edible_passed = res.edible_passed + 1 end
+      res.pass_rate = res.pass_rate + (1 - eat[i]) / n
+    else
+      res.eat_rate = res.eat_rate + eat[i] / n
+      if mean_gap[i] > 0 then
+        res.poison_eaten = res.poison_eaten + 1
+        local m = meals[i]
+        if not m then res.unseen = res.unseen + 1
+        elseif m.lucky == m.n then res.lucky = res.lucky + 1
+        else res.mixed = res.mixed + 1 end
+      end
+    end
+  end
   return res
 end
 

@@ -43,6 +43,32 @@ for k, a in ipairs(AGENTS) do
 end
 local PAPER_AGENTS = { "bbb", "eps5", "eps1", "eps0" }
 
+local INTEGER_SETTINGS = { updates = true, batch = true, buffer = true, seed = true, decide_samples = true,
+  refit = true, repeats = true, steps = true, every = true }
+
+--- M.load_agent(path, data) -> agent, meta: the agent a bandit run saved in
+-- its checkpoint (<out>/ckpt/NAME_rRUN.safetensors), rebuilt with the run's
+-- settings and its learned state; meta.agent is its name, meta.env.t the
+-- steps it had played.
+function M.load_agent(path, data)
+  local tensors, meta = checkpoint.read(path)
+  if meta.kind ~= "bandit" then error(("%s is not a bandit checkpoint (kind %s)"):format(path, tostring(meta.kind)), 0) end
+  local a = BY_NAME[meta.agent]
+  if not a then error(("%s: unknown agent '%s'"):format(path, tostring(meta.agent)), 0) end
+  local cfg = {}
+  for k, v in pairs(meta.config) do
+    cfg[k] = INTEGER_SETTINGS[k] and math.tointeger(v) or v
+  end
+  local agent = a.make(experiment.agent_opts(cfg, a.index, math.tointeger(meta.run), data.x:size(2)))
+  local sub = {}
+  for k, v in pairs(tensors) do
+    local rest = k:match("^agent%.(.*)$")
+    if rest then sub[rest] = v end
+  end
+  agent:set_state(meta.agent_state, sub)
+  return agent, meta
+end
+
 --- M.parser() -> the command line of the experiment.
 function M.parser()
   local parser = recipe.parser("bandit.lua", "The Mushroom contextual bandit (Blundell et al. 2015, "
@@ -68,6 +94,9 @@ function M.parser()
   parser:option("--sigma", ("Noise sigma of the Gaussian likelihood (default %g)."):format(D.sigma))
     :convert(cli.positive_number())
   parser:flag("--learn-sigma", "Learn the likelihood's noise sigma (starting from --sigma).")
+  parser:option("--noise-model", ("The likelihood's noise: fixed (one sigma for every reward) or hetero (the "
+    .. "network's second output, sigma = --sigma + softplus(it), learned for each mushroom and action); default %s.")
+    :format(D.hetero and "hetero" or "fixed")):convert(cli.choice{ "fixed", "hetero" })
   recipe.declare(parser, { "prior_sigma" })
   parser:option("--prior-mix", "The scale-mixture prior PI,SIGMA1,SIGMA2 instead of the Gaussian one.")
   recipe.declare(parser, { "rho_init" })
@@ -108,6 +137,7 @@ function M.run(args)
   -- Every check happens here, before any work starts. Explicit flags win over
   -- --paper-agent, which wins over the defaults.
   local preset = args.paper_agent and P or D
+  if args.noise_model == nil then args.noise_model = preset.hetero and "hetero" or "fixed" end
   for _, k in ipairs { "buffer", "sigma", "prior_sigma", "rho_init", "kl", "decide_samples", "dropout", "refit" } do
     if args[k] == nil then args[k] = preset[k] end
   end
@@ -128,10 +158,14 @@ function M.run(args)
     seed = args.seed, repeats = args.repeats, every = args.checkpoint_every, rho_init = args.rho_init,
     prior_sigma = args.prior_sigma, kl = args.kl, learn_sigma = args.learn_sigma or false,
     decide_samples = args.decide_samples, prior_mix = prior_mix, dropout = args.dropout, refit = args.refit,
+    hetero = args.noise_model == "hetero",
   }
+  if cfg.hetero and cfg.learn_sigma then
+    fail("--learn-sigma learns one noise for every reward; --noise-model hetero learns it per mushroom and action: give one")
+  end
   -- the settings above that the workers need besides the ones the coordinator passes on
   local worker_args = { "--kl", cfg.kl, "--decide-samples", cfg.decide_samples, "--dropout", cfg.dropout,
-    "--refit", cfg.refit }
+    "--refit", cfg.refit, "--noise-model", args.noise_model }
   if prior_mix then worker_args[#worker_args + 1] = "--prior-mix"; worker_args[#worker_args + 1] = args.prior_mix end
   if cfg.learn_sigma then worker_args[#worker_args + 1] = "--learn-sigma" end
   if args.paper and args.steps then fail("--paper sets the steps; give --paper or --steps, not both") end
@@ -189,12 +223,17 @@ function M.run(args)
       error(("%s is not a checkpoint of agent %s, run %d"):format(path, a.name, run), 0)
     end
     for _, k in ipairs { "updates", "batch", "buffer", "lr", "sigma", "rho_init", "prior_sigma", "seed", "kl",
-                         "learn_sigma", "decide_samples", "prior_mix", "dropout", "refit" } do
+                         "learn_sigma", "decide_samples", "prior_mix", "dropout", "refit", "hetero" } do
       local same = meta.config[k] == cfg[k]
+      -- a checkpoint from before --noise-model has no hetero: it was fixed
+      if k == "hetero" then same = (meta.config[k] or false) == cfg[k] end
       if type(cfg[k]) == "table" and type(meta.config[k]) == "table" then
         same = table.concat(cfg[k], ",") == table.concat(meta.config[k], ",")
       end
-      if not same then
+      if not same and k == "hetero" then
+        error(("%s was written with --noise-model %s, this run has %s"):format(path,
+          meta.config[k] and "hetero" or "fixed", cfg[k] and "hetero" or "fixed"), 0)
+      elseif not same then
         error(("%s was written with --%s %s, this run has %s"):format(path, k, tostring(meta.config[k]),
           tostring(cfg[k])), 0)
       end
