@@ -305,6 +305,16 @@ describe("agents", function()
     assert.are.equal(costly, n)
   end)
 
+  it("diagnoses a network with a noise output on its mean column", function()
+    local experiment = require "bbb.bandit.experiment"
+    local data = tiny_data()
+    local agent = bandit.EpsilonGreedy(opts{ epsilon = 0, hetero = true, sigma = 0.05 })
+    agent:update(data.x:narrow(1, 2, 1), 2, -35)
+    local v = agent:predict_actions(data.x:narrow(1, 2, 1)):totable()
+    local d = experiment.diagnose(agent, data, { rows = 1, samples = 2 })
+    assert(math.abs(d.gap_poison - (v[2][1] - v[1][1])) < 1e-6, d.gap_poison .. " vs " .. (v[2][1] - v[1][1]))
+  end)
+
   it("counts the mistakes of the fitted mean as a mushroom-by-mushroom check does", function()
     local experiment = require "bbb.bandit.experiment"
     local data = { x = bbb.tensor{ { 1, 0, 1, 0 }, { 0, 1, 1, 0 }, { 1, 0, 0, 1 }, { 0, 1, 0, 1 }, { 1, 1, 0, 0 } },

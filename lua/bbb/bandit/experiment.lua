@@ -127,7 +127,7 @@ local function gaps(net, x)
   local n = x:size(1)
   local pass = bbb.cat({ x, bbb.zeros{ n, 2 } + bbb.tensor{ { 1, 0 } } }, 2)
   local eat = bbb.cat({ x, bbb.zeros{ n, 2 } + bbb.tensor{ { 0, 1 } } }, 2)
-  local f = net:forward(bbb.cat({ pass, eat }, 1)):reshape(-1):totable()
+  local f = net:forward(bbb.cat({ pass, eat }, 1)):narrow(2, 1, 1):reshape(-1):totable()   -- the mean column
   local out = {}
   for i = 1, n do out[i] = f[n + i] - f[i] end
   return out
