@@ -363,6 +363,12 @@ describe("agents", function()
       'BBB: kl_n must be "size", "capacity", "seen" or "blundell", got t')
     assert.has_error(function() bandit.BBB(opts{ decide_samples = 0 }) end,
       "BBB: decide_samples must be a positive integer, got 0")
+    assert.has_error(function() bandit.BBB(opts{ reward_scale = 0 }) end,
+      "BBB: reward_scale must be a finite number > 0, got 0")
+    -- the buffer holds the scaled reward
+    local scaled = bandit.EpsilonGreedy(opts{ epsilon = 0, reward_scale = 0.1 })
+    scaled:update(tiny_data().x:narrow(1, 2, 1), 2, -35)
+    assert.are.equal(-3.5, math.floor(scaled.buffer.y:get(1, 1) * 1e4 + 0.5) / 1e4)
   end)
 
   it("rejects a buffer smaller than a minibatch", function()

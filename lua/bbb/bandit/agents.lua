@@ -90,6 +90,12 @@ local function neural(cls, name, o)
   -- heteroscedastic: a second output, the noise of the reward (sigma = the
   -- noise floor + softplus of it), so the coin of a poisonous meal (+5 or
   -- -35) is fitted as noise instead of as the mushroom's value
+  -- the network is fitted to reward * reward_scale: its prior, N(0, 0.1^2)
+  -- per weight, gives outputs of order 1, and the noise sigma is in these units
+  self.reward_scale = o.reward_scale or 1
+  if type(self.reward_scale) ~= "number" or not (self.reward_scale > 0 and self.reward_scale < math.huge) then
+    error(("%s: reward_scale must be a finite number > 0, got %s"):format(name, tostring(o.reward_scale)), 3)
+  end
   self.hetero = o.hetero and true or false
   self.sigma_max = o.sigma_max
   sizes[#sizes + 1] = self.hetero and 2 or 1
@@ -141,7 +147,7 @@ end
 
 function Neural:update(context, action, reward)
   check_transition(self, context, action, reward)
-  self.buffer:add(bbb.cat({ context, self.action_rows[action] }, 2), reward)
+  self.buffer:add(bbb.cat({ context, self.action_rows[action] }, 2), reward * self.reward_scale)
   self.last_terms = agents.fit_buffer(self.net, self.elbo, self.optimizer, self.buffer, self)
 end
 

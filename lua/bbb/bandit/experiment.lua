@@ -82,6 +82,10 @@ M.ABLATION_ROWS = {
   { "s5-hetero", M.with(S4, { sigma = 0.05, hetero = true }), "the noise learned per mushroom and action, floor 0.05" },
   { "s5-hetero-max1", M.with(S4, { sigma = 0.05, hetero = true, sigma_max = 1 }), "the noise learned per mushroom and action, 0.05 to 1" },
   { "s5-hetero-max0.3", M.with(S4, { sigma = 0.05, hetero = true, sigma_max = 0.3 }), "the noise learned per mushroom and action, 0.05 to 0.3" },
+  { "s5-scale0.1-sigma0.1", M.with(S4, { reward_scale = 0.1, sigma = 0.1 }), "rewards / 10 (+0.5, -3.5), noise 0.1 (1 in reward units)" },
+  { "s5-scale0.1-sigma0.3", M.with(S4, { reward_scale = 0.1, sigma = 0.3 }), "rewards / 10, noise 0.3 (3 in reward units)" },
+  { "s5-scale0.1-sigma0.5", M.with(S4, { reward_scale = 0.1, sigma = 0.5 }), "rewards / 10, noise 0.5 (5 in reward units)" },
+  { "s5-scale0.1-sigma1", M.with(S4, { reward_scale = 0.1, sigma = 1 }), "rewards / 10, noise 1 (10 in reward units)" },
   { "s5-greedy-hetero", M.with(S4, { sigma = 0.05, hetero = true, agent = "eps0" }), "the greedy MLP, noise learned per mushroom and action" },
 }
 
@@ -102,7 +106,7 @@ function M.agent_seed(cfg, index, run) return 1000003 * (cfg.seed + run) + 7919 
 --- agent_opts(cfg, index, run, context_dim) -> the options of any agent constructor.
 function M.agent_opts(cfg, index, run, context_dim)
   return { seed = M.agent_seed(cfg, index, run), updates = cfg.updates, batch = cfg.batch,
-    buffer = cfg.buffer, lr = cfg.lr, sigma = cfg.sigma, learn_sigma = cfg.learn_sigma, hetero = cfg.hetero, sigma_max = cfg.sigma_max,
+    buffer = cfg.buffer, lr = cfg.lr, sigma = cfg.sigma, learn_sigma = cfg.learn_sigma, hetero = cfg.hetero, sigma_max = cfg.sigma_max, reward_scale = cfg.reward_scale,
     rho_init = cfg.rho_init, prior = M.prior(cfg), kl_n = cfg.kl, decide_samples = cfg.decide_samples,
     dropout = cfg.dropout, refit = cfg.refit, context_dim = context_dim }
 end
