@@ -159,6 +159,9 @@ describe("agents", function()
       return bandit.BBB(opts{ kl_n = "seen", decide_samples = 2, learn_sigma = true }) end,
     ["BBB (the paper's minibatch weighting)"] = function() return bandit.BBB(opts{ kl_n = "blundell" }) end,
     ["BBB (heteroscedastic noise)"] = function() return bandit.BBB(opts{ hetero = true, sigma = 0.05 }) end,
+    ["BBB (rewards as classes)"] = function() return bandit.BBB(opts{ reward_values = { -35, 0, 5 } }) end,
+    ["MC dropout (rewards as classes)"] = function()
+      return bandit.MCDropout(opts{ dropout = 0.3, reward_values = { -35, 0, 5 } }) end,
     ["eps-greedy 0% (heteroscedastic noise, at most 1)"] = function()
       return bandit.EpsilonGreedy(opts{ epsilon = 0, hetero = true, sigma = 0.05, sigma_max = 1 }) end,
   }
@@ -363,6 +366,27 @@ describe("agents", function()
       'BBB: kl_n must be "size", "capacity", "seen" or "blundell", got t')
     assert.has_error(function() bandit.BBB(opts{ decide_samples = 0 }) end,
       "BBB: decide_samples must be a positive integer, got 0")
+    assert.has_error(function() bandit.BBB(opts{ reward_values = { 5 } }) end,
+      "BBB: reward_values must list at least two rewards, got 1")
+    assert.has_error(function() bandit.BBB(opts{ reward_values = { 5, math.huge } }) end,
+      "BBB: reward_values[2] must be a finite number, got inf")
+    assert.has_error(function() bandit.BBB(opts{ reward_values = { 5, 0, 5 } }) end,
+      "BBB: reward_values lists 5 twice")
+    assert.has_error(function() bandit.NeuralLinear(opts{ reward_values = { 5, 0 } }) end,
+      "NeuralLinear: reward_values does not apply (its last layer is a regression on the rewards)")
+    local classes = bandit.BBB(opts{ reward_values = { -35, 0, 5 } })
+    assert.has_error(function() classes:update(tiny_data().x:narrow(1, 1, 1), 2, 4) end,
+      "BBB:update: reward 4 is not one of reward_values")
+    -- the prediction is the expected reward under the class probabilities
+    local logits = bbb.tensor{ { 0, 1, 2 }, { 3, -1, 0 } }
+    local want = {}
+    for i, row in ipairs(logits:totable()) do
+      local z, e = 0, 0
+      for k, l in ipairs(row) do z = z + math.exp(l); e = e + math.exp(l) * ({ -35, 0, 5 })[k] end
+      want[i] = e / z
+    end
+    local got = classes:value(logits):totable()
+    for i = 1, 2 do assert(math.abs(got[i][1] - want[i]) < 1e-4, got[i][1] .. " vs " .. want[i]) end
     assert.has_error(function() bandit.BBB(opts{ reward_scale = 0 }) end,
       "BBB: reward_scale must be a finite number > 0, got 0")
     -- the buffer holds the scaled reward

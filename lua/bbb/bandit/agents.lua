@@ -52,6 +52,7 @@ end
 function agents.fit_buffer(net, elbo, opt, buffer, o)
   local B, U = o.batch, o.updates
   local xs, ys = buffer:sample(U * B, o.generator)
+  if o.reward_values then ys = ys:reshape{ U * B } end   -- class labels
   local kl_n = o.kl_n
   if kl_n ~= "blundell" then
     elbo.kl_weight = B / (kl_n == "capacity" and buffer.capacity or kl_n == "seen" and buffer.count
@@ -98,7 +99,32 @@ local function neural(cls, name, o)
   end
   self.hetero = o.hetero and true or false
   self.sigma_max = o.sigma_max
-  sizes[#sizes + 1] = self.hetero and 2 or 1
+  -- reward_values = {v1, ..., vK}: the rewards as K classes (a categorical
+  -- likelihood over the values a reward can take); the network gives K
+  -- logits and its prediction is the expected reward sum_k p_k v_k. One
+  -- reward is then worth at most what its class's probability can still
+  -- gain, where the Gaussian likelihood makes a single +5 of a poisonous
+  -- mushroom worth (20 / sigma)^2 / 2 nats against -15.
+  if o.reward_values ~= nil then
+    local v = o.reward_values
+    if type(v) ~= "table" or #v < 2 then
+      error(("%s: reward_values must list at least two rewards, got %s"):format(name,
+        type(v) == "table" and ("%d"):format(#v) or tostring(v)), 3)
+    end
+    self.reward_class = {}
+    for k, r in ipairs(v) do
+      if type(r) ~= "number" or r ~= r or r == math.huge or r == -math.huge then
+        error(("%s: reward_values[%d] must be a finite number, got %s"):format(name, k, tostring(r)), 3)
+      end
+      if self.reward_class[r] then
+        error(("%s: reward_values lists %g twice"):format(name, r), 3)
+      end
+      self.reward_class[r] = k
+    end
+    if self.hetero then error(("%s: reward_values and hetero exclude each other"):format(name), 3) end
+    self.reward_values = bbb.tensor(v):reshape{ #v, 1 }
+  end
+  sizes[#sizes + 1] = self.reward_values and #o.reward_values or self.hetero and 2 or 1
   self.sizes = sizes
   self.buffer = new_buffer{ capacity = cap, width = sizes[1] }
   self.sigma = o.sigma or 1
@@ -123,7 +149,7 @@ function Neural:finish_init()
     b:set(2, -6)
   end
   self.elbo = bbb.elbo.ELBO{ n_data = self.buffer.capacity, batch_size = self.batch,
-    likelihood = self.hetero and "heteroscedastic" or "gaussian", sigma = self.sigma, kl_weight = 1, learn_sigma = self.learn_sigma,
+    likelihood = self.reward_values and "categorical" or self.hetero and "heteroscedastic" or "gaussian", sigma = self.sigma, kl_weight = 1, learn_sigma = self.learn_sigma,
     sigma_max = self.sigma_max }
   local params = self.net:named_parameters()
   for _, p in ipairs(self.elbo:named_parameters()) do params[#params + 1] = p end
@@ -131,13 +157,18 @@ function Neural:finish_init()
   self.net:train()
 end
 
+--- value(out) -> (N, 1): the predicted reward from the network's output
+-- rows: the output itself, its mean column (hetero), or the expected reward
+-- under the class probabilities (reward_values).
+function Neural:value(out)
+  if self.reward_values then return out:softmax():matmul(self.reward_values) end
+  return self.hetero and out:narrow(2, 1, 1) or out
+end
+
 -- The predicted reward of each action for one context: a (2, 1) tensor.
 function Neural:predict_actions(context)
   local x = bbb.cat({ bbb.cat({ context, context }, 1), self.both_actions }, 2)
-  return bbb.no_grad(function()
-    local out = self.net:forward(x)
-    return self.hetero and out:narrow(2, 1, 1) or out
-  end)
+  return bbb.no_grad(function() return self:value(self.net:forward(x)) end)
 end
 
 function Neural:greedy(context)
@@ -147,7 +178,14 @@ end
 
 function Neural:update(context, action, reward)
   check_transition(self, context, action, reward)
-  self.buffer:add(bbb.cat({ context, self.action_rows[action] }, 2), reward * self.reward_scale)
+  local target = reward * self.reward_scale
+  if self.reward_values then
+    target = self.reward_class[reward]
+    if not target then
+      error(("%s:update: reward %g is not one of reward_values"):format(self.name, reward), 2)
+    end
+  end
+  self.buffer:add(bbb.cat({ context, self.action_rows[action] }, 2), target)
   self.last_terms = agents.fit_buffer(self.net, self.elbo, self.optimizer, self.buffer, self)
 end
 

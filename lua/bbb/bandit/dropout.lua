@@ -23,7 +23,7 @@ function Drop:sample_actions(context)
         x = layer:forward(x)
       end
     end
-    return x
+    return self:value(x)
   end):totable()
   return { v[1][1], v[2][1] }
 end

@@ -86,6 +86,8 @@ M.ABLATION_ROWS = {
   { "s5-scale0.1-sigma0.3", M.with(S4, { reward_scale = 0.1, sigma = 0.3 }), "rewards / 10, noise 0.3 (3 in reward units)" },
   { "s5-scale0.1-sigma0.5", M.with(S4, { reward_scale = 0.1, sigma = 0.5 }), "rewards / 10, noise 0.5 (5 in reward units)" },
   { "s5-scale0.1-sigma1", M.with(S4, { reward_scale = 0.1, sigma = 1 }), "rewards / 10, noise 1 (10 in reward units)" },
+  { "s5-categorical", M.with(S4, { reward_values = { -35, 0, 5 } }), "the rewards as three classes (-35, 0, +5), a categorical likelihood" },
+  { "s5-greedy-categorical", M.with(S4, { reward_values = { -35, 0, 5 }, agent = "eps0" }), "the greedy MLP on the rewards as three classes" },
   { "s5-greedy-hetero", M.with(S4, { sigma = 0.05, hetero = true, agent = "eps0" }), "the greedy MLP, noise learned per mushroom and action" },
 }
 
@@ -107,6 +109,7 @@ function M.agent_seed(cfg, index, run) return 1000003 * (cfg.seed + run) + 7919 
 function M.agent_opts(cfg, index, run, context_dim)
   return { seed = M.agent_seed(cfg, index, run), updates = cfg.updates, batch = cfg.batch,
     buffer = cfg.buffer, lr = cfg.lr, sigma = cfg.sigma, learn_sigma = cfg.learn_sigma, hetero = cfg.hetero, sigma_max = cfg.sigma_max, reward_scale = cfg.reward_scale,
+    reward_values = cfg.reward_values,
     rho_init = cfg.rho_init, prior = M.prior(cfg), kl_n = cfg.kl, decide_samples = cfg.decide_samples,
     dropout = cfg.dropout, refit = cfg.refit, context_dim = context_dim }
 end
@@ -127,11 +130,12 @@ local function probe_rows(data, k)
 end
 
 -- f(eat) - f(pass) for each row of x under one draw of the network.
-local function gaps(net, x)
+local function gaps(agent, x)
+  local net = agent.net
   local n = x:size(1)
   local pass = bbb.cat({ x, bbb.zeros{ n, 2 } + bbb.tensor{ { 1, 0 } } }, 2)
   local eat = bbb.cat({ x, bbb.zeros{ n, 2 } + bbb.tensor{ { 0, 1 } } }, 2)
-  local f = net:forward(bbb.cat({ pass, eat }, 1)):narrow(2, 1, 1):reshape(-1):totable()   -- the mean column
+  local f = agent:value(net:forward(bbb.cat({ pass, eat }, 1))):reshape(-1):totable()
   local out = {}
   for i = 1, n do out[i] = f[n + i] - f[i] end
   return out
@@ -164,7 +168,7 @@ function M.diagnose(agent, data, o)
     local sum, sq, wrong, n = {}, {}, 0, x:size(1)
     for i = 1, n do sum[i], sq[i] = 0, 0 end
     for _ = 1, S do
-      local d = bbb.no_grad(function() return gaps(net, x) end)
+      local d = bbb.no_grad(function() return gaps(agent, x) end)
       for i = 1, n do
         sum[i], sq[i] = sum[i] + d[i], sq[i] + d[i] * d[i]
         if (part[1] == "poison") == (d[i] > 0) then wrong = wrong + 1 end
@@ -206,7 +210,7 @@ function M.mistakes(agent, data, o)
   local x = data.x
   local n = x:size(1)
   local function gap_of(out)
-    local f = out:narrow(2, 1, 1):reshape(-1):totable()
+    local f = agent:value(out):reshape(-1):totable()
     local d = {}
     for i = 1, n do d[i] = f[n + i] - f[i] end
     return d

@@ -79,6 +79,10 @@ end
 
 return function(o)
   o = o or {}
+  if o.reward_values ~= nil then
+    -- its regression is on the rewards the buffer holds
+    error("NeuralLinear: reward_values does not apply (its last layer is a regression on the rewards)", 2)
+  end
   local self
   self, o = agents.neural(NL, "NeuralLinear", o)
   self.refit = agents.positive_int(o.refit or 100, "NeuralLinear", "refit")
