@@ -87,6 +87,7 @@ M.ABLATION_ROWS = {
   { "s5-scale0.1-sigma0.5", M.with(S4, { reward_scale = 0.1, sigma = 0.5 }), "rewards / 10, noise 0.5 (5 in reward units)" },
   { "s5-scale0.1-sigma1", M.with(S4, { reward_scale = 0.1, sigma = 1 }), "rewards / 10, noise 1 (10 in reward units)" },
   { "s5-categorical", M.with(S4, { reward_values = { -35, 0, 5 } }), "the rewards as three classes (-35, 0, +5), a categorical likelihood" },
+  { "s5-categorical-kl-capacity", M.with(S4, { reward_values = { -35, 0, 5 }, kl = "capacity" }), "the rewards as classes, KL / 100,000 from the start" },
   { "s5-greedy-categorical", M.with(S4, { reward_values = { -35, 0, 5 }, agent = "eps0" }), "the greedy MLP on the rewards as three classes" },
   { "s5-greedy-hetero", M.with(S4, { sigma = 0.05, hetero = true, agent = "eps0" }), "the greedy MLP, noise learned per mushroom and action" },
 }
