@@ -210,30 +210,18 @@ function M.mistakes(agent, data, o)
   net:apply(function(l) if l.weight_rho then bayes = true end end)
   local x = data.x
   local n = x:size(1)
-  local function gap_of(out)
-    local f = agent:value(out):reshape(-1):totable()
-    local d = {}
-    for i = 1, n do d[i] = f[n + i] - f[i] end
-    return d
-  end
-  local rows = bbb.cat({ bbb.cat({ x, bbb.zeros{ n, 2 } + bbb.tensor{ { 1, 0 } } }, 2),
-                         bbb.cat({ x, bbb.zeros{ n, 2 } + bbb.tensor{ { 0, 1 } } }, 2) }, 1)
   local modes = {}
   net:apply(function(l) if l.weight_rho then modes[l] = l.mode; l.mode = "mean" end end)
   net:evaluate()
-  local mean_gap = gap_of(bbb.no_grad(function() return net:forward(rows) end))
+  local mean_gap = bbb.no_grad(function() return gaps(agent, x) end)
   for l, m in pairs(modes) do l.mode = m end
   net:train()
   local S = bayes and (o.samples or 64) or 1
   local eat = {}
-  for i = 1, n do eat[i] = 0 end
-  if bayes then
-    for _ = 1, S do
-      local d = gap_of(bbb.no_grad(function() return net:forward(rows) end))
-      for i = 1, n do if d[i] > 0 then eat[i] = eat[i] + 1 / S end end
-    end
-  else
-    for i = 1, n do eat[i] = mean_gap[i] > 0 and 1 or 0 end
+  for i = 1, n do eat[i] = bayes and 0 or (mean_gap[i] > 0 and 1 or 0) end
+  for _ = 1, bayes and S or 0 do
+    local d = bbb.no_grad(function() return gaps(agent, x) end)
+    for i = 1, n do if d[i] > 0 then eat[i] = eat[i] + 1 / S end end
   end
   g:set_state(seed, counter)
   -- what the buffer holds of each mushroom: its eat rewards

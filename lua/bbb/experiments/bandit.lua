@@ -43,6 +43,16 @@ for k, a in ipairs(AGENTS) do
 end
 local PAPER_AGENTS = { "bbb", "eps5", "eps1", "eps0" }
 
+-- The agent's tensors of a bandit checkpoint, their "agent." prefix taken off.
+local function agent_tensors(tensors)
+  local sub = {}
+  for k, v in pairs(tensors) do
+    local rest = k:match("^agent%.(.*)$")
+    if rest then sub[rest] = v end
+  end
+  return sub
+end
+
 local INTEGER_SETTINGS = { updates = true, batch = true, buffer = true, seed = true, decide_samples = true,
   refit = true, repeats = true, steps = true, every = true }
 
@@ -60,12 +70,7 @@ function M.load_agent(path, data)
     cfg[k] = INTEGER_SETTINGS[k] and math.tointeger(v) or v
   end
   local agent = a.make(experiment.agent_opts(cfg, a.index, math.tointeger(meta.run), data.x:size(2)))
-  local sub = {}
-  for k, v in pairs(tensors) do
-    local rest = k:match("^agent%.(.*)$")
-    if rest then sub[rest] = v end
-  end
-  agent:set_state(meta.agent_state, sub)
+  agent:set_state(meta.agent_state, agent_tensors(tensors))
   return agent, meta
 end
 
@@ -238,12 +243,7 @@ function M.run(args)
           tostring(cfg[k])), 0)
       end
     end
-    local sub = {}
-    for k, v in pairs(tensors) do
-      local rest = k:match("^agent%.(.*)$")
-      if rest then sub[rest] = v end
-    end
-    agent:set_state(meta.agent_state, sub)
+    agent:set_state(meta.agent_state, agent_tensors(tensors))
     env:set_state(meta.env)
     env.generator:set_state(math.tointeger(tonumber(meta.env_generator[1])),
       math.tointeger(tonumber(meta.env_generator[2])))
