@@ -387,6 +387,20 @@ describe("agents", function()
     end
     local got = classes:value(logits):totable()
     for i = 1, 2 do assert(math.abs(got[i][1] - want[i]) < 1e-4, got[i][1] .. " vs " .. want[i]) end
+    assert.has_error(function() bandit.BBB(opts{ sigma_final = -1, sigma_steps = 10 }) end,
+      "BBB: sigma_final must be a finite number > 0, got -1")
+    assert.has_error(function() bandit.BBB(opts{ sigma_final = 1 }) end,
+      "BBB: sigma_steps must be a positive integer, got nil")
+    -- the noise grows geometrically with the transitions seen, then stays
+    local growing = bandit.BBB(opts{ sigma = 0.05, sigma_final = 0.8, sigma_steps = 4 })
+    local seen = {}
+    for _ = 1, 6 do
+      growing:update(tiny_data().x:narrow(1, 1, 1), 2, 5)
+      seen[#seen + 1] = growing.elbo:sigma()
+    end
+    for k, want in ipairs { 0.1, 0.2, 0.4, 0.8, 0.8, 0.8 } do
+      assert(math.abs(seen[k] - want) < 1e-12, k .. ": " .. seen[k] .. " vs " .. want)
+    end
     assert.has_error(function() bandit.BBB(opts{ reward_scale = 0 }) end,
       "BBB: reward_scale must be a finite number > 0, got 0")
     -- the buffer holds the scaled reward
@@ -509,6 +523,9 @@ describe("scripts/bandit.lua", function()
     local status4, text4 = run(more:gsub("--steps 150", "--steps 160") .. " --resume --kl size")
     assert.are_not.equal(0, status4, text4)
     has(text4, "was written with --kl seen, this run has size")
+    local status5, text5 = run(more:gsub("--steps 150", "--steps 160") .. " --resume --sigma-final 1")
+    assert.are_not.equal(0, status5, text5)
+    has(text5, "bbb_r0.safetensors was written with --sigma-final 3, this run has 1")
     os.execute("rm -rf '" .. out .. "'")
   end)
 
@@ -580,6 +597,8 @@ describe("scripts/bandit.lua", function()
       ["--decide-samples 0"] = "--decide-samples: integer '0' is out of range",
       ["--dropout 1"] = "--dropout: number '1' is out of range: must be in [0, 1)",
       ["--refit 0"] = "--refit: integer '0' is out of range",
+      ["--sigma-final 0"] = "--sigma-final: number '0' is out of range",
+      ["--sigma-steps 0"] = "--sigma-steps: integer '0' is out of range",
       ["--noise-model learned"] = "--noise-model: expected one of fixed, hetero, got 'learned'",
       ["--noise-model hetero --learn-sigma"] = "--learn-sigma learns one noise for every reward",
       ["--prior-mix 0.5,1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",

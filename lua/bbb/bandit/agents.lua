@@ -54,6 +54,13 @@ function agents.fit_buffer(net, elbo, opt, buffer, o)
   local xs, ys = buffer:sample(U * B, o.generator)
   if o.reward_values then ys = ys:reshape{ U * B } end   -- class labels
   local kl_n = o.kl_n
+  if o.sigma_final then
+    -- the noise grows geometrically from sigma to sigma_final over sigma_steps
+    -- transitions: small while the first rewards teach the mean, larger once
+    -- one lucky reward should no longer outweigh what the features say
+    local f = math.min(1, buffer.count / o.sigma_steps)
+    elbo.sigma_value = o.sigma * (o.sigma_final / o.sigma) ^ f
+  end
   if kl_n ~= "blundell" then
     elbo.kl_weight = B / (kl_n == "capacity" and buffer.capacity or kl_n == "seen" and buffer.count
       or buffer:size())
@@ -222,7 +229,8 @@ end
 
 --- BBB{context_dim = 117, hidden = {100, 100}, buffer = 4096, updates = 64,
 --      batch = 64, lr = 1e-3, sigma = 1 (likelihood noise), learn_sigma = false,
---      prior = Gaussian{sigma = 0.1}, rho_init = -3, kl_n = "size", decide_samples = 1, seed =}:
+--      prior = Gaussian{sigma = 0.1}, rho_init = -3, kl_n = "size", decide_samples = 1,
+--      sigma_final = nil, sigma_steps = nil, seed =}:
 -- Thompson sampling: each decision compares the two actions under one
 -- weight sample, or under the mean of decide_samples samples.
 local BBB = setmetatable({}, { __index = Neural })
@@ -240,6 +248,17 @@ function agents.BBB(o)
   self.net = bbb.nn.bayes_mlp(self.sizes, { prior = o.prior or bbb.prior.Gaussian{ sigma = 0.1 },
     generator = self.generator, rho_init = o.rho_init or -3 })
   self.decide_samples = positive_int(o.decide_samples or 1, "BBB", "decide_samples")
+  -- sigma_final, sigma_steps: the likelihood noise grows from sigma to
+  -- sigma_final over the first sigma_steps transitions (fit_buffer); nil or
+  -- false keeps it fixed
+  if o.sigma_final then
+    local f = o.sigma_final
+    if type(f) ~= "number" or not (f > 0 and f < math.huge) then
+      error(("BBB: sigma_final must be a finite number > 0, got %s"):format(tostring(f)), 2)
+    end
+    self.sigma_final = f
+    self.sigma_steps = positive_int(o.sigma_steps, "BBB", "sigma_steps")
+  end
   self:finish_init()
   return self
 end

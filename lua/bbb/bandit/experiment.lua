@@ -15,7 +15,7 @@ local M = {}
 -- term divided by its size, one weight sample per decision).
 M.PAPER_AGENT = { buffer = 4096, kl = "size", sigma = 1, learn_sigma = false, hetero = false, rho_init = -3,
   prior_sigma = 0.1, prior_mix = false, decide_samples = 1, lr = 1e-3, updates = 64, batch = 64,
-  dropout = 0.2, refit = 100 }
+  dropout = 0.2, refit = 100, sigma_final = false, sigma_steps = 5000 }
 M.DEFAULTS = {}
 for k, v in pairs(M.PAPER_AGENT) do M.DEFAULTS[k] = v end
 -- One weight sample per decision (pure Thompson sampling): over seeds 1-5 at
@@ -25,6 +25,12 @@ for k, v in pairs(M.PAPER_AGENT) do M.DEFAULTS[k] = v end
 -- draws, and halving the noise from 0.1 weighs each reward four times as much
 -- against the complexity term (section 5).
 M.DEFAULTS.buffer, M.DEFAULTS.kl, M.DEFAULTS.sigma, M.DEFAULTS.decide_samples = 100000, "seen", 0.05, 1
+-- BBB's noise grows from 0.05 to 3 over the first 5,000 transitions: the
+-- late mistakes were poisonous mushrooms whose every meal had been lucky
+-- (+5), which a noise of 0.05 makes worth (20 / 0.05)^2 / 2 nats against
+-- the features; at noise 3 one lucky meal no longer outweighs them, while the
+-- small noise early still teaches the mean fast (doc/bandit.md, section 6).
+M.DEFAULTS.sigma_final, M.DEFAULTS.sigma_steps = 3, 5000
 
 
 -- "unb": every transition kept, the complexity term divided by t; "S4":
@@ -88,6 +94,8 @@ M.ABLATION_ROWS = {
   { "s5-scale0.1-sigma1", M.with(S4, { reward_scale = 0.1, sigma = 1 }), "rewards / 10, noise 1 (10 in reward units)" },
   { "s5-categorical", M.with(S4, { reward_values = { -35, 0, 5 } }), "the rewards as three classes (-35, 0, +5), a categorical likelihood" },
   { "s5-categorical-kl-capacity", M.with(S4, { reward_values = { -35, 0, 5 }, kl = "capacity" }), "the rewards as classes, KL / 100,000 from the start" },
+  { "s5-sigma-grows3", M.with(S4, { sigma = 0.05, sigma_final = 3, sigma_steps = 5000 }), "noise 0.05 growing to 3 over the first 5,000 transitions" },
+  { "s5-sigma-grows1", M.with(S4, { sigma = 0.05, sigma_final = 1, sigma_steps = 5000 }), "noise 0.05 growing to 1 over the first 5,000 transitions" },
   { "s5-greedy-categorical", M.with(S4, { reward_values = { -35, 0, 5 }, agent = "eps0" }), "the greedy MLP on the rewards as three classes" },
   { "s5-greedy-hetero", M.with(S4, { sigma = 0.05, hetero = true, agent = "eps0" }), "the greedy MLP, noise learned per mushroom and action" },
 }
@@ -110,7 +118,7 @@ function M.agent_seed(cfg, index, run) return 1000003 * (cfg.seed + run) + 7919 
 function M.agent_opts(cfg, index, run, context_dim)
   return { seed = M.agent_seed(cfg, index, run), updates = cfg.updates, batch = cfg.batch,
     buffer = cfg.buffer, lr = cfg.lr, sigma = cfg.sigma, learn_sigma = cfg.learn_sigma, hetero = cfg.hetero, sigma_max = cfg.sigma_max, reward_scale = cfg.reward_scale,
-    reward_values = cfg.reward_values,
+    reward_values = cfg.reward_values, sigma_final = cfg.sigma_final, sigma_steps = cfg.sigma_steps,
     rho_init = cfg.rho_init, prior = M.prior(cfg), kl_n = cfg.kl, decide_samples = cfg.decide_samples,
     dropout = cfg.dropout, refit = cfg.refit, context_dim = context_dim }
 end

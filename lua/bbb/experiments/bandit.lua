@@ -54,7 +54,7 @@ local function agent_tensors(tensors)
 end
 
 local INTEGER_SETTINGS = { updates = true, batch = true, buffer = true, seed = true, decide_samples = true,
-  refit = true, repeats = true, steps = true, every = true }
+  refit = true, repeats = true, steps = true, every = true, sigma_steps = true }
 
 --- M.load_agent(path, data) -> agent, meta: the agent a bandit run saved in
 -- its checkpoint (<out>/ckpt/NAME_rRUN.safetensors), rebuilt with the run's
@@ -90,7 +90,7 @@ function M.parser()
   parser:flag("--paper", ("The paper's protocol: %d steps, 5 seeds (64 updates of 64 per step are the "
     .. "defaults); explicit --repeats wins."):format(PAPER_STEPS))
   parser:flag("--paper-agent", "The network agents' settings before the ablation (doc/bandit.md): buffer "
-    .. "4096, KL / buffer size, likelihood noise 1, N(0, 0.1^2) prior, rho -3, one weight sample per decision; explicit flags win.")
+    .. "4096, KL / buffer size, likelihood noise 1 (fixed), N(0, 0.1^2) prior, rho -3, one weight sample per decision; explicit flags win.")
   parser:option("--updates", "Minibatch updates after each step.", "64"):convert(cli.positive_integer())
   recipe.declare(parser, { "batch" })
   parser:option("--buffer", ("Replay buffer: the last N transitions (default %d)."):format(D.buffer))
@@ -98,6 +98,11 @@ function M.parser()
   recipe.declare(parser, { "lr" })
   parser:option("--sigma", ("Noise sigma of the Gaussian likelihood (default %g)."):format(D.sigma))
     :convert(cli.positive_number())
+  parser:option("--sigma-final", ("BBB: the noise grows geometrically from --sigma to this over the first "
+    .. "--sigma-steps transitions (default %g; --sigma-final equal to --sigma keeps it fixed)."):format(D.sigma_final))
+    :convert(cli.positive_number())
+  parser:option("--sigma-steps", ("BBB: transitions over which the noise grows (default %d)."):format(D.sigma_steps))
+    :convert(cli.positive_integer())
   parser:flag("--learn-sigma", "Learn the likelihood's noise sigma (starting from --sigma).")
   parser:option("--noise-model", ("The likelihood's noise: fixed (one sigma for every reward) or hetero (the "
     .. "network's second output, sigma = --sigma + softplus(it), learned for each mushroom and action); default %s.")
@@ -143,7 +148,8 @@ function M.run(args)
   -- --paper-agent, which wins over the defaults.
   local preset = args.paper_agent and P or D
   if args.noise_model == nil then args.noise_model = preset.hetero and "hetero" or "fixed" end
-  for _, k in ipairs { "buffer", "sigma", "prior_sigma", "rho_init", "kl", "decide_samples", "dropout", "refit" } do
+  for _, k in ipairs { "buffer", "sigma", "prior_sigma", "rho_init", "kl", "decide_samples", "dropout", "refit",
+                       "sigma_final", "sigma_steps" } do
     if args[k] == nil then args[k] = preset[k] end
   end
   args.repeats = args.repeats or (args.paper and 5 or 1)
@@ -163,7 +169,7 @@ function M.run(args)
     seed = args.seed, repeats = args.repeats, every = args.checkpoint_every, rho_init = args.rho_init,
     prior_sigma = args.prior_sigma, kl = args.kl, learn_sigma = args.learn_sigma or false,
     decide_samples = args.decide_samples, prior_mix = prior_mix, dropout = args.dropout, refit = args.refit,
-    hetero = args.noise_model == "hetero",
+    hetero = args.noise_model == "hetero", sigma_final = args.sigma_final or false, sigma_steps = args.sigma_steps,
   }
   if cfg.hetero and cfg.learn_sigma then
     fail("--learn-sigma learns one noise for every reward; --noise-model hetero learns it per mushroom and action: give one")
@@ -173,6 +179,11 @@ function M.run(args)
     "--refit", cfg.refit, "--noise-model", args.noise_model }
   if prior_mix then worker_args[#worker_args + 1] = "--prior-mix"; worker_args[#worker_args + 1] = args.prior_mix end
   if cfg.learn_sigma then worker_args[#worker_args + 1] = "--learn-sigma" end
+  if cfg.sigma_final then
+    for _, w in ipairs { "--sigma-final", cfg.sigma_final, "--sigma-steps", cfg.sigma_steps } do
+      worker_args[#worker_args + 1] = w
+    end
+  end
   if args.paper and args.steps then fail("--paper sets the steps; give --paper or --steps, not both") end
   if cfg.buffer < cfg.batch then
     fail("--buffer (%d) must hold at least one minibatch (--batch %d)", cfg.buffer, cfg.batch)
@@ -228,8 +239,15 @@ function M.run(args)
       error(("%s is not a checkpoint of agent %s, run %d"):format(path, a.name, run), 0)
     end
     for _, k in ipairs { "updates", "batch", "buffer", "lr", "sigma", "rho_init", "prior_sigma", "seed", "kl",
-                         "learn_sigma", "decide_samples", "prior_mix", "dropout", "refit", "hetero" } do
+                         "learn_sigma", "decide_samples", "prior_mix", "dropout", "refit", "hetero", "sigma_final", "sigma_steps" } do
       local same = meta.config[k] == cfg[k]
+      -- the growing noise is BBB's alone (a checkpoint from before it has
+      -- none); its steps matter only when it grows
+      if k == "sigma_final" or k == "sigma_steps" then
+        local m = meta.config
+        same = a.name ~= "bbb" or (not m.sigma_final and not cfg.sigma_final)
+          or (m.sigma_final == cfg.sigma_final and m.sigma_steps == cfg.sigma_steps)
+      end
       -- a checkpoint from before --noise-model has no hetero: it was fixed
       if k == "hetero" then same = (meta.config[k] or false) == cfg[k] end
       if type(cfg[k]) == "table" and type(meta.config[k]) == "table" then
@@ -239,8 +257,9 @@ function M.run(args)
         error(("%s was written with --noise-model %s, this run has %s"):format(path,
           meta.config[k] and "hetero" or "fixed", cfg[k] and "hetero" or "fixed"), 0)
       elseif not same then
-        error(("%s was written with --%s %s, this run has %s"):format(path, k, tostring(meta.config[k]),
-          tostring(cfg[k])), 0)
+        local function show(v) return math.type(v) == "float" and ("%g"):format(v) or tostring(v) end
+        error(("%s was written with --%s %s, this run has %s"):format(path, k:gsub("_", "-"), show(meta.config[k]),
+          show(cfg[k])), 0)
       end
     end
     agent:set_state(meta.agent_state, agent_tensors(tensors))
