@@ -416,6 +416,24 @@ describe("agents", function()
       "EpsilonGreedy: epsilon must be in [0, 1], got 2")
   end)
 
+  it("linear TS factors a Gram matrix that float32 rounding left indefinite, with a recorded jitter", function()
+    local agent = bandit.LinearTS{ context_dim = 1, lambda = 0.25, seed = 1 }
+    -- (1e6, 1e6; 1e6, 1e6 - 1) + 0.25 I is indefinite; 1e-6 of the mean diagonal fixes it
+    local G = { 1e6, 1e6, 1e6, 1e6 - 1 }
+    agent:set_posterior(1, G, { 1, 2 }, 3, 10)
+    local shift = 0.25 + (2e6 - 1) / 2 * 1e-6
+    assert(math.abs(agent.jitter[1] - (2e6 - 1) / 2 * 1e-6) < 1e-12)
+    local L = agent.models[1].L
+    -- L L' = G + shift I
+    local want = { G[1] + shift, G[2], G[3], G[4] + shift }
+    local got = { L[1] * L[1], L[1] * L[3], L[3] * L[1], L[3] * L[3] + L[4] * L[4] }
+    for k = 1, 4 do assert(math.abs(got[k] - want[k]) <= 1e-9 * math.abs(want[k]), k .. ": " .. got[k]) end
+    agent:set_posterior(2, { 2, 1, 1, 2 }, { 1, 2 }, 3, 10)
+    assert.are.equal(0, agent.jitter[2])
+    assert.has_error(function() agent:set_posterior(1, { -1e6, 0, 0, 1 }, { 1, 2 }, 3, 10) end,
+      "linear TS:set_posterior: X'X + lambda I is not positive definite")
+  end)
+
   it("linear TS's posterior mean is the ridge solution (X'X + lambda I)^-1 X'y", function()
     local lambda = 0.25
     local agent = bandit.LinearTS{ context_dim = 2, lambda = lambda, seed = 1 }

@@ -142,25 +142,19 @@ function Linear:update(context, action, reward)
   m.mu = nil
 end
 
---- set_posterior(a, G, xy, yy, n): replaces action a's posterior by the one
--- of n rows with X'X = G (a flat row-major d x d array, d = context_dim + 1,
--- the intercept last), X'y = xy and y'y = yy (NeuralLinear refits it when
--- its features change). P = G + lambda I is factored afresh.
-function Linear:set_posterior(a, G, xy, yy, n)
-  local d = self.d
-  if #G ~= d * d or #xy ~= d then
-    error(("linear TS:set_posterior: G must hold %d and xy %d numbers, got %d and %d"):format(d * d, d, #G, #xy), 2)
-  end
+-- The Cholesky factor of G + shift I (flat row-major, lower), or nil when
+-- that is not positive definite.
+local function cholesky(G, d, shift)
   local L = {}
   for i = 1, d do
     local row = (i - 1) * d
     for j = 1, d do
       if j > i then L[row + j] = 0 else
-        local s = G[row + j] + (i == j and self.lambda or 0)
+        local s = G[row + j] + (i == j and shift or 0)
         local rj = (j - 1) * d
         for k = 1, j - 1 do s = s - L[row + k] * L[rj + k] end
         if i == j then
-          if not (s > 0) then error("linear TS:set_posterior: X'X + lambda I is not positive definite", 2) end
+          if not (s > 0) then return nil end
           L[row + j] = math.sqrt(s)
         else
           L[row + j] = s / L[rj + j]
@@ -168,6 +162,37 @@ function Linear:set_posterior(a, G, xy, yy, n)
       end
     end
   end
+  return L
+end
+
+--- set_posterior(a, G, xy, yy, n): replaces action a's posterior by the one
+-- of n rows with X'X = G (a flat row-major d x d array, d = context_dim + 1,
+-- the intercept last), X'y = xy and y'y = yy (NeuralLinear refits it when
+-- its features change). P = G + lambda I is factored afresh. A G summed in
+-- float32 (NeuralLinear's GEMM over tens of thousands of rows) carries
+-- rounding errors far larger than lambda in its big entries, and with
+-- collinear features P can come out indefinite: then the diagonal gets
+-- 1e-7, 1e-6, ... of G's mean diagonal on top of lambda until it factors
+-- (at most 1e-3 of it; past that the error stands), and self.jitter[a]
+-- records the amount added.
+function Linear:set_posterior(a, G, xy, yy, n)
+  local d = self.d
+  if #G ~= d * d or #xy ~= d then
+    error(("linear TS:set_posterior: G must hold %d and xy %d numbers, got %d and %d"):format(d * d, d, #G, #xy), 2)
+  end
+  local L, jitter = cholesky(G, d, self.lambda), 0
+  if not L then
+    local mean_diag = 0
+    for i = 1, d do mean_diag = mean_diag + G[(i - 1) * d + i] / d end
+    for e = -7, -3 do
+      jitter = mean_diag * 10 ^ e
+      L = cholesky(G, d, self.lambda + jitter)
+      if L then break end
+    end
+    if not L then error("linear TS:set_posterior: X'X + lambda I is not positive definite", 2) end
+  end
+  self.jitter = self.jitter or {}
+  self.jitter[a] = jitter
   self.models[a] = { L = L, xy = table.move(xy, 1, d, 1, {}), yy = yy, n = n }
 end
 
