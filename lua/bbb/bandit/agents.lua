@@ -95,15 +95,15 @@ local function neural(cls, name, o)
   self.generator = o.generator or bbb.Generator(o.seed or 1)
   local sizes = { self.context_dim + N_ACTIONS }
   for _, h in ipairs(o.hidden or { 100, 100 }) do sizes[#sizes + 1] = h end
-  -- heteroscedastic: a second output, the noise of the reward (sigma = the
-  -- noise floor + softplus of it), so the coin of a poisonous meal (+5 or
-  -- -35) is fitted as noise instead of as the mushroom's value
   -- the network is fitted to reward * reward_scale: its prior, N(0, 0.1^2)
   -- per weight, gives outputs of order 1, and the noise sigma is in these units
   self.reward_scale = o.reward_scale or 1
   if type(self.reward_scale) ~= "number" or not (self.reward_scale > 0 and self.reward_scale < math.huge) then
     error(("%s: reward_scale must be a finite number > 0, got %s"):format(name, tostring(o.reward_scale)), 3)
   end
+  -- heteroscedastic: a second output, the noise of the reward (sigma = the
+  -- noise floor + softplus of it), so the coin of a poisonous meal (+5 or
+  -- -35) is fitted as noise instead of as the mushroom's value
   self.hetero = o.hetero and true or false
   self.sigma_max = o.sigma_max
   -- reward_values = {v1, ..., vK}: the rewards as K classes (a categorical
@@ -155,9 +155,9 @@ function Neural:finish_init()
     local b = last.bias_mu or last.bias
     b:set(2, -6)
   end
-  self.elbo = bbb.elbo.ELBO{ n_data = self.buffer.capacity, batch_size = self.batch,
-    likelihood = self.reward_values and "categorical" or self.hetero and "heteroscedastic" or "gaussian", sigma = self.sigma, kl_weight = 1, learn_sigma = self.learn_sigma,
-    sigma_max = self.sigma_max }
+  local likelihood = self.reward_values and "categorical" or self.hetero and "heteroscedastic" or "gaussian"
+  self.elbo = bbb.elbo.ELBO{ n_data = self.buffer.capacity, batch_size = self.batch, likelihood = likelihood,
+    sigma = self.sigma, kl_weight = 1, learn_sigma = self.learn_sigma, sigma_max = self.sigma_max }
   local params = self.net:named_parameters()
   for _, p in ipairs(self.elbo:named_parameters()) do params[#params + 1] = p end
   self.optimizer = bbb.optim.Adam(params, { lr = self.lr })

@@ -117,8 +117,9 @@ function M.agent_seed(cfg, index, run) return 1000003 * (cfg.seed + run) + 7919 
 --- agent_opts(cfg, index, run, context_dim) -> the options of any agent constructor.
 function M.agent_opts(cfg, index, run, context_dim)
   return { seed = M.agent_seed(cfg, index, run), updates = cfg.updates, batch = cfg.batch,
-    buffer = cfg.buffer, lr = cfg.lr, sigma = cfg.sigma, learn_sigma = cfg.learn_sigma, hetero = cfg.hetero, sigma_max = cfg.sigma_max, reward_scale = cfg.reward_scale,
-    reward_values = cfg.reward_values, sigma_final = cfg.sigma_final, sigma_steps = cfg.sigma_steps,
+    buffer = cfg.buffer, lr = cfg.lr, sigma = cfg.sigma, learn_sigma = cfg.learn_sigma, hetero = cfg.hetero,
+    sigma_max = cfg.sigma_max, reward_scale = cfg.reward_scale, reward_values = cfg.reward_values,
+    sigma_final = cfg.sigma_final, sigma_steps = cfg.sigma_steps,
     rho_init = cfg.rho_init, prior = M.prior(cfg), kl_n = cfg.kl, decide_samples = cfg.decide_samples,
     dropout = cfg.dropout, refit = cfg.refit, context_dim = context_dim }
 end
