@@ -95,9 +95,6 @@ M.ABLATION_ROWS = {
   { "s5-categorical", M.with(S4, { reward_values = { -35, 0, 5 } }), "the rewards as three classes (-35, 0, +5), a categorical likelihood" },
   { "s5-categorical-kl-capacity", M.with(S4, { reward_values = { -35, 0, 5 }, kl = "capacity" }), "the rewards as classes, KL / 100,000 from the start" },
   { "s5-sigma-grows3", M.with(S4, { sigma = 0.05, sigma_final = 3, sigma_steps = 5000 }), "noise 0.05 growing to 3 over the first 5,000 transitions" },
-  { "s5-sigma-grows1", M.with(S4, { sigma = 0.05, sigma_final = 1, sigma_steps = 5000 }), "noise 0.05 growing to 1 over the first 5,000 transitions" },
-  { "s5-greedy-categorical", M.with(S4, { reward_values = { -35, 0, 5 }, agent = "eps0" }), "the greedy MLP on the rewards as three classes" },
-  { "s5-greedy-hetero", M.with(S4, { sigma = 0.05, hetero = true, agent = "eps0" }), "the greedy MLP, noise learned per mushroom and action" },
 }
 
 --- prior(cfg) -> the prior of the Bayesian layers: N(0, prior_sigma^2), or
@@ -215,12 +212,11 @@ function M.mistakes(agent, data, o)
   end
   local g = agent.generator
   local seed, counter = g:state()
-  local bayes = false
-  net:apply(function(l) if l.weight_rho then bayes = true end end)
   local x = data.x
   local n = x:size(1)
-  local modes = {}
+  local modes = {}   -- the Bayesian layers' modes, set to their mean weights for a moment
   net:apply(function(l) if l.weight_rho then modes[l] = l.mode; l.mode = "mean" end end)
+  local bayes = next(modes) ~= nil
   net:evaluate()
   local mean_gap = bbb.no_grad(function() return gaps(agent, x) end)
   for l, m in pairs(modes) do l.mode = m end
