@@ -41,7 +41,7 @@ local GRID = "scripts/grid.lua --lr 0.001,0.01 --pi 0.5 --log-sigma1 0 --log-sig
 
 describe("the table scripts", function()
   it("answer --help", function()
-    for _, s in ipairs { "prune", "grid", "table1" } do ok("scripts/" .. s .. ".lua --help", "Usage:") end
+    for _, s in ipairs { "prune", "grid", "table1", "figure2" } do ok("scripts/" .. s .. ".lua --help", "Usage:") end
   end)
 
   it("prune.lua trains through mnist.lua, prints the table, saves a pruned model and draws", function()
@@ -210,5 +210,48 @@ describe("the table scripts", function()
     assert.are.equal(2, #t.rows)
     for _, r in ipairs(t.rows) do assert.is_true(r.test_error >= 0 and r.test_error <= 100) end
     fails("scripts/table1.lua --methods sgd,bayes", "--methods: expected one of sgd, dropout, bbb-gaussian, bbb-mixture")
+  end)
+
+  it("figure2.lua trains the three nets in turn, resumes each, and gives the bits of an unbroken run", function()
+    local F2 = "scripts/figure2.lua --units 10 --limit 900 --val 150 --test-limit 100 --threads 1 -- --test-samples 2"
+    -- two rounds of one epoch, then a third epoch asked for later
+    local out = ok(F2:gsub(" %-%-", " --epochs 2 --round 1 --dir " .. tmp .. "/f2a --", 1),
+      "== bbb: epochs 1-1 of 2", "== sgd: epochs 2-2 of 2", "== dropout: epochs 2-2 of 2", "best val at")
+    out = ok(F2:gsub(" %-%-", " --epochs 3 --round 1 --dir " .. tmp .. "/f2a --", 1),
+      "bbb 2 done, sgd 2 done, dropout 2 done", "resuming " .. tmp .. "/f2a/bbb-10.ckpt after epoch 2")
+    assert.falsy(out:find("epochs 1-", 1, true), out)
+    png(tmp .. "/f2a/figure2-10.png")
+    -- the same three epochs in one round each
+    ok(F2:gsub(" %-%-", " --epochs 3 --round 3 --dir " .. tmp .. "/f2b --", 1), "wrote")
+    local a, b = lines(tmp .. "/f2a/figure2-10.csv"), lines(tmp .. "/f2b/figure2-10.csv")
+    assert.are.same({ "epoch,bbb,sgd,dropout" }, { a[1] })
+    assert.are.equal(4, #a)
+    assert.are.same(b, a)
+    for i = 2, 4 do assert.truthy(a[i]:match("^%d,%d+%.%d%d,%d+%.%d%d,%d+%.%d%d$"), a[i]) end
+    local f = assert(io.open(tmp .. "/f2a/figure2-10.json"))
+    local t = json.decode(f:read("a"))
+    f:close()
+    assert.are.equal(3, t.methods.bbb.epochs)
+    assert.are.equal(3, #t.methods.bbb.sigma_mean)       -- a real posterior: each layer's sigma is logged
+    assert.is_nil(t.methods.sgd.sigma_mean)
+  end)
+
+  it("figure2.lua takes the protocol's chosen settings and refuses bad input", function()
+    local rows = tmp .. "/chosen.json"
+    local f = assert(io.open(rows, "w"))
+    f:write(json.encode{ rows = { { method = "sgd", units = 10, chosen = "lr=0.0001 pi=0.5 log_sigma1=0 "
+      .. "log_sigma2=6 samples=1 kl_weight=uniform optim=sgd" } } })
+    f:close()
+    ok("scripts/figure2.lua --units 10 --methods sgd --epochs 1 --limit 600 --val 100 --test-limit 100 --threads 1 "
+      .. "--from " .. rows .. " --dir " .. tmp .. "/f2c", "optimizer sgd lr 0.0001")
+    fails("scripts/figure2.lua --methods bbb,bbb", "--methods: bbb is given twice")
+    fails("scripts/figure2.lua --methods bbb,adam", "--methods: expected one of bbb, sgd, dropout")
+    fails("scripts/figure2.lua --round 0", "--round")
+    fails("scripts/figure2.lua --from " .. tmp .. "/missing.json --dir " .. tmp .. "/f2d", "--from:", "missing.json")
+    f = assert(io.open(tmp .. "/other.json", "w"))
+    f:write('{"epochs": [1, 2]}\n')
+    f:close()
+    fails("scripts/figure2.lua --from " .. tmp .. "/other.json --dir " .. tmp .. "/f2d",
+      "is not the JSON that table1.lua --protocol paper writes")
   end)
 end)

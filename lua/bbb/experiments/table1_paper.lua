@@ -26,6 +26,31 @@ local MODEL = { sgd = { "--model", "mlp" }, dropout = { "--model", "dropout" },
 paper.FIXED = { "--momentum", "0", "--reduction", "sum", "--lr-decay", "1",
                 "--pixel-scale", "126", "--batch", "128", "--activation", "relu", "--layers", "2" }
 
+--- paper.parse_key(key) -> config: a grid key ("lr=0.001 pi=0.5 ...") as a
+-- table of its numbers (strings where a value is not one).
+function paper.parse_key(key)
+  local c = {}
+  for k, v in key:gmatch("([%w_]+)=(%S+)") do c[k] = tonumber(v) or v end
+  return c
+end
+
+--- paper.setting_flags(method, config) -> {mnist flags}: the model of a
+-- Table 1 method with one grid setting (lr, samples, pi, log_sigma1,
+-- log_sigma2; the Gaussian prior's sigma is log_sigma1's).
+function paper.setting_flags(method, c)
+  local flags = { "--lr", ("%.17g"):format(c.lr), "--samples", tostring(math.tointeger(c.samples or 1)) }
+  for _, w in ipairs(MODEL[method]) do flags[#flags + 1] = w end
+  if method:find("^bbb") then
+    for k, v in pairs { pi = c.pi, sigma1 = c.log_sigma1 and math.exp(-c.log_sigma1),
+                        sigma2 = c.log_sigma2 and math.exp(-c.log_sigma2) } do
+      if method == "bbb-mixture" or k == "sigma1" then
+        flags[#flags + 1], flags[#flags + 2] = "--" .. k, ("%.17g"):format(v)
+      end
+    end
+  end
+  return flags
+end
+
 --- paper.row(method, units, o) -> row: searches the method's grid for a
 -- 2 x units network (o: epochs, min_epochs, halving, jobs, seed, limit,
 -- results (a file prefix), extra = {mnist flags}), and returns the chosen
@@ -54,7 +79,7 @@ function paper.row(method, units, o)
     row.failed = true
     return row
   end
-  row.chosen, row.val_error = best.key, best.val_error
+  row.chosen, row.config, row.val_error = best.key, best.config, best.val_error
   row.test_error_mean = 100 * (1 - best.test_acc_mean)
   row.test_error_mc = 100 * (1 - best.test_acc_mc)
   row.test_error = method:find("^bbb") and row.test_error_mc or row.test_error_mean

@@ -1,0 +1,238 @@
+--- bbb.experiments.figure2: Figure 2 of Blundell et al. (2015), MNIST test
+-- error against training epochs for Bayes by Backprop, plain SGD and
+-- dropout networks of 2 x N units under the paper's protocol (plain SGD on
+-- the summed minibatch cost, pixels / 126, 50,000 training and 10,000
+-- validation images, minibatch 128). The three nets train in turn, in
+-- rounds of --round epochs, each from its own checkpoint, so the figure
+-- grows evenly and a stopped run resumes where it stopped.
+-- scripts/figure2.lua is its command line.
+local bbb = require "bbb"
+local cli = require "bbb.cli"
+local json = require "bbb.json"
+local recipe = require "bbb.recipe"
+local mnist = require "bbb.experiments.mnist"
+local paper = require "bbb.experiments.table1_paper"
+
+local figure2 = {}
+
+figure2.METHODS = { "bbb", "sgd", "dropout" }
+-- Each method's row of Table 1 (table1.lua --protocol paper), whose chosen
+-- setting --from reads.
+local ROW_OF = { bbb = "bbb-mixture", sgd = "sgd", dropout = "dropout" }
+local TITLE = { bbb = "Bayes by Backprop (scale mixture)", sgd = "SGD, no dropout", dropout = "SGD, dropout" }
+local COLOR = { bbb = "#d62728", sgd = "#1f77b4", dropout = "#2ca02c" }
+-- Settings used when --from gives none: the grid's learning rate that the
+-- summed cost trains at (1e-3, i.e. 0.128 on the mean of 128), one sample,
+-- the scale mixture pi 1/2, sigma1 1, sigma2 e^-6.
+figure2.DEFAULT = {
+  bbb = { lr = 1e-3, samples = 1, pi = 0.5, log_sigma1 = 0, log_sigma2 = 6 },
+  sgd = { lr = 1e-3 },
+  dropout = { lr = 1e-3 },
+}
+
+--- figure2.parser() -> the command line.
+function figure2.parser()
+  local parser = recipe.parser("figure2.lua", "Figure 2 of Blundell et al. (2015): MNIST test error against "
+    .. "epochs for Bayes by Backprop, SGD and dropout nets of 2 x UNITS, trained by the paper's protocol "
+    .. "(plain SGD on the summed cost, pixels / 126, 50,000 / 10,000 images, minibatch 128). The nets train "
+    .. "in turn, --round epochs at a time, each from its checkpoint in --dir: run the same command again to "
+    .. "resume, or with a larger --epochs to go on.", { defaults = { epochs = "600", threads = "2" } })
+  parser:option("--units", "Units per hidden layer.", "1200"):convert(cli.positive_integer { max = 1 << 16 })
+  parser:option("--methods", "Nets to train: " .. table.concat(figure2.METHODS, ","), "bbb,sgd,dropout")
+    :convert(function(s)
+      local out, seen = {}, {}
+      for m in s:gmatch("[^,]+") do
+        local v, err = cli.choice(figure2.METHODS)(m)
+        if not v then return nil, "--methods: " .. err end
+        if seen[v] then return nil, "--methods: " .. v .. " is given twice" end
+        seen[v], out[#out + 1] = true, v
+      end
+      if #out == 0 then return nil, "--methods: expected a comma-separated list" end
+      return out
+    end)
+  recipe.declare(parser, { "epochs" })
+  parser:option("--round", "Epochs each net trains before the next one's turn.", "25")
+    :convert(cli.positive_integer { max = 100000 })
+  parser:option("--from", "The rows of table1.lua --protocol paper (its --out JSON): each net takes the "
+    .. "setting the protocol chose for its row at these units (default: lr 1e-3; BBB: 1 sample, pi 1/2, "
+    .. "sigma1 1, sigma2 e^-6).")
+  parser:option("--val", "Validation images held out of the 60,000 (the paper: 10,000).", "10000")
+    :convert(cli.positive_integer())
+  recipe.declare(parser, { "seed", "threads", "limit", "test_limit" })
+  parser:option("--dir", "Checkpoints, logs, the figure and its CSV go here.", "out/figure2")
+    :convert(cli.output_dir())
+  parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
+  return parser
+end
+
+function figure2.parse(argv)
+  return (recipe.parse(figure2.parser(), argv))
+end
+
+local function fail(msg) error({ usage = msg }, 0) end
+
+-- The setting chosen for each method at these units in a protocol file.
+local function chosen_settings(path, units)
+  local f, err = io.open(path, "r")
+  if not f then fail("--from: " .. tostring(err)) end
+  local ok, t = pcall(json.decode, f:read("a"))
+  f:close()
+  if not ok or type(t) ~= "table" or type(t.rows) ~= "table" then
+    fail(("--from: %s is not the JSON that table1.lua --protocol paper writes"):format(path))
+  end
+  local out = {}
+  for _, r in ipairs(t.rows) do
+    if type(r) == "table" and r.units == units and type(r.chosen) == "string" then
+      for m, row in pairs(ROW_OF) do
+        if r.method == row then out[m] = paper.parse_key(r.chosen) end
+      end
+    end
+  end
+  return out
+end
+
+-- Each epoch's record of a log, the last one written for an epoch winning
+-- (a resumed run writes again the epochs after its checkpoint).
+local function read_log(path)
+  local by_epoch, n = {}, 0
+  local f = io.open(path, "r")
+  if not f then return by_epoch, n end
+  for line in f:lines() do
+    local ok, r = pcall(json.decode, line)
+    if ok and type(r) == "table" and type(r.epoch) == "number" then
+      local e = math.tointeger(r.epoch)
+      if e then
+        by_epoch[e] = r
+        n = math.max(n, e)
+      end
+    end
+  end
+  f:close()
+  return by_epoch, n
+end
+
+-- The epochs a checkpoint has finished (0 when there is none).
+local function epochs_done(path)
+  if not io.open(path, "r") then return 0 end
+  local ok, _, info = pcall(bbb.load, path)
+  if not ok then fail(("%s: %s (remove it to start that net again)"):format(path, tostring(_))) end
+  local st = info.meta and info.meta.state
+  return math.tointeger(st and st.epoch) or 0
+end
+
+--- figure2.run(args) -> {methods, epochs = {method = n}, csv, png, json}
+function figure2.run(args)
+  local settings = {}
+  local from = args.from and chosen_settings(args.from, args.units) or {}
+  for _, m in ipairs(args.methods) do settings[m] = from[m] or figure2.DEFAULT[m] end
+  local function path(m, ext) return ("%s/%s-%d.%s"):format(args.dir, m, args.units, ext) end
+
+  local function argv_of(m, epochs, resume)
+    local argv = { "--epochs", tostring(epochs), "--hidden", tostring(args.units), "--val", tostring(args.val),
+      "--seed", tostring(args.seed), "--threads", tostring(args.threads), "--optim", "sgd",
+      "--checkpoint", path(m, "ckpt"), "--log", path(m, "jsonl") }
+    for _, w in ipairs(paper.FIXED) do argv[#argv + 1] = w end
+    for _, w in ipairs(paper.setting_flags(ROW_OF[m], settings[m])) do argv[#argv + 1] = w end
+    if args.limit then table.move({ "--limit", tostring(args.limit) }, 1, 2, #argv + 1, argv) end
+    if args.test_limit then table.move({ "--test-limit", tostring(args.test_limit) }, 1, 2, #argv + 1, argv) end
+    if resume then table.move({ "--resume", path(m, "ckpt") }, 1, 2, #argv + 1, argv) end
+    table.move(args.mnist_flags, 1, #args.mnist_flags, #argv + 1, argv)
+    return argv
+  end
+
+  local function write_outputs()
+    local logs, last = {}, 0
+    for _, m in ipairs(args.methods) do
+      local by_epoch, n = read_log(path(m, "jsonl"))
+      logs[m], last = by_epoch, math.max(last, n)
+    end
+    local csv = { "epoch," .. table.concat(args.methods, ",") }
+    local series, summary = {}, {}
+    for _, m in ipairs(args.methods) do
+      local xs, ys, best = {}, {}, nil
+      for e = 1, last do
+        local r = logs[m][e]
+        if r and r.test_acc then
+          xs[#xs + 1], ys[#ys + 1] = e, 100 * (1 - r.test_acc)
+          if r.val_acc and (not best or r.val_acc > best.val_acc) then best = r end
+        end
+      end
+      if #xs > 0 then
+        series[#series + 1] = { x = xs, y = ys, title = TITLE[m], color = COLOR[m] }
+        summary[m] = { epochs = xs[#xs], final_test_error = ys[#ys], flags = argv_of(m, args.epochs),
+          best_val_epoch = best and math.tointeger(best.epoch),
+          val_error_at_best = best and 100 * (1 - best.val_acc),
+          test_error_at_best_val = best and 100 * (1 - best.test_acc),
+          sigma_mean = logs[m][xs[#xs]].sigma_mean }
+      end
+    end
+    for e = 1, last do
+      local row = { tostring(e) }
+      for _, m in ipairs(args.methods) do
+        local r = logs[m][e]
+        row[#row + 1] = (r and r.test_acc) and ("%.2f"):format(100 * (1 - r.test_acc)) or ""
+      end
+      csv[#csv + 1] = table.concat(row, ",")
+    end
+    local files = { csv = ("%s/figure2-%d.csv"):format(args.dir, args.units),
+                    json = ("%s/figure2-%d.json"):format(args.dir, args.units) }
+    cli.write_file(files.csv, table.concat(csv, "\n") .. "\n")
+    cli.write_file(files.json, json.encode{ units = args.units, epochs_asked = args.epochs, methods = summary })
+    if #series > 0 then
+      files.png = bbb.plot.lines{ file = ("%s/figure2-%d.png"):format(args.dir, args.units), logy = true,
+        title = ("MNIST test error, 784-%d-%d-10, the paper's protocol (SGD on the summed cost)")
+          :format(args.units, args.units),
+        xlabel = "epochs", ylabel = "test error (%)", size = { 900, 560 }, series = series }
+    end
+    return files, summary
+  end
+
+  local done = {}
+  for _, m in ipairs(args.methods) do done[m] = epochs_done(path(m, "ckpt")) end
+  print(("Figure 2, 784-%d-%d-10, %d epochs, %d per round: %s"):format(args.units, args.units, args.epochs,
+    args.round, table.concat((function()
+      local t = {}
+      for _, m in ipairs(args.methods) do t[#t + 1] = ("%s %d done"):format(m, done[m]) end
+      return t
+    end)(), ", ")))
+  io.stdout:flush()
+  while true do
+    local any = false
+    for _, m in ipairs(args.methods) do
+      if done[m] < args.epochs then
+        any = true
+        local target = math.min(args.epochs, done[m] + args.round)
+        print(("== %s: epochs %d-%d of %d"):format(m, done[m] + 1, target, args.epochs))
+        io.stdout:flush()
+        local r = mnist.run(mnist.parse(argv_of(m, target, done[m] > 0)))
+        if r.status == "interrupted" then
+          write_outputs()
+          io.stderr:write(("\nfigure2.lua: %s interrupted in epoch %d; %s. Run the same command again to "
+            .. "resume.\n"):format(m, r.epoch + 1, r.checkpoint and ("its state is saved in " .. r.checkpoint)
+            or "nothing was saved"))
+          os.exit(128 + (r.signal or 2))
+        end
+        done[m] = target
+        local files = write_outputs()
+        print(("wrote %s and %s"):format(files.png or "(no figure yet)", files.csv))
+      end
+    end
+    if not any then break end
+  end
+  local files, summary = write_outputs()
+  print(("\nFigure 2, 784-%d-%d-10: test error (%%), posterior means for Bayes by Backprop"):format(args.units, args.units))
+  print(("%-8s %7s %10s %12s %12s"):format("net", "epochs", "final", "best val at", "test there"))
+  for _, m in ipairs(args.methods) do
+    local s = summary[m]
+    if s then
+      print(("%-8s %7d %9.2f%% %12s %11s"):format(m, s.epochs, s.final_test_error,
+        s.best_val_epoch and tostring(s.best_val_epoch) or "-",
+        s.test_error_at_best_val and ("%.2f%%"):format(s.test_error_at_best_val) or "-"))
+    end
+  end
+  print(("wrote %s, %s and %s"):format(files.png or "-", files.csv, files.json))
+  return { methods = args.methods, epochs = done, csv = files.csv, png = files.png, json = files.json,
+           summary = summary }
+end
+
+return figure2
