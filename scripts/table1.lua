@@ -60,6 +60,9 @@ parser:option("--protocol", "recipe: one run per row with the paper-N preset; pa
 parser:option("--halving", "paper protocol: keep the best 1/ETA at each rung.", "3"):convert(cli.integer { min = 2, max = 100 })
 parser:option("--min-epochs", "paper protocol: epochs of the first rung.", "1"):convert(cli.positive_integer())
 parser:option("--jobs", "paper protocol: settings trained at once (default: the cores)."):convert(cli.positive_integer { max = 256 })
+parser:option("--select", "paper protocol: val-error (the validation error after the last epoch) or "
+  .. "val-error-min (its lowest over the epochs: early stopping, with the test error of that epoch).", "val-error")
+  :convert(cli.choice(require("bbb.experiments.grid").SELECT))
 recipe.declare(parser, { "limit" })
 parser:option("--out", "Write the rows as JSON here.", "out/table1.json"):convert(cli.output_path { ext = { "json" } })
 parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
@@ -68,13 +71,19 @@ local args = recipe.parse(parser)
 
 if args.protocol == "paper" then
   local paper = require "bbb.experiments.table1_paper"
+  -- refused before any run: the split the protocol holds out must leave training images
+  if args.limit and args.limit <= paper.VAL then
+    parser:error(("--limit %d leaves no training images beside the protocol's %d validation images")
+      :format(args.limit, paper.VAL))
+  end
   local rows = {}
   for _, units in ipairs(args.units) do
     for _, method in ipairs(args.methods) do
       print(("== %s, 2x%d: the paper's protocol, %s"):format(method, units, "grid.lua --halving " .. args.halving))
       local t0 = os.time()
       local row = paper.row(method, units, { epochs = args.epochs, min_epochs = args.min_epochs, halving = args.halving,
-        jobs = args.jobs, seed = args.seed, limit = args.limit, results = args.out:gsub("%.json$", ""),
+        jobs = args.jobs, seed = args.seed, limit = args.limit, select = args.select,
+        results = args.out:gsub("%.json$", ""),
         extra = args.mnist_flags })
       row.seconds, row.paper = os.time() - t0, PAPER[method][units]
       rows[#rows + 1] = row
@@ -86,9 +95,11 @@ if args.protocol == "paper" then
     "budget", "wall", "chosen"))
   for _, r in ipairs(rows) do
     local function pct(v) return v and ("%.2f%%"):format(v) or "failed" end
-    print(("%-14s %6d %9s %9s %9s %9s %9d %7ds  %s%s"):format(r.method, r.units, pct(r.test_error),
+    print(("%-14s %6d %9s %9s %9s %9s %9d %7ds  %s%s%s"):format(r.method, r.units, pct(r.test_error),
       pct(r.test_error_mean), pct(r.val_error),
       r.paper and ("%.2f%%"):format(r.paper) or "-", r.budget, r.seconds, r.chosen or "-",
+      r.best_epoch and ("  test error %.2f%% at epoch %d (best validation)"):format(r.test_error_at_best, r.best_epoch)
+        or "",
       r.sigma_mean and ("  mean sigma per layer " .. ("%.4f / "):rep(#r.sigma_mean):sub(1, -4)
         :format(table.unpack(r.sigma_mean))) or ""))
   end

@@ -197,6 +197,38 @@ describe("the table scripts", function()
     fails("scripts/grid.lua --pi 0.5,2", "--pi: number '2' is out of range")
     fails("scripts/grid.lua --kl-weight uniform,sometimes", "--kl-weight: expected uniform, blundell or a number")
     fails("scripts/grid.lua --optim adam,lbfgs", "--optim: expected one of adam, sgd, rmsprop, got 'lbfgs'")
+    fails("scripts/grid.lua --lr ,", "--lr: expected a comma-separated list")
+    fails("scripts/grid.lua --val 500 --limit 500", "--val 500 leaves no training images: the training set has 500 (--limit)")
+    fails("scripts/grid.lua --val 60000", "--val 60000 leaves no training images")
+    fails("scripts/grid.lua --select val-loss", "--select: expected one of val-error, val-error-min, got 'val-loss'")
+  end)
+
+  it("grid.lua --select val-error-min ranks by each run's best validation epoch and keeps its test error", function()
+    local results = tmp .. "/grid_min.jsonl"
+    local cmd = GRID:gsub("%-%-epochs 1", "--epochs 3") .. " --select val-error-min --results " .. results
+      .. " -- --test-limit 100"
+    ok(cmd, "ranking by the lowest validation error over the epochs", "test error there")
+    local n = 0
+    for _, line in ipairs(lines(results)) do
+      local r = json.decode(line)
+      n = n + 1
+      assert.are.equal("ok", r.status, line)
+      assert.is_true(r.best_epoch >= 1 and r.best_epoch <= 3, line)
+      -- the lowest validation error over the epochs, never above the last one's
+      assert.is_true(r.val_error <= 100 * (1 - r.val_acc) + 1e-9, line)
+      assert.is_true(r.test_acc_at_best > 0 and r.test_acc_at_best <= 1, line)
+      assert.truthy(r.grid_text:find("select=val-error-min", 1, true), line)
+    end
+    assert.are.equal(4, n)
+  end)
+
+  it("table1.lua --protocol paper refuses what would leave it nothing to run, before any run", function()
+    fails("scripts/table1.lua --protocol paper --limit 9000 --out " .. tmp .. "/no.json",
+      "--limit 9000 leaves no training images beside the protocol's 10000 validation images")
+    fails("scripts/table1.lua --protocol paper --select val-loss", "--select: expected one of val-error, val-error-min")
+    fails("scripts/table1.lua --protocol paper --methods ,", "--methods: expected a comma-separated list")
+    fails("scripts/table1.lua --protocol paper --units ,", "--units: expected a comma-separated list")
+    assert.is_nil(io.open(tmp .. "/no.json"))
   end)
 
   it("table1.lua runs the rows and prints the paper's numbers beside ours", function()

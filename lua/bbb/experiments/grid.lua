@@ -43,6 +43,11 @@ end
 local sys = bbb.sys
 local cores = sys.nproc
 
+-- The selection metrics of --select.
+grid.SELECT = { "val-error", "val-error-min" }
+-- The training images of MNIST and Fashion-MNIST, which --val splits.
+local TRAIN_IMAGES = 60000
+
 --- grid.parser() -> the command line of the experiment.
 function grid.parser()
   local parser = recipe.parser("grid.lua", "Grid search of Bayes-by-Backprop hyperparameters on MNIST with a "
@@ -70,6 +75,10 @@ function grid.parser()
     .. "and so on up to --epochs.")
     :convert(cli.integer { min = 2, max = 100 })
   parser:option("--min-epochs", "Epochs of the first rung of --halving.", "1"):convert(cli.positive_integer())
+  parser:option("--select", "What ranks the configurations: val-error (the validation error after the "
+    .. "last epoch) or val-error-min (the lowest validation error over the epochs, i.e. early stopping; the "
+    .. "results then hold that epoch and its test error).", "val-error")
+    :convert(cli.choice(grid.SELECT))
   parser:flag("--final", "Retrain the best configuration on all 60,000 images and test it.")
   parser:option("--final-epochs", "Epochs of the --final run (default: --epochs).")
     :convert(cli.positive_integer { max = 100000 })
@@ -87,6 +96,11 @@ function grid.parse(argv)
   args.jobs = args.jobs or cores()
   -- a flag the grid sets itself, given again for mnist.lua, would run every
   -- configuration with it while the results name the grid's value
+  local train_n = math.min(args.limit or TRAIN_IMAGES, TRAIN_IMAGES)
+  if args.val and args.val >= train_n then
+    parser:error(("--val %d leaves no training images: the training set has %d%s"):format(args.val, train_n,
+      args.limit and " (--limit)" or ""))
+  end
   local own = { threads = true, seed = true, hidden = true, epochs = true, summary = true, val = true,
                 limit = true, sigma1 = true, sigma2 = true }
   for _, a in ipairs(AXES) do own[a[1]] = true end
@@ -140,6 +154,8 @@ function grid.run(args)
   end
   describe[#describe + 1] = "mnist=" .. table.concat(args.mnist_flags, " ")
   if args.halving then describe[#describe + 1] = ("halving=%d min_epochs=%d"):format(args.halving, args.min_epochs) end
+  -- (the default metric adds nothing, so the grids run before --select keep their identity)
+  if args.select ~= "val-error" then describe[#describe + 1] = "select=" .. args.select end
   local grid_text = table.concat(describe, " ")
   local grid_id = fnv1a(grid_text)
 
@@ -275,6 +291,17 @@ function grid.run(args)
         r.status = "non-finite"
       else
         r.status, r.val_error = "ok", 100 * (1 - r.val_acc)
+        if args.select == "val-error-min" then
+          -- early stopping: the epoch of the lowest validation error (the
+          -- first one on a tie) and the test error of the posterior means there
+          for _, e in ipairs(sum.epochs) do
+            local err = 100 * (1 - e.val_acc)
+            if not r.best_epoch or err < r.val_error then
+              r.val_error, r.best_epoch = err, math.tointeger(e.epoch)
+              r.test_acc_at_best = e.test_acc
+            end
+          end
+        end
       end
     else
       local log = read_file(log_path) or ""
@@ -494,10 +521,14 @@ function grid.run(args)
   local ranked = {}
   for _, r in ipairs(results) do if r.status == "ok" and not r.ranked_out then ranked[#ranked + 1] = r end end
   table.sort(ranked, function(a, b) return a.val_error < b.val_error or (a.val_error == b.val_error and a.key < b.key) end)
-  print(("\nranking by validation error (%d of %d configurations finished well; all in %s):")
-    :format(#ranked, #results, args.results))
+  local min = args.select == "val-error-min"
+  print(("\nranking by %s (%d of %d configurations finished well; all in %s):")
+    :format(min and "the lowest validation error over the epochs" or "validation error", #ranked, #results,
+      args.results))
   for i = 1, math.min(args.top, #ranked) do
-    print(("%3d. %6.2f%%  %s"):format(i, ranked[i].val_error, ranked[i].key))
+    local r = ranked[i]
+    print(("%3d. %6.2f%%  %s%s"):format(i, r.val_error, r.key, min and r.best_epoch
+      and ("  (epoch %d, test error there %.2f%%)"):format(r.best_epoch, 100 * (1 - r.test_acc_at_best)) or ""))
   end
 
   -- Diverged or non-finite configurations, per axis value

@@ -4,11 +4,14 @@
 -- cost; the learning rate, samples per minibatch and (for Bayes by
 -- Backprop) the prior chosen on the validation error; then the test error
 -- of the setting chosen. The search is scripts/grid.lua's successive
--- halving, so a grid of 972 settings fits a small machine, and it resumes
+-- halving, so a grid of 324 settings fits a small machine, and it resumes
 -- where it stopped.
 local grid = require "bbb.experiments.grid"
 
 local paper = {}
+
+-- The validation images held out of the 60,000 training images.
+paper.VAL = 10000
 
 -- The grid of each method (comma lists, as grid.lua's axes take them).
 paper.AXES = {
@@ -59,8 +62,9 @@ end
 function paper.row(method, units, o)
   local axes = paper.AXES[method]
   local argv = { "--epochs", tostring(o.epochs), "--min-epochs", tostring(o.min_epochs),
-    "--halving", tostring(o.halving), "--val", "10000", "--hidden", tostring(units), "--seed", tostring(o.seed),
-    "--results", ("%s-%s-%d.grid.jsonl"):format(o.results, method, units), "--optim", "sgd" }
+    "--halving", tostring(o.halving), "--val", tostring(paper.VAL), "--hidden", tostring(units), "--seed", tostring(o.seed),
+    "--results", ("%s-%s-%d.grid.jsonl"):format(o.results, method, units), "--optim", "sgd",
+    "--select", o.select or "val-error" }
   if o.jobs then argv[#argv + 1] = "--jobs"; argv[#argv + 1] = tostring(o.jobs) end
   if o.limit then argv[#argv + 1] = "--limit"; argv[#argv + 1] = tostring(o.limit) end
   for _, k in ipairs { "lr", "samples", "pi", "log_sigma1", "log_sigma2" } do
@@ -84,6 +88,9 @@ function paper.row(method, units, o)
   row.test_error_mc = 100 * (1 - best.test_acc_mc)
   row.test_error = method:find("^bbb") and row.test_error_mc or row.test_error_mean
   row.sigma_mean = best.sigma_mean
+  if best.best_epoch then   -- --select val-error-min: the test error where validation was best
+    row.best_epoch, row.test_error_at_best = best.best_epoch, 100 * (1 - best.test_acc_at_best)
+  end
   return row
 end
 
