@@ -84,13 +84,86 @@ static void big_free(void *p, size_t bytes) {
   if (p) munmap(p, bytes);
 }
 
+/* Small storages (under BIG_BYTES, sizes in 64-byte steps) wait after their
+** free in a list per size, so a loop of small steps (the bandit's updates of
+** 64 rows, some hundred tensors each) reuses its blocks instead of calling
+** the allocator for each: 64-byte aligned_alloc and free cost about 0.1 us a
+** pair and showed as 7-10% of such an update under perf. The lists hold at
+** most SMALL_CACHE_MAX_BYTES in all; a freed block beyond that goes back to
+** malloc. Under AddressSanitizer nothing is kept, so a use after free is
+** still caught. Storages are made and released with the Lua state's lock
+** held, as bytes_allocated is. */
+#define SMALL_BINS ((int)(BIG_BYTES / 64))
+#define SMALL_CACHE_MAX_BYTES ((size_t)32 << 20)
+#if defined(__SANITIZE_ADDRESS__)
+#define SMALL_CACHE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SMALL_CACHE 0
+#endif
+#endif
+#ifndef SMALL_CACHE
+#define SMALL_CACHE 1
+#endif
+
+static void *small_free_list[SMALL_BINS + 1];   /* by bytes / 64; each block's first word links the next */
+static size_t small_cached_bytes;
+
+static void *small_alloc(size_t bytes) {
+  void **head = &small_free_list[bytes / 64];
+  if (SMALL_CACHE && *head) {
+    void *p = *head;
+    *head = *(void **)p;
+    small_cached_bytes -= bytes;
+    return p;
+  }
+  return aligned_alloc(64, bytes);
+}
+
+static void small_free(void *p, size_t bytes) {
+  if (SMALL_CACHE && small_cached_bytes + bytes <= SMALL_CACHE_MAX_BYTES) {
+    void **head = &small_free_list[bytes / 64];
+    *(void **)p = *head;
+    *head = p;
+    small_cached_bytes += bytes;
+    return;
+  }
+  free(p);
+}
+
+/* The fixed-size headers (bbb_storage, bbb_tensor) are kept the same way,
+** up to HEADER_CACHE of each. */
+#define HEADER_CACHE 4096
+typedef struct { void *head; int n; } header_list;
+static header_list storage_headers, tensor_headers;
+
+static void *header_alloc(header_list *l, size_t bytes) {
+  if (SMALL_CACHE && l->head) {
+    void *p = l->head;
+    l->head = *(void **)p;
+    l->n--;
+    return p;
+  }
+  return malloc(bytes);
+}
+
+static void header_free(header_list *l, void *p) {
+  if (SMALL_CACHE && p && l->n < HEADER_CACHE) {
+    *(void **)p = l->head;
+    l->head = p;
+    l->n++;
+    return;
+  }
+  free(p);
+}
+
 static bbb_storage *storage_new(int64_t n) {
-  bbb_storage *s = malloc(sizeof *s);
+  bbb_storage *s = header_alloc(&storage_headers, sizeof *s);
   if (!s) return NULL;
   size_t bytes = storage_bytes(n);
   /* 64-byte alignment at least: whole AVX-512 vectors and cache lines. */
-  s->data = bytes >= BIG_BYTES ? big_alloc(bytes) : aligned_alloc(64, bytes);
-  if (!s->data) { free(s); return NULL; }
+  s->data = bytes >= BIG_BYTES ? big_alloc(bytes) : small_alloc(bytes);
+  if (!s->data) { header_free(&storage_headers, s); return NULL; }
   s->size = n;
   s->refcount = 1;
   s->version = 0;
@@ -104,14 +177,15 @@ static void storage_release(bbb_storage *s) {
     size_t bytes = storage_bytes(s->size);
     bytes_allocated -= (int64_t)bytes;
     if (bytes >= BIG_BYTES) big_free(s->data, bytes);
-    else free(s->data);
-    free(s);
+    else small_free(s->data, bytes);
+    header_free(&storage_headers, s);
   }
 }
 
 static bbb_tensor *tensor_shell(int ndim, const int64_t *shape, int64_t numel) {
-  bbb_tensor *t = calloc(1, sizeof *t);
+  bbb_tensor *t = header_alloc(&tensor_headers, sizeof *t);
   if (!t) { bbb_error(BBB_EMEM, "out of memory"); return NULL; }
+  memset(t, 0, sizeof *t);
   t->refcount = 1;
   t->ndim = ndim;
   for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
@@ -126,7 +200,7 @@ bbb_tensor *bbb_tensor_new(int ndim, const int64_t *shape) {
   if (!t) return NULL;
   t->storage = storage_new(n);
   if (!t->storage) {
-    free(t);
+    header_free(&tensor_headers, t);
     bbb_error(BBB_EMEM, "out of memory allocating %lld floats", (long long)n);
     return NULL;
   }
@@ -187,7 +261,7 @@ void bbb_tensor_release(bbb_tensor *t) {
   if (!t || --t->refcount > 0) return;
   bbb_autograd_release(t);
   storage_release(t->storage);
-  free(t);
+  header_free(&tensor_headers, t);
 }
 
 int bbb_same_shape(const bbb_tensor *a, const bbb_tensor *b) {
