@@ -68,9 +68,14 @@ describe("ood.lua", function()
     has(out, "Calibration on MNIST test (15 equal-width confidence bins)")
     local ece = tonumber(out:match("\nMC dropout 4%s+([%d.]+)"))
     assert(ece and ece >= 0 and ece <= 1, out)
-    has(out, "MNIST vs Fashion-MNIST: BBB AUROC by MI >= 0.90")
-    local line = out:match("AUROC by MI >= 0.90[^\n]*")
+    has(out, "MNIST vs Fashion-MNIST: BBB AUROC by MI >= 0.95")
+    local line = out:match("AUROC by MI >= 0.95[^\n]*")
     assert.truthy(line:match("%s[%d.]+%s+met$") or line:match("%s[%d.]+%s+missed$"), out)
+    -- the comparison with MC dropout's MI, with both numbers and a verdict that follows from them
+    local b, d, verdict = out:match("BBB AUROC %(MI%) > MC dropout's %(MI%)%s+([%d.]+) vs ([%d.]+)%s+(%a+)")
+    assert.truthy(b, out)
+    assert.are.equal(tonumber(b) > tonumber(d) and "met" or "missed", verdict)
+    has(out, "prior=Gaussian{sigma=1}")      -- the default prior of this study
     for _, f in ipairs { "entropy-bbb_mc", "entropy-bbb_mean", "entropy-mlp", "entropy-dropout_mc",
                          "reliability", "noise-bars", "passes" } do
       local fh = assert(io.open(tmp .. "/p/ood-" .. f .. ".png", "rb"), "missing " .. f .. "\n" .. out)

@@ -49,7 +49,13 @@ function ood.parser()
   local parser = recipe.parser("ood.lua", "Out-of-distribution entropy, dataset shift and calibration: "
     .. "Bayes by Backprop against a plain MLP and an MC-dropout MLP.", {
     presets = ood.PRESETS, outputs = { "out", "save_models" },
-    defaults = { epochs = "20", test_samples = "100", threads = "2" },
+    -- BBB's prior: a Gaussian, sigma 1. The scale mixture's narrow spike
+    -- draws every weight the data leaves alone (those of the pixels MNIST
+    -- never lights) to mu 0 and a tiny sigma, so an image that lights them
+    -- meets no uncertainty; under the Gaussian their sigma grows to about
+    -- 0.84 and Fashion-MNIST's mutual information shows it (doc/experiments.md,
+    -- "Which weights hold the uncertainty").
+    defaults = { epochs = "20", test_samples = "100", threads = "2", prior = "gaussian", sigma1 = "1" },
     flags = { "dataset" } })
   parser:epilog(table.concat(epilog, "\n") .. "\n" .. parser._epilog)
   parser:option("--sets", "Out-of-distribution sets to evaluate (the other data set, normal, uniform).")
@@ -427,7 +433,12 @@ function ood.run(args)
   end
   if args.dataset == "mnist" and find("bbb_mc", "fashion") then
     local b, mm = find("bbb_mc", "fashion"), find("mlp", "fashion")
-    target("MNIST vs Fashion-MNIST: BBB AUROC by MI >= 0.90", ("%.4f"):format(b.auroc_mi), b.auroc_mi >= 0.90)
+    local d = find("dropout_mc", "fashion")
+    target("MNIST vs Fashion-MNIST: BBB AUROC by MI >= 0.95", ("%.4f"):format(b.auroc_mi), b.auroc_mi >= 0.95)
+    if d then
+      target("MNIST vs Fashion-MNIST: BBB AUROC (MI) > MC dropout's (MI)",
+        ("%.4f vs %.4f"):format(b.auroc_mi, d.auroc_mi), b.auroc_mi > d.auroc_mi)
+    end
     target("MNIST vs Fashion-MNIST: BBB AUROC (MI) > MLP AUROC (entropy)",
       ("%.4f vs %.4f (BBB by H %.4f)"):format(b.auroc_mi, mm.auroc_h, b.auroc_h), b.auroc_mi > mm.auroc_h)
   end
