@@ -133,6 +133,24 @@ describe("examples", function()
     local mi = out:match("before training.-by mutual information (%S+)")
     assert.truthy(tonumber(mi), out)
   end)
+  it("ood_pixels.lua scores a saved MLP against Fashion-MNIST as it is, without MNIST's unlit pixels, dimmed", function()
+    local model, maker = tmp .. "/mlp_ood.st", tmp .. "/make_mlp.lua"
+    local f = assert(io.open(maker, "w"))
+    f:write('local bbb = require "bbb"; bbb.manual_seed(5); bbb.save(arg[1], bbb.nn.bayes_mlp{ 784, 12, 10 })')
+    f:close()
+    ok(maker .. " " .. model)
+    local out = ok("examples/ood_pixels.lua " .. model .. " 3 300", "pixels never lit by the 60000 MNIST training images: ")
+    -- MNIST's 28 x 28 images leave some border pixels dark in every training image
+    local dark = tonumber(out:match("training images: (%d+) of 784"))
+    assert.truthy(dark > 0 and dark < 784, out)
+    local n = 0
+    for a in out:gmatch("AUROC by MI, [^\n]-(%d%.%d+)\n") do
+      n = n + 1
+      assert.truthy(tonumber(a) >= 0 and tonumber(a) <= 1, out)
+    end
+    assert.are.equal(3, n, out)
+  end)
+
   it("cnn_eval.lua scores a saved CNN by both predictions and by the ELBO", function()
     local model, maker = tmp .. "/lenet.st", tmp .. "/make_lenet.lua"
     local f = assert(io.open(maker, "w"))
