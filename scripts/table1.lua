@@ -76,6 +76,11 @@ if args.protocol == "paper" then
     parser:error(("--limit %d leaves no training images beside the protocol's %d validation images")
       :format(args.limit, paper.VAL))
   end
+  -- Under mpirun (several ranks) every rank walks the same rows: rank 0 runs
+  -- each row's successive halving and prints, the others train its runs.
+  local dist = bbb.dist.available and bbb.dist.size() > 1 and bbb.dist or nil
+  local worker = dist and dist.rank() ~= 0
+  local print = worker and function() end or print
   local rows = {}
   for _, units in ipairs(args.units) do
     for _, method in ipairs(args.methods) do
@@ -85,10 +90,14 @@ if args.protocol == "paper" then
         jobs = args.jobs, seed = args.seed, limit = args.limit, select = args.select,
         results = args.out:gsub("%.json$", ""),
         extra = args.mnist_flags })
-      row.seconds, row.paper = os.time() - t0, PAPER[method][units]
-      rows[#rows + 1] = row
+      if row then
+        row.seconds, row.paper = os.time() - t0, PAPER[method][units]
+        rows[#rows + 1] = row
+      end
     end
   end
+  if dist then dist.finalize() end
+  if worker then os.exit(0) end
   print(("\nTable 1 by the paper's protocol (%d epochs at most; chosen on the validation error; ours: the MC "
     .. "ensemble for Bayes by Backprop, the plain forward pass otherwise; means: posterior means)"):format(args.epochs))
   print(("%-14s %6s %9s %9s %9s %9s %9s %8s  %s"):format("method", "units", "ours", "means", "val", "paper",

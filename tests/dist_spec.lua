@@ -132,6 +132,67 @@ describe("bbb.dist under mpirun -np 2", function()
     assert.truthy(out:find("3 finished in", 1, true) and out:find("0 to run", 1, true), out)
   end)
 
+  it("runs successive halving over the ranks, checkpoints passed by message, as one process would", function()
+    local g = (" scripts/grid.lua --limit 600 --epochs 2 --min-epochs 1 --halving 2 --val 100 --hidden 8 "
+      .. "--lr 1e-3,1e-2 --pi 0.5 --log-sigma1 0 --log-sigma2 6,7 --samples 1 --results %s "
+      .. "-- --test-limit 100 --test-samples 1")
+    local three = MPIRUN:gsub("%-np 2", "-np 3")
+    local status, out = sh(three .. bbblua .. g:format(tmp .. "/halving/mpi.jsonl"))
+    assert.are.equal(0, status, out)
+    assert.truthy(out:find("on rank 1", 1, true) and out:find("on rank 2", 1, true), out)
+    assert.truthy(out:find("rung 2: 2 configuration(s) trained to 2 epochs, 2 finished well", 1, true), out)
+    -- each worker trains in a folder of its own: the rung-2 runs resumed checkpoints sent by rank 0
+    for _, r in ipairs { 1, 2 } do
+      assert.truthy(io.open(("%s/halving/mpi.runs/rank%d"):format(tmp, r)), out)
+    end
+    status, out = sh(bbblua .. g:gsub(" %-%- ", " --jobs 2 -- ", 1):format(tmp .. "/halving/one.jsonl"))
+    assert.are.equal(0, status, out)
+    local function results(path)
+      local t, n = {}, 0
+      for line in io.lines(path) do
+        local r = require("cjson").decode(line)
+        t[r.key .. "@" .. r.rung] = ("%s %s %s"):format(r.status, tostring(r.val_error), tostring(r.test_acc_mc))
+        n = n + 1
+      end
+      return t, n
+    end
+    local a, na = results(tmp .. "/halving/mpi.jsonl")
+    local b, nb = results(tmp .. "/halving/one.jsonl")
+    assert.are.equal(6, na)
+    assert.are.equal(6, nb)
+    assert.are.same(b, a)
+    -- the same command again trains nothing
+    status, out = sh(three .. bbblua .. g:format(tmp .. "/halving/mpi.jsonl"))
+    assert.are.equal(0, status, out)
+    assert.falsy(out:find("start", 1, true), out)
+  end)
+
+  it("runs table1.lua --protocol paper's rows over the ranks, the same rows as one process", function()
+    local t1 = " scripts/table1.lua --protocol paper --units 8 --methods sgd,bbb-gaussian --epochs 3 --min-epochs 1 "
+      .. "--limit 10300 --out %s -- --test-limit 100"
+    local three = MPIRUN:gsub("%-np 2", "-np 3")
+    local status, out = sh(three .. bbblua .. t1:format(tmp .. "/t1/mpi.json"))
+    assert.are.equal(0, status, out)
+    assert.truthy(out:find("on rank 2", 1, true), out)
+    local _, n_tables = out:gsub("Table 1 by the paper's protocol", "")
+    assert.are.equal(1, n_tables, out)           -- printed by rank 0 alone
+    status, out = sh(bbblua .. t1:gsub(" %-%- ", " --jobs 2 -- ", 1):format(tmp .. "/t1/one.json"))
+    assert.are.equal(0, status, out)
+    local function rows(path)
+      local f = assert(io.open(path))
+      local t = require("cjson").decode(f:read("a"))
+      f:close()
+      local out = {}
+      for _, r in ipairs(t.rows) do
+        out[#out + 1] = ("%s %s %s %s %s"):format(r.method, r.chosen, r.val_error, r.test_error, r.budget)
+      end
+      return out
+    end
+    local a, b = rows(tmp .. "/t1/mpi.json"), rows(tmp .. "/t1/one.json")
+    assert.are.equal(2, #a)
+    assert.are.same(b, a)
+  end)
+
   it("stops the job when ranks disagree on the flags or a rank fails", function()
     local cmd = ("timeout 120 mpirun %s--oversubscribe -np 1 %s scripts/mnist.lua --distributed --hidden 8 "
       .. "--epochs 1 --limit 64 : -np 1 %s scripts/mnist.lua --distributed --hidden 16 --epochs 1 --limit 64")

@@ -114,8 +114,13 @@ function grid.parse(argv)
   return args
 end
 
---- grid.run(args)
-function grid.run(args)
+--- grid.run(args [, {keep_dist = true}]) -> {ranked, results, budget, grid}:
+-- runs the grid. Under mpirun rank 0 gets the table and the other ranks
+-- exit when it is done; with keep_dist they return {worker = true} instead
+-- and MPI stays up, so a caller can run several grids in one job (table1.lua
+-- --protocol paper's rows) and finalize at its end.
+function grid.run(args, o)
+  o = o or {}
   -- Under mpirun: rank 0 coordinates, the other ranks train.
   local dist = bbb.dist.available and bbb.dist.size() > 1 and bbb.dist or nil
   local rank = dist and dist.rank() or 0
@@ -128,10 +133,6 @@ function grid.run(args)
     end
   end
   local print = rank == 0 and print or function() end
-  if dist and args.halving then
-    io.stderr:write("grid.lua: --halving runs on one machine (its rungs resume local checkpoints); start it without mpirun\n")
-    dist.abort(2)
-  end
 
   local function num(v) return type(v) == "number" and ("%.17g"):format(v) or tostring(v) end
   local function short(v) return type(v) == "number" and ("%g"):format(v) or tostring(v) end
@@ -443,6 +444,107 @@ function grid.run(args)
     bbb.core.sigint_trap(false)
   end
 
+  -- Successive halving under mpirun: rank 0 runs the rungs and hands each
+  -- run to a free worker rank as a job {config, epochs, resume}, with the
+  -- configuration's checkpoint when the run resumes one; the worker trains it
+  -- in a child process in a folder of its own and sends back the result line
+  -- and the new checkpoint, which rank 0 keeps. So the ranks share no files:
+  -- they may sit on machines without a common file system.
+  local function file_bytes(path)
+    local f = io.open(path, "rb")
+    if not f then return "" end
+    local b = f:read("a")
+    f:close()
+    return b
+  end
+  local function put_file(path, bytes)   -- whole or not at all: a rename over the old file
+    local tmp = path .. ".part"
+    cli.write_file(tmp, bytes)
+    assert(os.rename(tmp, path))
+  end
+
+  local function halving_worker()
+    local mine = ("%s/rank%d"):format(work, rank)
+    assert(sys.mkdir_p(mine))
+    dist.send_string("ready", 0)
+    while true do
+      local msg = dist.recv_string(0)
+      if msg == "stop" then break end
+      local job = json.decode(msg)
+      local ckpt_in = dist.recv_string(0)
+      -- JSON gives every number back as a float: whole ones (epochs, samples)
+      -- become integers again, so the flags read as they were written
+      local c = {}
+      for k, v in pairs(job.config) do c[k] = math.type(v) == "float" and math.tointeger(v) or v end
+      job.epochs = math.tointeger(job.epochs)
+      local base = ("%s/%s"):format(mine, fnv1a(c.key))
+      local ckpt = base .. ".ckpt"
+      local argv
+      if job.resume then
+        put_file(ckpt, ckpt_in)
+        argv = sys.bbblua_argv(mnist, "--resume", ckpt, "--epochs", job.epochs, "--summary", base .. ".json",
+          "--threads", 1)
+      else
+        os.remove(ckpt)
+        argv = command(c, { threads = 1, epochs = job.epochs, val = args.val, summary = base .. ".json" })
+        argv[#argv + 1] = "--checkpoint"; argv[#argv + 1] = ckpt
+      end
+      os.remove(base .. ".json")
+      local t0 = os.time()
+      local ok, _, code = sys.run(argv, { stdin = "/dev/null", stdout = base .. ".log", stderr = base .. ".log" })
+      local r = outcome(c, ok and 0 or (math.tointeger(code) or 1), base .. ".json", base .. ".log", os.time() - t0)
+      dist.send_string(json.encode(r), 0)
+      dist.send_string(r.status == "ok" and file_bytes(ckpt) or "", 0)
+      os.remove(base .. ".json")
+      if r.status == "ok" then os.remove(base .. ".log") end
+    end
+  end
+
+  -- Rank 0's side: items as run_jobs takes them, each with .job; the idle
+  -- workers carry over from one rung to the next.
+  local idle
+  local function workers_ready()
+    if not idle then
+      idle = {}
+      for _ = 1, dist.size() - 1 do
+        local msg, from = dist.recv_string()
+        assert(msg == "ready", msg)
+        idle[#idle + 1] = from
+      end
+    end
+    return idle
+  end
+  local function run_items_mpi(items, on_result)
+    workers_ready()
+    local busy, next_i, finished, t_start = {}, 1, 0, os.time()
+    local n_busy = 0
+    while next_i <= #items or n_busy > 0 do
+      while #idle > 0 and next_i <= #items do
+        local it, w = items[next_i], table.remove(idle)
+        print(("[%d/%d] start %s%s on rank %d"):format(next_i, #items, it.config.key, it.label or "", w))
+        io.stdout:flush()
+        dist.send_string(json.encode{ config = it.config, epochs = it.job.epochs, resume = it.job.resume }, w)
+        dist.send_string(it.job.resume and file_bytes(it.job.ckpt) or "", w)
+        busy[w], n_busy, next_i = it, n_busy + 1, next_i + 1
+      end
+      local msg, from = dist.recv_string()
+      local ckpt_bytes = dist.recv_string(from)
+      local it = assert(busy[from], "a result from a rank with no job")
+      busy[from], n_busy = nil, n_busy - 1
+      idle[#idle + 1] = from
+      local r = json.decode(msg)
+      if r.status == "ok" then put_file(it.job.ckpt, ckpt_bytes) end
+      on_result(it, r)
+      finished = finished + 1
+      local left = #items - finished
+      print(("done %d/%d: %s%s: %s%s  (%d s on rank %d; %d left, about %d min)"):format(finished, #items,
+        it.config.key, it.label or "", r.status, r.val_error and ("  validation error %.2f%%"):format(r.val_error)
+        or (r.message and ("  " .. r.message) or ""), r.seconds, from, left,
+        math.ceil((os.time() - t_start) / finished * left / 60)))
+      io.stdout:flush()
+    end
+  end
+
   local budget = #configs * args.epochs   -- configuration-epochs trained
 
   -- Successive halving: rungs of --min-epochs, x ETA, ... up to --epochs;
@@ -458,7 +560,8 @@ function grid.run(args)
       for _, c in ipairs(alive) do
         local ckpt = ("%s/%s.ckpt"):format(work, fnv1a(c.key))
         if not done[c.key .. "@" .. k] then
-          items[#items + 1] = { config = c, label = (" (rung %d, %d epochs)"):format(k, epochs), argv = function(base)
+          items[#items + 1] = { config = c, label = (" (rung %d, %d epochs)"):format(k, epochs),
+            job = { epochs = epochs, resume = k > 1, ckpt = ckpt }, argv = function(base)
             if k == 1 then
               local argv = command(c, { threads = 1, epochs = epochs, val = args.val, summary = base .. ".json" })
               argv[#argv + 1] = "--checkpoint"; argv[#argv + 1] = ckpt
@@ -469,7 +572,8 @@ function grid.run(args)
           end }
         end
       end
-      run_jobs(items, function(it, r)
+      local run_items = dist and run_items_mpi or run_jobs
+      run_items(items, function(it, r)
         r.rung, r.epochs_target = k, epochs
         append(r)
         done[it.config.key .. "@" .. k] = r
@@ -499,7 +603,17 @@ function grid.run(args)
     return budget
   end
 
-  if dist then
+  if dist and args.halving then
+    if rank ~= 0 then
+      halving_worker()
+      if o.keep_dist then return { worker = true } end
+      dist.finalize()
+      os.exit(0)
+    end
+    budget = halving()
+    -- every worker is idle once the last rung is in: each gets its stop
+    for _, w in ipairs(workers_ready()) do dist.send_string("stop", w) end
+  elseif dist then
     run_mpi()
     if rank ~= 0 then dist.finalize(); os.exit(0) end
   elseif args.halving then
@@ -575,7 +689,7 @@ function grid.run(args)
     print(("final %s: test error %.2f%% (posterior means), %.2f%% (MC ensemble)"):format(best.key,
       100 * (1 - sum.test_acc_mean), 100 * (1 - sum.test_acc_mc)))
   end
-  if dist then dist.finalize() end
+  if dist and not o.keep_dist then dist.finalize() end
   return { ranked = ranked, results = results, budget = budget, grid = grid_id }
 end
 

@@ -58,7 +58,8 @@ end
 -- 2 x units network (o: epochs, min_epochs, halving, jobs, seed, limit,
 -- results (a file prefix), extra = {mnist flags}), and returns the chosen
 -- setting, its validation and test errors, each layer's mean sigma, and the
--- budget (configuration-epochs) the search took.
+-- budget (configuration-epochs) the search took; nil on a worker rank under
+-- mpirun (the ranks train the grid's runs, rank 0 has the row).
 function paper.row(method, units, o)
   local axes = paper.AXES[method]
   local argv = { "--epochs", tostring(o.epochs), "--min-epochs", tostring(o.min_epochs),
@@ -75,7 +76,8 @@ function paper.row(method, units, o)
   for _, w in ipairs(paper.FIXED) do argv[#argv + 1] = w end
   for _, w in ipairs(MODEL[method]) do argv[#argv + 1] = w end
   for _, w in ipairs(o.extra or {}) do argv[#argv + 1] = w end
-  local g = grid.run(grid.parse(argv))
+  local g = grid.run(grid.parse(argv), { keep_dist = true })
+  if g.worker then return nil end   -- a worker rank under mpirun: rank 0 has the row
   local best = g.ranked[1]
   local row = { method = method, units = units, protocol = "paper", budget = g.budget, grid = g.grid,
                 settings = #g.results }
