@@ -109,6 +109,13 @@ describe("the table scripts", function()
     assert.are.equal(36, t.rows[2].settings)      -- the paper's lr x samples x sigma grid
     assert.are.equal(36 * 1 + 12 * 2, t.rows[2].budget, out)   -- rungs of 1 and 3 epochs, the best third go on
     assert.truthy(t.rows[2].chosen:find("optim=sgd", 1, true))
+    -- early stopping's figure from the chosen run's checkpoint: an epoch of its
+    -- 3 and a test error, printed beside the row
+    for _, r in ipairs(t.rows) do
+      assert.is_true(r.best_epoch >= 1 and r.best_epoch <= 3, out)
+      assert.is_true(r.test_error_at_best >= 0 and r.test_error_at_best <= 100, out)
+    end
+    has(out, "(best validation)")
   end)
 
   it("prune.lua refuses bad input", function()

@@ -690,7 +690,9 @@ function grid.run(args, o)
       100 * (1 - sum.test_acc_mean), 100 * (1 - sum.test_acc_mc)))
   end
   if dist and not o.keep_dist then dist.finalize() end
-  return { ranked = ranked, results = results, budget = budget, grid = grid_id }
+  return { ranked = ranked, results = results, budget = budget, grid = grid_id,
+           -- under --halving: the checkpoint each configuration's runs went on from (rank 0's copy)
+           checkpoint = args.halving and function(key) return ("%s/%s.ckpt"):format(work, fnv1a(key)) end or nil }
 end
 
 return grid

@@ -6,6 +6,7 @@
 -- of the setting chosen. The search is scripts/grid.lua's successive
 -- halving, so a grid of 324 settings fits a small machine, and it resumes
 -- where it stopped.
+local bbb = require "bbb"
 local grid = require "bbb.experiments.grid"
 
 local paper = {}
@@ -92,6 +93,18 @@ function paper.row(method, units, o)
   row.sigma_mean = best.sigma_mean
   if best.best_epoch then   -- --select val-error-min: the test error where validation was best
     row.best_epoch, row.test_error_at_best = best.best_epoch, 100 * (1 - best.test_acc_at_best)
+  elseif g.checkpoint then
+    -- the chosen run's epochs, from its checkpoint: the test error (posterior
+    -- means) at its lowest validation error, what early stopping would report
+    local ok, _, info = pcall(bbb.load, g.checkpoint(best.key))
+    local h = ok and info.meta and info.meta.state and info.meta.state.history
+    if type(h) == "table" then
+      local at
+      for _, e in ipairs(h) do if e.val_acc and (not at or e.val_acc > at.val_acc) then at = e end end
+      if at and at.test_acc then
+        row.best_epoch, row.test_error_at_best = math.tointeger(at.epoch), 100 * (1 - at.test_acc)
+      end
+    end
   end
   return row
 end
