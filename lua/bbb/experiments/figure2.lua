@@ -113,9 +113,9 @@ end
 
 -- The epochs a checkpoint has finished (0 when there is none).
 local function epochs_done(path)
-  if not io.open(path, "r") then return 0 end
-  local ok, _, info = pcall(bbb.load, path)
-  if not ok then fail(("%s: %s (remove it to start that net again)"):format(path, tostring(_))) end
+  if not bbb.sys.kind(path) then return 0 end
+  local ok, model_or_err, info = pcall(bbb.load, path)
+  if not ok then fail(("%s: %s (remove it to start that net again)"):format(path, tostring(model_or_err))) end
   local st = info.meta and info.meta.state
   return math.tointeger(st and st.epoch) or 0
 end
@@ -126,6 +126,10 @@ function figure2.run(args)
   local from = args.from and chosen_settings(args.from, args.units) or {}
   for _, m in ipairs(args.methods) do settings[m] = from[m] or figure2.DEFAULT[m] end
   local function path(m, ext) return ("%s/%s-%d.%s"):format(args.dir, m, args.units, ext) end
+  for _, m in ipairs(args.methods) do
+    print(("%-8s %s (%s)"):format(m, table.concat(paper.setting_flags(ROW_OF[m], settings[m]), " "),
+      from[m] and ("chosen by the protocol in " .. args.from) or "the default setting: no --from row for it"))
+  end
 
   local function argv_of(m, epochs, resume)
     local argv = { "--epochs", tostring(epochs), "--hidden", tostring(args.units), "--val", tostring(args.val),

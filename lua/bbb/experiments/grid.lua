@@ -94,13 +94,13 @@ function grid.parse(argv)
   local parser = grid.parser()
   local args = recipe.parse(parser, argv)
   args.jobs = args.jobs or cores()
-  -- a flag the grid sets itself, given again for mnist.lua, would run every
-  -- configuration with it while the results name the grid's value
   local train_n = math.min(args.limit or TRAIN_IMAGES, TRAIN_IMAGES)
   if args.val and args.val >= train_n then
     parser:error(("--val %d leaves no training images: the training set has %d%s"):format(args.val, train_n,
       args.limit and " (--limit)" or ""))
   end
+  -- a flag the grid sets itself, given again for mnist.lua, would run every
+  -- configuration with it while the results name the grid's value
   local own = { threads = true, seed = true, hidden = true, epochs = true, summary = true, val = true,
                 limit = true, sigma1 = true, sigma2 = true }
   for _, a in ipairs(AXES) do own[a[1]] = true end
