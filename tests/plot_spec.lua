@@ -49,6 +49,18 @@ describe("plot", function()
     assert.truthy(svg:find("loss", 1, true))
   end)
 
+  it("labels a log axis shorter than a decade at the ytics asked for", function()
+    local file = dir .. "/short.svg"
+    plot.lines { file = file, logy = true, yrange = { 1.4, 4 }, ytics = { 1.5, 2, 3 },
+                 series = { { y = { 3.5, 2, 1.6, 1.5 } } } }
+    local svg = read_file(file)
+    for _, label in ipairs { "> 1.5<", "> 2<", "> 3<" } do assert.truthy(svg:find(label, 1, true), label) end
+    assert_error_has(function() plot.lines { file = file, ytics = {}, series = { { y = { 1 } } } } end,
+      "plot.lines: ytics must be a list of numbers")
+    assert_error_has(function() plot.lines { file = file, ytics = { 1, 0 / 0 }, series = { { y = { 1 } } } } end,
+      "plot.lines: ytics[2] must be a finite number")
+  end)
+
   it("writes a histogram of several series", function()
     local file = dir .. "/hist.png"
     plot.histogram { file = file, bins = 12, series = {

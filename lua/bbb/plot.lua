@@ -193,6 +193,14 @@ local function axes_lines(what, opts)
       s[#s + 1] = ("set %srange [%s:%s]"):format(axis, number_str(r[1]), number_str(r[2]))
     end
   end
+  -- ytics = {v, ...}: labelled ticks at these values (a log axis spanning
+  -- less than a decade gets none from gnuplot by itself)
+  if opts.ytics ~= nil then
+    if type(opts.ytics) ~= "table" or #opts.ytics == 0 then fail(what, "ytics must be a list of numbers") end
+    local t = {}
+    for i, v in ipairs(opts.ytics) do t[i] = number_str(check_number(what, v, "ytics[" .. i .. "]")) end
+    s[#s + 1] = ("set ytics (%s)"):format(table.concat(t, ", "))
+  end
   -- A caption: lines of text under the plot, one label each, in a bottom
   -- margin made tall enough for them.
   local caption = opts.caption
@@ -552,7 +560,7 @@ local function write_file(what, opts, body)
 end
 
 --- lines{file = "out/x.png", title, xlabel, ylabel, size = {800, 500}, logy, logx,
---        xrange = {lo, hi}, yrange = {lo, hi}, key = "right" | "below" | "off" (outside the axes),
+--        xrange = {lo, hi}, yrange = {lo, hi}, ytics = {v, ...}, key = "right" | "below" | "off" (outside the axes),
 --        caption = "text" or {"line", ...} (under the plot),
 --        shade = {{lo =, hi =, color =, opacity = 1, title =}} (spans of x, behind all),
 --        series = {{x =, y =, title =, style = "lines"|"points"|"linespoints"|"errorbars"

@@ -183,7 +183,20 @@ function figure2.run(args)
     cli.write_file(files.csv, table.concat(csv, "\n") .. "\n")
     cli.write_file(files.json, json.encode{ units = args.units, epochs_asked = args.epochs, methods = summary })
     if #series > 0 then
+      -- the y axis from a little under the lowest error to 4 times it, as the
+      -- paper's figure shows the long tail rather than the first epochs
+      local lo = math.huge
+      for _, sr in ipairs(series) do for _, y in ipairs(sr.y) do lo = math.min(lo, y) end end
+      lo = math.max(lo, 0.01)
+      local tics = {}
+      for _, base in ipairs { 0.01, 0.1, 1, 10 } do
+        for _, m in ipairs { 1, 1.2, 1.5, 2, 3, 5, 7 } do
+          local v = base * m
+          if v >= 0.8 * lo and v <= 4 * lo then tics[#tics + 1] = v end
+        end
+      end
       files.png = bbb.plot.lines{ file = ("%s/figure2-%d.png"):format(args.dir, args.units), logy = true,
+        yrange = { 0.8 * lo, 4 * lo }, ytics = #tics > 0 and tics or nil,
         title = ("MNIST test error, 784-%d-%d-10, the paper's protocol (SGD on the summed cost)")
           :format(args.units, args.units),
         xlabel = "epochs", ylabel = "test error (%)", size = { 900, 560 }, series = series }
