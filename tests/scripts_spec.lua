@@ -133,12 +133,19 @@ describe("examples", function()
     local mi = out:match("before training.-by mutual information (%S+)")
     assert.truthy(tonumber(mi), out)
   end)
-  it("ood_pixels.lua scores a saved MLP against Fashion-MNIST as it is, without MNIST's unlit pixels, dimmed", function()
-    local model, maker = tmp .. "/mlp_ood.st", tmp .. "/make_mlp.lua"
+  -- An untrained model saved by a script of one line (code: what follows
+  -- bbb's require, saving to arg[1]); returns its path.
+  local function untrained(name, code)
+    local model, maker = tmp .. "/" .. name .. ".st", tmp .. "/make_" .. name .. ".lua"
     local f = assert(io.open(maker, "w"))
-    f:write('local bbb = require "bbb"; bbb.manual_seed(5); bbb.save(arg[1], bbb.nn.bayes_mlp{ 784, 12, 10 })')
+    f:write('local bbb = require "bbb"; ', code)
     f:close()
     ok(maker .. " " .. model)
+    return model
+  end
+
+  it("ood_pixels.lua scores a saved MLP against Fashion-MNIST as it is, without MNIST's unlit pixels, dimmed", function()
+    local model = untrained("mlp_ood", "bbb.manual_seed(5); bbb.save(arg[1], bbb.nn.bayes_mlp{ 784, 12, 10 })")
     local out = ok("examples/ood_pixels.lua " .. model .. " 3 300", "pixels never lit by the 60000 MNIST training images: ")
     -- MNIST's 28 x 28 images leave some border pixels dark in every training image
     local dark = tonumber(out:match("training images: (%d+) of 784"))
@@ -152,11 +159,7 @@ describe("examples", function()
   end)
 
   it("cnn_eval.lua scores a saved CNN by both predictions and by the ELBO", function()
-    local model, maker = tmp .. "/lenet.st", tmp .. "/make_lenet.lua"
-    local f = assert(io.open(maker, "w"))
-    f:write('local bbb = require "bbb"; bbb.manual_seed(3); bbb.save(arg[1], bbb.nn.lenet{ channels = { 4, 8 }, hidden = { 16 } })')
-    f:close()
-    ok(maker .. " " .. model)
+    local model = untrained("lenet", "bbb.manual_seed(3); bbb.save(arg[1], bbb.nn.lenet{ channels = { 4, 8 }, hidden = { 16 } })")
     local out = ok("examples/cnn_eval.lua " .. model .. " mnist", "acc_mc")
     local r = require("cjson").decode(out:match("{.*}"))
     for _, k in ipairs { "acc_mc", "acc_mean" } do assert.truthy(r[k] >= 0 and r[k] <= 1, out) end

@@ -450,13 +450,6 @@ function grid.run(args, o)
   -- in a child process in a folder of its own and sends back the result line
   -- and the new checkpoint, which rank 0 keeps. So the ranks share no files:
   -- they may sit on machines without a common file system.
-  local function file_bytes(path)
-    local f = io.open(path, "rb")
-    if not f then return "" end
-    local b = f:read("a")
-    f:close()
-    return b
-  end
   local function put_file(path, bytes)   -- whole or not at all: a rename over the old file
     local tmp = path .. ".part"
     cli.write_file(tmp, bytes)
@@ -494,7 +487,7 @@ function grid.run(args, o)
       local ok, _, code = sys.run(argv, { stdin = "/dev/null", stdout = base .. ".log", stderr = base .. ".log" })
       local r = outcome(c, ok and 0 or (math.tointeger(code) or 1), base .. ".json", base .. ".log", os.time() - t0)
       dist.send_string(json.encode(r), 0)
-      dist.send_string(r.status == "ok" and file_bytes(ckpt) or "", 0)
+      dist.send_string(r.status == "ok" and read_file(ckpt) or "", 0)
       os.remove(base .. ".json")
       if r.status == "ok" then os.remove(base .. ".log") end
     end
@@ -524,7 +517,7 @@ function grid.run(args, o)
         print(("[%d/%d] start %s%s on rank %d"):format(next_i, #items, it.config.key, it.label or "", w))
         io.stdout:flush()
         dist.send_string(json.encode{ config = it.config, epochs = it.job.epochs, resume = it.job.resume }, w)
-        dist.send_string(it.job.resume and file_bytes(it.job.ckpt) or "", w)
+        dist.send_string(it.job.resume and read_file(it.job.ckpt) or "", w)
         busy[w], n_busy, next_i = it, n_busy + 1, next_i + 1
       end
       local msg, from = dist.recv_string()
