@@ -63,12 +63,12 @@ end
 -- grad columns), and the dense layers' GEMMs; estimator "local" or
 -- "flipout" makes each of them twice (the means' product and the
 -- variances' or the perturbation's), as the step does.
+local lenet_floor_once
 function M.lenet_floor(B, reps, estimator)
-  local copies = M.GEMM_COPIES[estimator or "weight"]
-  return copies * M.lenet_floor_once(B, reps)
+  return M.GEMM_COPIES[estimator or "weight"] * lenet_floor_once(B, reps)
 end
 
-function M.lenet_floor_once(B, reps)
+function lenet_floor_once(B, reps)
   local t, cap = 0, bbb.conv_workspace()
   for l, c in ipairs { { 16, 25, 784 }, { 32, 400, 100 } } do
     local O, K, P = c[1], c[2], c[3]

@@ -48,6 +48,14 @@ grid.SELECT = { "val-error", "val-error-min" }
 -- The training images of MNIST and Fashion-MNIST, which --val splits.
 local TRAIN_IMAGES = 60000
 
+--- grid.best_val_epoch(epochs) -> the epoch record with the lowest
+-- validation error (the first one on a tie), or nil when none has one.
+function grid.best_val_epoch(epochs)
+  local at
+  for _, e in ipairs(epochs) do if e.val_acc and (not at or e.val_acc > at.val_acc) then at = e end end
+  return at
+end
+
 --- grid.parser() -> the command line of the experiment.
 function grid.parser()
   local parser = recipe.parser("grid.lua", "Grid search of Bayes-by-Backprop hyperparameters on MNIST with a "
@@ -295,13 +303,9 @@ function grid.run(args, o)
         if args.select == "val-error-min" then
           -- early stopping: the epoch of the lowest validation error (the
           -- first one on a tie) and the test error of the posterior means there
-          for _, e in ipairs(sum.epochs) do
-            local err = 100 * (1 - e.val_acc)
-            if not r.best_epoch or err < r.val_error then
-              r.val_error, r.best_epoch = err, math.tointeger(e.epoch)
-              r.test_acc_at_best = e.test_acc
-            end
-          end
+          local at = grid.best_val_epoch(sum.epochs)
+          r.val_error, r.best_epoch = 100 * (1 - at.val_acc), math.tointeger(at.epoch)
+          r.test_acc_at_best = at.test_acc
         end
       end
     else

@@ -45,10 +45,11 @@ function paper.setting_flags(method, c)
   local flags = { "--lr", ("%.17g"):format(c.lr), "--samples", tostring(math.tointeger(c.samples or 1)) }
   for _, w in ipairs(MODEL[method]) do flags[#flags + 1] = w end
   if method:find("^bbb") then
-    for k, v in pairs { pi = c.pi, sigma1 = c.log_sigma1 and math.exp(-c.log_sigma1),
-                        sigma2 = c.log_sigma2 and math.exp(-c.log_sigma2) } do
-      if method == "bbb-mixture" or k == "sigma1" then
-        flags[#flags + 1], flags[#flags + 2] = "--" .. k, ("%.17g"):format(v)
+    -- in a fixed order, so the printed and saved flags read the same each run
+    for _, kv in ipairs { { "pi", c.pi }, { "sigma1", c.log_sigma1 and math.exp(-c.log_sigma1) },
+                          { "sigma2", c.log_sigma2 and math.exp(-c.log_sigma2) } } do
+      if kv[2] and (method == "bbb-mixture" or kv[1] == "sigma1") then
+        flags[#flags + 1], flags[#flags + 2] = "--" .. kv[1], ("%.17g"):format(kv[2])
       end
     end
   end
@@ -99,8 +100,7 @@ function paper.row(method, units, o)
     local ok, _, info = pcall(bbb.load, g.checkpoint(best.key))
     local h = ok and info.meta and info.meta.state and info.meta.state.history
     if type(h) == "table" then
-      local at
-      for _, e in ipairs(h) do if e.val_acc and (not at or e.val_acc > at.val_acc) then at = e end end
+      local at = grid.best_val_epoch(h)
       if at and at.test_acc then
         row.best_epoch, row.test_error_at_best = math.tointeger(at.epoch), 100 * (1 - at.test_acc)
       end
