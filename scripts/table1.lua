@@ -63,14 +63,31 @@ parser:option("--jobs", "paper protocol: settings trained at once (default: the 
 parser:option("--select", "paper protocol: val-error (the validation error after the last epoch) or "
   .. "val-error-min (its lowest over the epochs: early stopping, with the test error of that epoch).", "val-error")
   :convert(cli.choice(require("bbb.experiments.grid").SELECT))
+parser:option("--lr", "paper protocol: search only these learning rates (a comma list; each method's own grid "
+  .. "otherwise), e.g. what a smaller width chose, where the whole grid costs too much.")
+  :convert(list_of(cli.positive_number(), "lr"))
+parser:option("--samples", "paper protocol: search only these samples per minibatch (Bayes by Backprop's rows; "
+  .. "a comma list).")
+  :convert(list_of(cli.positive_integer { max = 1000 }, "samples"))
 recipe.declare(parser, { "limit" })
 parser:option("--out", "Write the rows as JSON here.", "out/table1.json"):convert(cli.output_path { ext = { "json" } })
 parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
 local args = recipe.parse(parser)
+if args.protocol ~= "paper" and (args.lr or args.samples) then
+  parser:error("--lr and --samples narrow the paper protocol's grid: they need --protocol paper")
+end
 
 
 if args.protocol == "paper" then
   local paper = require "bbb.experiments.table1_paper"
+  -- the narrowed axes, as grid.lua's comma lists
+  local narrow = {}
+  if args.lr then
+    local l = {}
+    for i, v in ipairs(args.lr) do l[i] = ("%.17g"):format(v) end
+    narrow.lr = table.concat(l, ",")
+  end
+  if args.samples then narrow.samples = table.concat(args.samples, ",") end
   -- refused before any run: the split the protocol holds out must leave training images
   if args.limit and args.limit <= paper.VAL then
     parser:error(("--limit %d leaves no training images beside the protocol's %d validation images")
@@ -84,11 +101,16 @@ if args.protocol == "paper" then
   local rows = {}
   for _, units in ipairs(args.units) do
     for _, method in ipairs(args.methods) do
-      print(("== %s, 2x%d: the paper's protocol, %s"):format(method, units, "grid.lua --halving " .. args.halving))
+      local narrowed = {}
+      for _, k in ipairs { "lr", "samples" } do
+        if narrow[k] and (k == "lr" or method:find("^bbb")) then narrowed[#narrowed + 1] = k .. " " .. narrow[k] end
+      end
+      print(("== %s, 2x%d: the paper's protocol, %s%s"):format(method, units, "grid.lua --halving " .. args.halving,
+        #narrowed > 0 and (", the grid narrowed to " .. table.concat(narrowed, ", ")) or ""))
       local t0 = os.time()
       local row = paper.row(method, units, { epochs = args.epochs, min_epochs = args.min_epochs, halving = args.halving,
         jobs = args.jobs, seed = args.seed, limit = args.limit, select = args.select,
-        results = args.out:gsub("%.json$", ""),
+        results = args.out:gsub("%.json$", ""), axes = narrow,
         extra = args.mnist_flags })
       if row then
         row.seconds, row.paper = os.time() - t0, PAPER[method][units]

@@ -229,12 +229,29 @@ describe("the table scripts", function()
     assert.are.equal(4, n)
   end)
 
+  it("table1.lua --protocol paper --lr --samples narrow the Bayesian grid and say so", function()
+    local out = ok("scripts/table1.lua --protocol paper --units 8 --methods sgd,bbb-mixture --epochs 1 --lr 1e-3 "
+      .. "--samples 1,2 --limit 10300 --jobs 2 --out " .. tmp .. "/t1n.json -- --test-limit 100",
+      "the grid narrowed to lr 0.001, samples 1,2", "rows written to")
+    local f = assert(io.open(tmp .. "/t1n.json"))
+    local t = json.decode(f:read("a"))
+    f:close()
+    assert.are.equal(1, t.rows[1].settings, out)          -- sgd: one learning rate, no samples axis
+    assert.are.equal("1", t.rows[1].axes.samples)
+    assert.are.equal(27 * 2, t.rows[2].settings, out)     -- the 27 priors x 2 sample counts
+    assert.are.equal("0.001", t.rows[2].axes.lr)
+    assert.are.equal("0.25,0.5,0.75", t.rows[2].axes.pi)
+  end)
+
   it("table1.lua --protocol paper refuses what would leave it nothing to run, before any run", function()
     fails("scripts/table1.lua --protocol paper --limit 9000 --out " .. tmp .. "/no.json",
       "--limit 9000 leaves no training images beside the protocol's 10000 validation images")
     fails("scripts/table1.lua --protocol paper --select val-loss", "--select: expected one of val-error, val-error-min")
     fails("scripts/table1.lua --protocol paper --methods ,", "--methods: expected a comma-separated list")
     fails("scripts/table1.lua --protocol paper --units ,", "--units: expected a comma-separated list")
+    fails("scripts/table1.lua --protocol paper --lr 1e-3,0", "--lr:")
+    fails("scripts/table1.lua --protocol paper --samples 0", "--samples:")
+    fails("scripts/table1.lua --lr 1e-3", "--lr and --samples narrow the paper protocol's grid: they need --protocol paper")
     assert.is_nil(io.open(tmp .. "/no.json"))
   end)
 

@@ -58,12 +58,17 @@ end
 
 --- paper.row(method, units, o) -> row: searches the method's grid for a
 -- 2 x units network (o: epochs, min_epochs, halving, jobs, seed, limit,
--- results (a file prefix), extra = {mnist flags}), and returns the chosen
+-- results (a file prefix), axes = {lr =, samples = comma lists narrowing the
+-- method's grid}, extra = {mnist flags}), and returns the chosen
 -- setting, its validation and test errors, each layer's mean sigma, and the
 -- budget (configuration-epochs) the search took; nil on a worker rank under
 -- mpirun (the ranks train the grid's runs, rank 0 has the row).
 function paper.row(method, units, o)
-  local axes = paper.AXES[method]
+  local axes = setmetatable({}, { __index = paper.AXES[method] })
+  for k, v in pairs(o.axes or {}) do
+    -- samples per minibatch is a Bayes by Backprop axis: the plain nets draw none
+    if k ~= "samples" or method:find("^bbb") then axes[k] = v end
+  end
   local argv = { "--epochs", tostring(o.epochs), "--min-epochs", tostring(o.min_epochs),
     "--halving", tostring(o.halving), "--val", tostring(paper.VAL), "--hidden", tostring(units), "--seed", tostring(o.seed),
     "--results", ("%s-%s-%d.grid.jsonl"):format(o.results, method, units), "--optim", "sgd",
@@ -82,7 +87,8 @@ function paper.row(method, units, o)
   if g.worker then return nil end   -- a worker rank under mpirun: rank 0 has the row
   local best = g.ranked[1]
   local row = { method = method, units = units, protocol = "paper", budget = g.budget, grid = g.grid,
-                settings = #g.results }
+                settings = #g.results, axes = {} }
+  for _, k in ipairs { "lr", "samples", "pi", "log_sigma1", "log_sigma2" } do row.axes[k] = axes[k] end
   if not best then
     row.failed = true
     return row
