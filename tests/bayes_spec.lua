@@ -624,3 +624,108 @@ describe("the fused complexity term's value", function()
     assert.is_true(kl:item() ~= kl:item())
   end)
 end)
+
+describe("the fused pass's other outputs: sigma^2 (local) and sigma eps (flipout)", function()
+  local PRIORS = {
+    { "none", nil },
+    { "Gaussian", bbb.prior.Gaussian{ sigma = 0.7 } },
+    { "scale mixture", bbb.prior.ScaleMixture{ pi = 0.25, sigma1 = 1, sigma2 = math.exp(-2) } },
+    { "Laplace", bbb.prior.Laplace{ b = 0.5 } },
+  }
+  for _, out in ipairs { "var", "delta" } do
+    for _, pc in ipairs(PRIORS) do
+      it(("gradcheck, out %s, prior %s"):format(out, pc[1]), function()
+        local gen = bbb.Generator(23)
+        local mu = bbb.randn({ 3, 4 }, 0, 0.5, gen):requires_grad(true)
+        local rho = bbb.rand({ 3, 4 }, -2, 1, gen):requires_grad(true)   -- both of the pass's paths
+        local eps = bbb.randn({ 3, 4 }, 0, 1, gen)
+        local proj = bbb.rand({ 3, 4 }, 0.5, 1.5, gen)
+        check(function()
+          local o, kl = bbb.core.bayes_sample(mu, rho, pc[2], nil, eps, out)
+          return (o * proj):sum() + kl * 0.3
+        end, { mu, rho }, { atol = 2e-3, rtol = 2e-2 })
+      end)
+    end
+  end
+
+  -- softplus in float64 (log1p by its series where 1 + e^r would round)
+  local function softplus64(r)
+    if r > 0 then return r + math.log(1 + math.exp(-r)) end
+    local t = math.exp(r)
+    if t < 1e-5 then return t * (1 - t / 2 + t * t / 3) end
+    return math.log(1 + t)
+  end
+
+  -- Two whole chunks and a part, rho > 0 in the first chunk if general:
+  -- "var" against sigma^2 formed op by op (rho:softplus():square()); "delta"
+  -- against sigma eps in float64, and its gradients against the "w"
+  -- output's (grad rho is the same expression; grad mu lacks grad w alone).
+  local function compare(out, rho_lo, rho_hi, general)
+    local n = 2 * 16384 + 777
+    local gen = bbb.Generator(31)
+    local mu0 = bbb.randn({ n }, 0, 0.1, gen)
+    local rho0 = bbb.rand({ n }, rho_lo, rho_hi, gen)
+    if general then for i = 1, 100 do rho0[i] = 0.5 end end
+    local eps = bbb.randn({ n }, 0, 1, gen)
+    local gout = bbb.randn({ n }, 0, 1, gen)
+    local prior = bbb.prior.ScaleMixture{ pi = 0.25, sigma1 = 1, sigma2 = math.exp(-7) }
+    local function run(as, composed)
+      local mu, rho = mu0:clone():requires_grad(true), rho0:clone():requires_grad(true)
+      local o, kl = bbb.core.bayes_sample(mu, rho, prior, nil, eps, as)
+      if composed then o = rho:softplus():square() end
+      ((o * gout):sum() + kl * 1e-3):backward()
+      return o:totable(), kl:item(), mu.grad:totable(), rho.grad:totable()
+    end
+    local o1, kl1, gm1, gr1 = run(out)
+    local o2, kl2, gm2, gr2 = run(out == "var" and "w" or "w", out == "var")
+    assert.are.equal(kl2, kl1)   -- the same weights: the same complexity term, bit for bit
+    local worst = { o = 0, mu = 0, rho = 0 }
+    local e, g, r = eps:totable(), gout:totable(), rho0:totable()
+    for i = 1, n do
+      local ref = out == "var" and o2[i] or softplus64(r[i]) * e[i]
+      -- below float's smallest normal number (sigma ~ e^-100) a float is 0 or subnormal
+      worst.o = math.max(worst.o, math.max(0, math.abs(o1[i] - ref) - 1.2e-38) / (math.abs(ref) + 1e-300))
+      local mref = out == "var" and gm2[i] or gm2[i] - g[i]
+      local scale = out == "var" and math.abs(gm2[i]) or math.abs(gm2[i]) + math.abs(g[i])
+      worst.mu = math.max(worst.mu, math.abs(gm1[i] - mref) / (scale + 1e-6))
+      -- grad rho against the size of its terms ((grad w - kl slope) eps sigmoid
+      -- and the complexity term's sigmoid / sigma), which can cancel
+      local sg = 1 / (1 + math.exp(-r[i]))
+      local rscale = (math.abs(g[i]) + math.abs(gm2[i])) * math.abs(e[i]) * sg + 1e-3 * sg / softplus64(r[i])
+      worst.rho = math.max(worst.rho, math.abs(gr1[i] - gr2[i]) / rscale)
+    end
+    return worst
+  end
+  for _, c in ipairs {
+    { "var", -6, -1 }, { "var", -100, -60 }, { "var", -3, 0, true },
+    { "delta", -6, -1 }, { "delta", -100, -60 }, { "delta", -3, 0, true },
+  } do
+    it(("out %s, rho in [%g, %g]%s: values and gradients against references"):format(c[1], c[2], c[3],
+      c[4] and " and > 0 in a chunk" or ""), function()
+      local worst = compare(c[1], c[2], c[3], c[4])
+      assert(worst.o <= 1e-5, ("output: worst relative error %.3g"):format(worst.o))
+      -- each pass forms w = mu + sigma eps again, and where w nearly cancels
+      -- its last bits move the prior's slope by ~1e-5 relative (measured
+      -- against float64: both outputs' gradients err by that much there)
+      assert(worst.mu <= 1e-4, ("grad mu: worst relative error %.3g"):format(worst.mu))
+      assert(worst.rho <= 1e-4, ("grad rho: worst relative error %.3g"):format(worst.rho))
+    end)
+  end
+
+  it("sigma^2 matches a float64 softplus at the extremes", function()
+    local rhos = { -100, -87, -30, -20.5, -5, -1e-3, 0, 1e-3, 0.5, 3, 20, 40, 88 }
+    local rho = bbb.tensor(rhos)
+    local var = bbb.core.bayes_sample(bbb.zeros{ #rhos }, rho, nil, nil, bbb.zeros{ #rhos }, "var")
+    for i, r in ipairs(rhos) do
+      local ref = softplus64(r) ^ 2
+      local got = var[i]
+      assert(math.abs(got - ref) <= 2e-6 * ref or (ref < 1e-38 and got < 1e-37),
+        ("rho %g: sigma^2 %.9g, float64 %.9g"):format(r, got, ref))
+    end
+  end)
+
+  it("refuses an output it does not know", function()
+    assert.has_error(function() bbb.core.bayes_sample(bbb.zeros(2), bbb.zeros(2), nil, nil, nil, "sigma") end,
+      "bad argument #6 to 'bayes_sample' (invalid option 'sigma')")
+  end)
+end)

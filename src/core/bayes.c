@@ -161,7 +161,7 @@ static double logprod_log(const logprod *lp) {
 
 /* What a bayes_sample or prior_log_prob node saves: the prior, and (sample
 ** only) the weight of the complexity term that kl_backward hands over. */
-typedef struct { bbb_prior prior; double kl_grad; } prior_saved;
+typedef struct { bbb_prior prior; double kl_grad; int out; } prior_saved;
 
 typedef struct {
   prior_k k;
@@ -174,6 +174,8 @@ typedef struct {
   bbb_float *tm;        /* mixture: the forward's signed e^-|a1 - a2|, for the backward */
   double *sq;           /* backward by chunks: per chunk, sums of squares of gmu then grho */
   int64_t nch;
+  bbb_float *o;         /* BBB_SAMPLE_VAR / _DELTA: the output (w goes to a chunk's scratch) */
+  int out;              /* bbb_sample_out */
 } fused_ctx;
 
 /* The loops take the prior kind as a constant (always inlined into a switch)
@@ -188,15 +190,17 @@ typedef struct {
 ** Every rho of the chunk <= 0 (the usual case, sigma < log 2): with
 ** t = e^rho, sigma = log1p(t) and log sigma = rho + log(log1p(t) / t), the
 ** second term summed as the log of a product. */
-INLINE double sample_neg(fused_ctx *u, int64_t a, int64_t b) {
+INLINE double sample_neg(int out, fused_ctx *u, int64_t a, int64_t b) {
   const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps;
-  bbb_float *wout = u->w;
+  bbb_float *wout = u->w, *o = u->o;
   logprod lp = { 1.0, 0, 0 };
   double lin = 0;
   BLOCK_LOOP(a, b, lin, lp, {
     float r = rho[i], e = eps[i], q;
     float s = bbb_log1p_unit_q(bbb_expf_neg(r), &q);
     wout[i] = mu[i] + s * e;
+    if (out == BBB_SAMPLE_VAR) o[i] = s * s;
+    else if (out == BBB_SAMPLE_DELTA) o[i] = s * e;
     s1 += r + 0.5f * e * e;
     pr *= q;
   });
@@ -204,9 +208,9 @@ INLINE double sample_neg(fused_ctx *u, int64_t a, int64_t b) {
 }
 
 /* Some rho > 0: softplus and log per weight. */
-INLINE double sample_any(fused_ctx *u, int64_t a, int64_t b) {
+INLINE double sample_any(int out, fused_ctx *u, int64_t a, int64_t b) {
   const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps;
-  bbb_float *wout = u->w;
+  bbb_float *wout = u->w, *o = u->o;
   float lq = 0;
   #pragma omp simd reduction(+:lq)
   for (int64_t i = a; i < b; i++) {
@@ -214,6 +218,8 @@ INLINE double sample_any(fused_ctx *u, int64_t a, int64_t b) {
     /* log sigma ~ rho where softplus(rho) ~ e^rho would underflow */
     float logs = bbb_self(r < -20, r, bbb_logf(s));
     wout[i] = mu[i] + s * e;
+    if (out == BBB_SAMPLE_VAR) o[i] = s * s;
+    else if (out == BBB_SAMPLE_DELTA) o[i] = s * e;
     lq += -logs - 0.5f * e * e;
   }
   return lq;
@@ -247,17 +253,37 @@ INLINE double mixture_loop(int keep, fused_ctx *u, int64_t a, int64_t b) {
   return lin + logprod_log(&lp) + (double)(b - a) * LOG_4_3;
 }
 
-INLINE void sample_kind(int kind, fused_ctx *u, int64_t ch) {
-  int64_t a = ch * CHUNK, b = a + CHUNK < u->n ? a + CHUNK : u->n;
+INLINE void sample_kind(int kind, fused_ctx *u0, int64_t ch) {
+  int64_t a = ch * CHUNK, b = a + CHUNK < u0->n ? a + CHUNK : u0->n;
+  /* another output than w: the chunk's weights go to a scratch of the
+  ** chunk's size (still in cache for the prior's loop), indexed from 0 */
+  bbb_float scratch[u0->out == BBB_SAMPLE_W ? 1 : CHUNK];
+  fused_ctx v, *u = u0;
+  if (u0->out != BBB_SAMPLE_W) {
+    v = *u0;
+    v.mu += a; v.rho += a; v.eps += a; v.o += a;
+    if (v.tm) v.tm += a;
+    v.w = scratch;
+    b -= a; a = 0;
+    u = &v;
+  }
   const bbb_float *rho = u->rho;
   float mx = -INFINITY;
   #pragma omp simd reduction(max:mx)
   for (int64_t i = a; i < b; i++) mx = rho[i] > mx ? rho[i] : mx;
   /* a NaN rho is not counted in mx; either path turns it into NaN */
-  u->logq[ch] = mx <= 0.0f ? sample_neg(u, a, b) : sample_any(u, a, b);
-  if (kind == BBB_PRIOR_NONE) u->logp[ch] = 0;
-  else if (kind == BBB_PRIOR_MIXTURE) u->logp[ch] = u->tm ? mixture_loop(1, u, a, b) : mixture_loop(0, u, a, b);
-  else u->logp[ch] = prior_loop(kind, u, a, b);
+  double lq;
+  switch (u->out) {
+  case BBB_SAMPLE_VAR: lq = mx <= 0.0f ? sample_neg(BBB_SAMPLE_VAR, u, a, b) : sample_any(BBB_SAMPLE_VAR, u, a, b); break;
+  case BBB_SAMPLE_DELTA:
+    lq = mx <= 0.0f ? sample_neg(BBB_SAMPLE_DELTA, u, a, b) : sample_any(BBB_SAMPLE_DELTA, u, a, b);
+    break;
+  default: lq = mx <= 0.0f ? sample_neg(BBB_SAMPLE_W, u, a, b) : sample_any(BBB_SAMPLE_W, u, a, b); break;
+  }
+  u0->logq[ch] = lq;
+  if (kind == BBB_PRIOR_NONE) u0->logp[ch] = 0;
+  else if (kind == BBB_PRIOR_MIXTURE) u0->logp[ch] = u->tm ? mixture_loop(1, u, a, b) : mixture_loop(0, u, a, b);
+  else u0->logp[ch] = prior_loop(kind, u, a, b);
 }
 
 static void sample_chunk(void *c, int64_t lo, int64_t hi) {
@@ -274,9 +300,12 @@ static void sample_chunk(void *c, int64_t lo, int64_t hi) {
 
 /* grad mu += t, grad rho += (t eps - gkl / sigma) sigmoid(rho), with
 ** t = grad w - gkl d log p / d w: the likelihood and complexity paths in one pass.
+** out: what the likelihood saw (gw is its gradient): w, or sigma^2 (then t
+** has the complexity term alone and grad rho gains gw 2 sigma sigmoid(rho)),
+** or sigma eps (grad rho gains gw eps sigmoid(rho)).
 ** fresh: 0 adds to the gradients, 1 writes them, 2 writes them and stores
 ** their sums of squares over [lo, hi) in sq[0] and sq[1]. */
-INLINE void backward_loop(int kind, int fresh, int stored, fused_ctx *u, int64_t lo, int64_t hi,
+INLINE void backward_loop(int out, int kind, int fresh, int stored, fused_ctx *u, int64_t lo, int64_t hi,
                           double *sq) {
   const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps, *gw = u->gw, *tm = u->tm;
   bbb_float *gmu = u->gmu, *grho = u->grho;
@@ -290,11 +319,14 @@ INLINE void backward_loop(int kind, int fresh, int stored, fused_ctx *u, int64_t
     float r = rho[i], e = eps[i], x = bbb_expf_neg(-bbb_absf(r));
     float s = bbb_self(r > 0.0f, r, 0.0f) + bbb_log1p_unit(x);
     float sg = bbb_self(r < 0.0f, x, 1.0f) / (1.0f + x);
-    float t = gw[i];
+    float t = out == BBB_SAMPLE_W ? gw[i] : 0.0f;
     if (stored) t -= gkl * mixture_dlogp_t(&k, mu[i] + s * e, tm[i]);
     else if (kind != BBB_PRIOR_NONE) t -= gkl * prior_dlogp(&k, mu[i] + s * e);
     float inv = bbb_self(r < -20, 1.0f, sg / s);   /* sigmoid/softplus -> 1 as rho -> -inf */
-    float dr = t * e * sg - gkl * inv;
+    float dr;
+    if (out == BBB_SAMPLE_VAR) dr = (t * e + 2.0f * gw[i] * s) * sg - gkl * inv;
+    else if (out == BBB_SAMPLE_DELTA) dr = (t + gw[i]) * e * sg - gkl * inv;
+    else dr = t * e * sg - gkl * inv;
     if (fresh) { gmu[i] = t; grho[i] = dr; }   /* fresh buffers: no zero fill first */
     else { gmu[i] += t; grho[i] += dr; }
     if (fresh == 2) { s1 += (double)t * t; s2 += (double)dr * dr; }
@@ -302,14 +334,18 @@ INLINE void backward_loop(int kind, int fresh, int stored, fused_ctx *u, int64_t
   if (fresh == 2) { sq[0] = s1; sq[1] = s2; }
 }
 
-#define BACKWARD_KINDS(fresh, lo, hi, sq) switch (u->k.kind) {                              \
-  case BBB_PRIOR_GAUSSIAN: backward_loop(BBB_PRIOR_GAUSSIAN, fresh, 0, u, lo, hi, sq); break;     \
-  case BBB_PRIOR_MIXTURE:                                                                    \
-    if (u->tm) backward_loop(BBB_PRIOR_MIXTURE, fresh, 1, u, lo, hi, sq);                         \
-    else backward_loop(BBB_PRIOR_MIXTURE, fresh, 0, u, lo, hi, sq);                               \
-    break;                                                                                   \
-  case BBB_PRIOR_LAPLACE: backward_loop(BBB_PRIOR_LAPLACE, fresh, 0, u, lo, hi, sq); break;       \
-  default: backward_loop(BBB_PRIOR_NONE, fresh, 0, u, lo, hi, sq); break; }
+#define BACKWARD_PRIORS(out, fresh, lo, hi, sq) switch (u->k.kind) {                              \
+  case BBB_PRIOR_GAUSSIAN: backward_loop(out, BBB_PRIOR_GAUSSIAN, fresh, 0, u, lo, hi, sq); break;     \
+  case BBB_PRIOR_MIXTURE:                                                                         \
+    if (u->tm) backward_loop(out, BBB_PRIOR_MIXTURE, fresh, 1, u, lo, hi, sq);                         \
+    else backward_loop(out, BBB_PRIOR_MIXTURE, fresh, 0, u, lo, hi, sq);                               \
+    break;                                                                                        \
+  case BBB_PRIOR_LAPLACE: backward_loop(out, BBB_PRIOR_LAPLACE, fresh, 0, u, lo, hi, sq); break;       \
+  default: backward_loop(out, BBB_PRIOR_NONE, fresh, 0, u, lo, hi, sq); break; }
+#define BACKWARD_KINDS(fresh, lo, hi, sq) switch (u->out) {                                      \
+  case BBB_SAMPLE_VAR: BACKWARD_PRIORS(BBB_SAMPLE_VAR, fresh, lo, hi, sq) break;                  \
+  case BBB_SAMPLE_DELTA: BACKWARD_PRIORS(BBB_SAMPLE_DELTA, fresh, lo, hi, sq) break;              \
+  default: BACKWARD_PRIORS(BBB_SAMPLE_W, fresh, lo, hi, sq) break; }
 
 static void sample_backward_range(void *c, int64_t lo, int64_t hi) {
   fused_ctx *u = c;
@@ -355,7 +391,7 @@ static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   if (fmu != frho) memset(fmu ? gmu : grho, 0, (size_t)n * sizeof *gmu);
   fused_ctx u = { prior_consts(&p), bbb_data(mu), bbb_data(rho), bbb_data(eps), g,
                   NULL, gmu, grho, (float)sv->kl_grad, n, NULL, NULL, fmu && frho,
-                  kept ? bbb_data(kept) : NULL, NULL, 0 };
+                  kept ? bbb_data(kept) : NULL, NULL, 0, NULL, sv->out };
   sv->kl_grad = 0;   /* consumed: a retained graph starts clean */
   /* both gradients new (the training step's case): the pass keeps their
   ** sums of squares (without memory for the sums it runs without them) */
@@ -388,11 +424,13 @@ static int kl_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
 }
 
 int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_tensor *rho,
-                     const bbb_prior *p, bbb_rng *g, bbb_tensor *eps) {
+                     const bbb_prior *p, bbb_rng *g, bbb_tensor *eps, int out) {
   char s1[96], s2[96];
   *wout = NULL; *klout = NULL;
   int st = bbb_prior_check(p);
   if (st) return st;
+  if (out != BBB_SAMPLE_W && out != BBB_SAMPLE_VAR && out != BBB_SAMPLE_DELTA)
+    return bbb_error(BBB_EARG, "bayes_sample: unknown output %d", out);
   if (!bbb_same_shape(mu, rho))
     return bbb_error(BBB_ESHAPE, "bayes_sample: mu %s and rho %s differ in shape",
                      bbb_shape_str(mu, s1, sizeof s1), bbb_shape_str(rho, s2, sizeof s2));
@@ -416,7 +454,7 @@ int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_
   if (!eps) bbb_rng_normal(g, bbb_data(e), n, 0, 1);
   fused_ctx u = { prior_consts(p), bbb_data(mu), bbb_data(rho), bbb_data(e), NULL,
                   bbb_data(w), NULL, NULL, 0, n, part, part + nch, 0, kept ? bbb_data(kept) : NULL,
-                  NULL, 0 };
+                  NULL, 0, out == BBB_SAMPLE_W ? NULL : bbb_data(w), out };
   bbb_parallel_for(nch, 1, sample_chunk, &u);
   double lq = -HALF_LOG_2PI * (double)n, lp = prior_offset(p) * (double)n;
   for (int64_t c = 0; c < nch; c++) { lq += part[c]; lp += part[nch + c]; }
@@ -425,7 +463,7 @@ int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_
 
   bbb_tensor *in[4] = { mu, rho, e, kept };
   bbb_node *nd;
-  prior_saved sv = { *p, 0 };
+  prior_saved sv = { *p, 0, out };
   st = bbb_record(w, BBB_OP_BAYES_SAMPLE, 0, sample_backward, kept ? 4 : 3, in, kept ? 15u : 7u,
                   &sv, sizeof sv, &nd);
   bbb_tensor_release(e);   /* the node holds them if it needs them */
@@ -504,7 +542,7 @@ int bbb_prior_log_prob(bbb_tensor **out, const bbb_prior *p, bbb_tensor *w) {
   for (int64_t c = 0; c < nch; c++) s += part[c];
   free(part);
   bbb_data(y)[0] = (bbb_float)s;
-  prior_saved sv = { *p, 0 };
+  prior_saved sv = { *p, 0, BBB_SAMPLE_W };
   st = bbb_record(y, BBB_OP_PRIOR_LOG_PROB, 0, logp_backward, 1, &w, 1u, &sv, sizeof sv, NULL);
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;

@@ -30,10 +30,17 @@ int bbb_prior_check(const bbb_prior *p);
 /* Sum of log p(w) over the elements of w, differentiable in w. */
 int bbb_prior_log_prob(bbb_tensor **out, const bbb_prior *p, bbb_tensor *w);
 
-/* w: same shape as mu and rho; kl: 0-d, log q(w) - log p(w) summed (log q
-** alone for BBB_PRIOR_NONE). eps, when given, is used instead of drawing
-** from g (tests inject it); otherwise g's counter advances by mu's size. */
+/* What bbb_bayes_sample hands on, beside the complexity term of the sample
+** w = mu + sigma eps: w itself (the weight estimator), sigma^2 (local
+** reparameterization's variances) or sigma eps (flipout's perturbation).
+** The other two spare the passes and buffers of forming them from w or rho. */
+typedef enum { BBB_SAMPLE_W, BBB_SAMPLE_VAR, BBB_SAMPLE_DELTA } bbb_sample_out;
+
+/* w: same shape as mu and rho, what out asks for (w, sigma^2 or sigma eps);
+** kl: 0-d, log q(w) - log p(w) summed (log q alone for BBB_PRIOR_NONE).
+** eps, when given, is used instead of drawing from g (tests inject it);
+** otherwise g's counter advances by mu's size. */
 int bbb_bayes_sample(bbb_tensor **w, bbb_tensor **kl, bbb_tensor *mu, bbb_tensor *rho,
-                     const bbb_prior *p, bbb_rng *g, bbb_tensor *eps);
+                     const bbb_prior *p, bbb_rng *g, bbb_tensor *eps, int out);
 
 #endif

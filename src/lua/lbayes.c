@@ -45,16 +45,20 @@ static bbb_prior check_prior(lua_State *L, int arg) {
   return p;
 }
 
-/* w, kl = bayes_sample(mu, rho [, prior [, generator [, eps]]]) */
+/* w, kl = bayes_sample(mu, rho [, prior [, generator [, eps [, out]]]]);
+** out: "w" (the default), "var" (sigma^2) or "delta" (sigma eps) */
 static int l_bayes_sample(lua_State *L) {
-  lua_settop(L, 5);
+  static const char *const outs[] = { "w", "var", "delta", NULL };
+  static const int out_of[] = { BBB_SAMPLE_W, BBB_SAMPLE_VAR, BBB_SAMPLE_DELTA };
+  lua_settop(L, 6);
+  int out = out_of[luaL_checkoption(L, 6, "w", outs)];
   bbb_tensor *mu = lbbb_check_tensor(L, 1, "mu"), *rho = lbbb_check_tensor(L, 2, "rho");
   bbb_prior p = check_prior(L, 3);
   bbb_rng *g = lbbb_generator_arg(L, 4);
   bbb_tensor *eps = lbbb_opt_tensor(L, 5, "eps");
   lbbb_tensor_ud *w = lbbb_new_tensor(L), *kl = lbbb_new_tensor(L);
   bbb_tensor *tw, *tkl;
-  lbbb_check(L, bbb_bayes_sample(&tw, &tkl, mu, rho, &p, g, eps));
+  lbbb_check(L, bbb_bayes_sample(&tw, &tkl, mu, rho, &p, g, eps, out));
   w->t = tw; kl->t = tkl;
   return 2;
 }

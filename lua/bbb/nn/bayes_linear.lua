@@ -142,15 +142,17 @@ local function noise(self, key) return self.noise and self.noise[key] end
 
 -- A weight sample and its complexity term. The fused C pass evaluates C
 -- priors itself; a Lua prior is evaluated on the sample and differentiated
--- by the tape.
-function BayesLinear:sample(mu, rho, key)
+-- by the tape. out: what to return beside the complexity term: "w" (the
+-- sample, the default), "var" (sigma^2) or "delta" (the sample minus mu);
+-- the C pass forms either in the same pass as the sample.
+function BayesLinear:sample(mu, rho, key, out)
   local p = self.prior
   if self.kl_mode == "analytic" then
-    local w = core.bayes_sample(mu, rho, nil, self.generator, noise(self, key))
-    return w, prior_mod.gaussian_kl(p, mu, rho:softplus())
+    local o = core.bayes_sample(mu, rho, nil, self.generator, noise(self, key), out)
+    return o, prior_mod.gaussian_kl(p, mu, rho:softplus())
   end
   if prior_mod.is_fused(p) then
-    return core.bayes_sample(mu, rho, p, self.generator, noise(self, key))
+    return core.bayes_sample(mu, rho, p, self.generator, noise(self, key), out)
   end
   local w, logq = core.bayes_sample(mu, rho, nil, self.generator, noise(self, key))
   local lp = p:log_prob(w)
@@ -158,13 +160,16 @@ function BayesLinear:sample(mu, rho, key)
     error(("%s: the Lua prior's log_prob must return a one-element tensor, got %s")
       :format(self.__name, bbb.is_tensor(lp) and ("a tensor of size " .. table.concat(lp:size(), "x")) or type(lp)), 3)
   end
-  return w, logq - lp
+  local o = w
+  if out == "var" then o = rho:softplus():square() elseif out == "delta" then o = w - mu end
+  return o, logq - lp
 end
 
--- The bias sample and its complexity term, or nil and 0 without a bias.
-function BayesLinear:sample_bias()
+-- The bias sample (or what out asks for) and its complexity term, or nil
+-- and 0 without a bias.
+function BayesLinear:sample_bias(out)
   if not self.bias_mu then return nil, 0 end
-  return self:sample(self.bias_mu, self.bias_rho, "b")
+  return self:sample(self.bias_mu, self.bias_rho, "b", out)
 end
 
 -- +1 or -1 with equal probability
@@ -187,22 +192,21 @@ function BayesLinear:forward(x)
   elseif est == "local" then
     -- Pre-activations ~ N(x mu^T + b_mu, x^2 sigma^2^T + sigma_b^2). The
     -- complexity term still needs a weight sample (or the analytic KL).
-    local _, klw = self:sample(self.weight_mu, self.weight_rho, "w")
-    local _, klb = self:sample_bias()
+    local var_w, klw = self:sample(self.weight_mu, self.weight_rho, "w", "var")
+    local var_b, klb = self:sample_bias("var")
     self.last_kl = klw + klb
     local mean = bbb.linear(x, masked(self.weight_mu, wm), masked(self.bias_mu, bm))
-    local var = bbb.linear(x:square(), masked(self.weight_rho:softplus():square(), wm),
-      masked(self.bias_rho and self.bias_rho:softplus():square(), bm))
+    local var = bbb.linear(x:square(), masked(var_w, wm), masked(var_b, bm))
     local eps = noise(self, "out") or bbb.randn({ x:size(1), self.n_out }, 0, 1, self.generator)
     return mean + (var + 1e-16):sqrt() * eps
   else -- flipout: x mu^T + ((x * s_in) dW^T) * s_out with dW = w - mu
-    local w, klw = self:sample(self.weight_mu, self.weight_rho, "w")
+    local dw, klw = self:sample(self.weight_mu, self.weight_rho, "w", "delta")
     local b, klb = self:sample_bias()
     self.last_kl = klw + klb
     local s_in = noise(self, "s_in") or random_signs({ x:size(1), self.n_in }, self.generator)
     local s_out = noise(self, "s_out") or random_signs({ x:size(1), self.n_out }, self.generator)
     return bbb.linear(x, masked(self.weight_mu, wm), masked(b, bm))
-      + bbb.linear(x * s_in, masked(w - self.weight_mu, wm)) * s_out
+      + bbb.linear(x * s_in, masked(dw, wm)) * s_out
   end
 end
 

@@ -177,23 +177,23 @@ end
 
 -- Local reparameterization: each output from N(conv(x, mu), conv(x^2, sigma^2)),
 -- both convolutions and the sampling in one op.
-function BayesConv2d:forward_local(x, wm, bm)
+-- var, bvar: sigma^2 of the weights and biases (from the sample's pass).
+function BayesConv2d:forward_local(x, var, bvar, wm, bm)
   local size = out_size(self, x)
   if not size then return conv(self, x, self.weight_mu, self.bias_mu) end   -- the shape error
-  local var = masked(self.weight_rho:softplus():square(), wm)
-  local bvar = masked(self.bias_rho and self.bias_rho:softplus():square(), bm)
+  var, bvar = masked(var, wm), masked(bvar, bm)
   local eps = noise(self, "out") or bbb.randn(size, 0, 1, self.generator)
   return call(self, core.conv2d_local, x, masked(self.weight_mu, wm), var, masked(self.bias_mu, bm),
     bvar, eps, self.conv_opts)
 end
 
 -- Flipout: signs per example and channel, shared over the positions; the
--- two convolutions and the signs in one op.
-function BayesConv2d:forward_flipout(x, w, b, wm, bm)
+-- two convolutions and the signs in one op. dw: the sample minus mu.
+function BayesConv2d:forward_flipout(x, dw, b, wm, bm)
   local B = x:size(1)
   local s_in = noise(self, "s_in") or random_signs({ B, self.in_channels, 1, 1 }, self.generator)
   local s_out = noise(self, "s_out") or random_signs({ B, self.out_channels, 1, 1 }, self.generator)
-  return call(self, core.conv2d_flipout, x, masked(self.weight_mu, wm), masked(w - self.weight_mu, wm),
+  return call(self, core.conv2d_flipout, x, masked(self.weight_mu, wm), masked(dw, wm),
     masked(b, bm), s_in, s_out, self.conv_opts)
 end
 
@@ -204,12 +204,15 @@ function BayesConv2d:forward(x)
     self.last_kl = nil
     return conv(self, x, masked(self.weight_mu, wm), masked(self.bias_mu, bm))
   end
-  -- every estimator's complexity term comes from a weight sample (or the analytic KL)
-  local w, klw = self:sample(self.weight_mu, self.weight_rho, "w")
-  local b, klb = self:sample_bias()
+  -- every estimator's complexity term comes from a weight sample (or the
+  -- analytic KL); the pass that draws it hands on what the estimator uses
+  local est = self.estimator
+  local w, klw = self:sample(self.weight_mu, self.weight_rho, "w",
+    est == "local" and "var" or est == "flipout" and "delta" or "w")
+  local b, klb = self:sample_bias(est == "local" and "var" or "w")
   self.last_kl = klw + klb
-  if self.estimator == "weight" then return conv(self, x, masked(w, wm), masked(b, bm)) end
-  if self.estimator == "local" then return self:forward_local(x, wm, bm) end
+  if est == "weight" then return conv(self, x, masked(w, wm), masked(b, bm)) end
+  if est == "local" then return self:forward_local(x, w, b, wm, bm) end
   return self:forward_flipout(x, w, b, wm, bm)
 end
 
