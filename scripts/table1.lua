@@ -1,8 +1,9 @@
 --- The rows of Table 1 of Blundell et al. (2015) that a budget allows: MNIST
 -- test error of two-hidden-layer networks trained by SGD without and with
 -- dropout and by Bayes by Backprop with a Gaussian or a scale-mixture
--- prior. Each row is a run of the MNIST experiment (bbb.experiments.mnist,
--- called as a function) with the paper-N preset.
+-- prior. Under --protocol recipe each row is a run of the MNIST experiment
+-- (bbb.experiments.mnist, called as a function) with the adam-N preset;
+-- under --protocol paper, a search of the paper's grid on the validation split.
 -- bbblua scripts/table1.lua --help
 local bbb = require "bbb"
 local cli = require "bbb.cli"
@@ -43,8 +44,8 @@ end
 local about = { "Methods:" }
 for _, m in ipairs(METHOD_NAMES) do about[#about + 1] = ("  %s: %s."):format(m, METHODS[m].about) end
 local parser = recipe.parser("table1.lua", "Reproduce rows of Table 1 of Blundell et al. (2015): MNIST test error "
-  .. "of 2-hidden-layer networks, ours beside the paper's. Every row is a scripts/mnist.lua run with "
-  .. "the paper-N preset.", { defaults = { epochs = "30" }, outputs = { "out" } })
+  .. "of 2-hidden-layer networks, ours beside the paper's. --protocol recipe: every row is a scripts/mnist.lua "
+  .. "run with the adam-N preset; --protocol paper: the paper's search on the validation split.", { defaults = { epochs = "30" }, outputs = { "out" } })
   :epilog(table.concat(about, "\n") .. "\nFlags after -- go to every mnist.lua run (e.g. -- --limit 1000).")
 parser:option("--units", "Units per hidden layer (400, 800, 1200 in the paper).", "400")
   :convert(list_of(cli.positive_integer { max = 1 << 16 }, "units"))
@@ -53,7 +54,7 @@ parser:option("--methods", "Methods: " .. table.concat(METHOD_NAMES, ","), "bbb-
 recipe.declare(parser, { "epochs" })
 recipe.declare(parser, { "threads" })
 recipe.declare(parser, { "seed" })
-parser:option("--protocol", "recipe: one run per row with the paper-N preset; paper: the paper's protocol "
+parser:option("--protocol", "recipe: one run per row with the adam-N preset; paper: the paper's protocol "
   .. "(SGD on the summed cost, 50,000/10,000 images, lr, samples and prior chosen on the validation error by "
   .. "grid.lua's successive halving; the test error of the setting chosen).", "recipe")
   :convert(cli.choice { "recipe", "paper" })
@@ -142,10 +143,10 @@ end
 local rows = {}
 for _, units in ipairs(args.units) do
   for _, method in ipairs(args.methods) do
-    -- the paper-N presets exist for 400, 800 and 1200 units; other sizes take paper-400's recipe
+    -- the adam-N presets exist for 400, 800 and 1200 units; other sizes take adam-400's recipe
     local known = units == 400 or units == 800 or units == 1200
     local opts = { epochs = args.epochs, threads = args.threads, seed = args.seed,
-                   preset = known and ("paper-" .. units) or "paper-400", hidden = not known and units or nil }
+                   preset = known and ("adam-" .. units) or "adam-400", hidden = not known and units or nil }
     local argv = recipe.argv_of(opts)
     table.move(METHODS[method].flags, 1, #METHODS[method].flags, #argv + 1, argv)
     table.move(args.mnist_flags, 1, #args.mnist_flags, #argv + 1, argv)

@@ -255,6 +255,38 @@ describe("the table scripts", function()
     assert.is_nil(io.open(tmp .. "/no.json"))
   end)
 
+  it("the paper-N presets are the settings the paper's protocol chose, and start as its run did", function()
+    local mnist = require "bbb.experiments.mnist"
+    local paper = require "bbb.experiments.table1_paper"
+    for _, units in ipairs { 400, 800, 1200 } do
+      local f = io.open(("%s/doc/results/table1_paper_%d.json"):format(root, units))
+      local flags = mnist.PRESETS["paper-" .. units].flags
+      if f then   -- a finished search: the preset holds its scale-mixture row's choice
+        local t = json.decode(f:read("a"))
+        f:close()
+        local row
+        for _, r in ipairs(t.rows) do if r.method == "bbb-mixture" then row = r end end
+        assert(row, units .. ": no bbb-mixture row")
+        local c = mnist.PAPER_CHOICE[units]
+        assert(c, units .. ": the search finished but the preset does not hold its choice")
+        for _, k in ipairs { "lr", "samples", "pi", "log_sigma1", "log_sigma2" } do
+          assert.are.equal(row.config[k], c[k], units .. " " .. k)
+        end
+      end
+      -- the protocol's fixed flags, as mnist.lua reads them
+      for i = 1, #paper.FIXED, 2 do
+        local k = paper.FIXED[i]:sub(3):gsub("-", "_")
+        assert.are.equal(tonumber(paper.FIXED[i + 1]) or paper.FIXED[i + 1], flags[k], units .. " " .. k)
+      end
+      assert.are.equal(paper.VAL, flags.val)
+      assert.are.equal("sgd", flags.optim)
+    end
+    -- its first epoch is the search's (doc/results/table1_paper_400_mixture_grid.csv, rung 1 of the
+    -- chosen setting: validation error 5.70%, test error 5.97% with posterior means)
+    ok("scripts/mnist.lua --preset paper-400 --epochs 1 --test-samples 2 --threads 1",
+      "val 94.30%", "posterior means 94.03%")
+  end)
+
   it("table1.lua runs the rows and prints the paper's numbers beside ours", function()
     local out = ok("scripts/table1.lua --units 400 --methods sgd,bbb-mixture --epochs 1 --threads 1 --out "
       .. tmp .. "/t1.json -- --limit 300 --test-limit 100 --test-samples 2 --hidden 10",

@@ -61,7 +61,7 @@ function grid.parser()
   local parser = recipe.parser("grid.lua", "Grid search of Bayes-by-Backprop hyperparameters on MNIST with a "
     .. "validation split; each configuration is trained by scripts/mnist.lua in its own process.", { defaults = { epochs = "3", val = "10000" }, outputs = { "results" } })
     :epilog("Axes take comma-separated values; the grid is their product. Flags after -- go to "
-      .. "every mnist.lua run (e.g. -- --preset paper-400 --lr-decay 1) and are part of the grid's "
+      .. "every mnist.lua run (e.g. -- --preset adam-400 --lr-decay 1) and are part of the grid's "
       .. "identity. The results file holds one JSON line per finished configuration; a file "
       .. "written by a different grid is refused.")
   for _, a in ipairs(AXES) do

@@ -38,7 +38,7 @@ function prune.parser()
     :epilog("Writes PREFIX-snr-hist.png (SNR histogram, log scale, with the cut points), "
       .. "PREFIX-error.png (test error against fraction removed) and PREFIX-pruned.ckpt "
       .. "(the model pruned by SNR at --save-fraction).\n"
-      .. "Example: bbblua scripts/prune.lua --out out/p -- --preset paper-400 --epochs 20")
+      .. "Example: bbblua scripts/prune.lua --out out/p -- --preset adam-400 --epochs 20")
   parser:option("--from", "A checkpoint of a trained Bayesian model (bbb.save, mnist.lua --save).")
   parser:option("--fractions", "Fractions of the weights to remove.", DEFAULT_FRACTIONS)
     :convert(fraction_list)
@@ -49,7 +49,7 @@ function prune.parser()
   recipe.declare(parser, { "threads" })
   recipe.declare(parser, { "seed" })
   parser:argument("mnist_flags", "Without --from: flags for scripts/mnist.lua after --, "
-    .. "e.g. -- --preset paper-400 --epochs 20 (default: its defaults).", nil):args("*")
+    .. "e.g. -- --preset adam-400 --epochs 20 (default: its defaults).", nil):args("*")
   parser:flag("--no-plots", "Skip the plots.")
   return parser
 end
