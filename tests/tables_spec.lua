@@ -324,6 +324,30 @@ describe("the table scripts", function()
     assert.is_nil(t.methods.sgd.sigma_mean)
   end)
 
+  it("figure2.lua --from goes on from the protocol's chosen run: the bits of a net trained from its start", function()
+    ok("scripts/table1.lua --protocol paper --units 10 --methods sgd --epochs 3 --min-epochs 1 --limit 10300 "
+      .. "--jobs 1 --out " .. tmp .. "/t1f.json -- --test-limit 100", "rows written to")
+    local f = assert(io.open(tmp .. "/t1f.json"))
+    local t = json.decode(f:read("a"))
+    f:close()
+    local ck = t.rows[1].checkpoint
+    assert.truthy(ck and ck:find("%.ckpt$"), tostring(ck))
+    -- the same row without its checkpoint: that net trains from epoch 1
+    t.rows[1].checkpoint = nil
+    f = assert(io.open(tmp .. "/t1f-nock.json", "w"))
+    f:write(json.encode(t))
+    f:close()
+    local F2 = "scripts/figure2.lua --units 10 --methods sgd --epochs 4 --round 4 --limit 10300 --test-limit 100 "
+      .. "--threads 1 "
+    local out = ok(F2 .. "--from " .. tmp .. "/t1f.json --dir " .. tmp .. "/f2e",
+      "goes on from the protocol's chosen run, " .. ck .. " (3 epochs)", "== sgd: epochs 4-4 of 4")
+    assert.falsy(out:find("epochs 1-", 1, true), out)
+    out = ok(F2 .. "--from " .. tmp .. "/t1f-nock.json --dir " .. tmp .. "/f2f", "== sgd: epochs 1-4 of 4")
+    local a, b = lines(tmp .. "/f2e/figure2-10.csv"), lines(tmp .. "/f2f/figure2-10.csv")
+    assert.are.equal(5, #a)
+    assert.are.same(b, a)
+  end)
+
   it("figure2.lua takes the protocol's chosen settings and refuses bad input", function()
     local rows = tmp .. "/chosen.json"
     local f = assert(io.open(rows, "w"))

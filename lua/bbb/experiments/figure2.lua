@@ -55,7 +55,8 @@ function figure2.parser()
     :convert(cli.positive_integer { max = 100000 })
   parser:option("--from", "The rows of table1.lua --protocol paper (its --out JSON): each net takes the "
     .. "setting the protocol chose for its row at these units (default: lr 1e-3; BBB: 1 sample, pi 1/2, "
-    .. "sigma1 1, sigma2 e^-6).")
+    .. "sigma1 1, sigma2 e^-6), and a net not started yet goes on from the chosen run's checkpoint "
+    .. "(the same epochs it would train itself).")
   parser:option("--val", "Validation images held out of the 60,000 (the paper: 10,000).", "10000")
     :convert(cli.positive_integer())
   recipe.declare(parser, { "seed", "threads", "limit", "test_limit" })
@@ -71,7 +72,8 @@ end
 
 local function fail(msg) error({ usage = msg }, 0) end
 
--- The setting chosen for each method at these units in a protocol file.
+-- The setting chosen for each method at these units in a protocol file,
+-- and the chosen run's checkpoint where the row names one.
 local function chosen_settings(path, units)
   local f, err = io.open(path, "r")
   if not f then fail("--from: " .. tostring(err)) end
@@ -80,15 +82,18 @@ local function chosen_settings(path, units)
   if not ok or type(t) ~= "table" or type(t.rows) ~= "table" then
     fail(("--from: %s is not the JSON that table1.lua --protocol paper writes"):format(path))
   end
-  local out = {}
+  local out, cks = {}, {}
   for _, r in ipairs(t.rows) do
     if type(r) == "table" and r.units == units and type(r.chosen) == "string" then
       for m, row in pairs(ROW_OF) do
-        if r.method == row then out[m] = paper.parse_key(r.chosen) end
+        if r.method == row then
+          out[m] = paper.parse_key(r.chosen)
+          cks[m] = type(r.checkpoint) == "string" and r.checkpoint or nil
+        end
       end
     end
   end
-  return out
+  return out, cks
 end
 
 -- Each epoch's record of a log, the last one written for an epoch winning
@@ -123,8 +128,10 @@ end
 --- figure2.run(args) -> {methods, epochs = {method = n}, csv, png, json}
 function figure2.run(args)
   local settings = {}
-  local from = args.from and chosen_settings(args.from, args.units) or {}
+  local from, from_ck = {}, {}
+  if args.from then from, from_ck = chosen_settings(args.from, args.units) end
   for _, m in ipairs(args.methods) do settings[m] = from[m] or figure2.DEFAULT[m] end
+  local adopt
   local function path(m, ext) return ("%s/%s-%d.%s"):format(args.dir, m, args.units, ext) end
   for _, m in ipairs(args.methods) do
     print(("%-8s %s (%s)"):format(m, table.concat(paper.setting_flags(ROW_OF[m], settings[m]), " "),
@@ -142,6 +149,28 @@ function figure2.run(args)
     if resume then table.move({ "--resume", path(m, "ckpt") }, 1, 2, #argv + 1, argv) end
     table.move(args.mnist_flags, 1, #args.mnist_flags, #argv + 1, argv)
     return argv
+  end
+
+  -- Copies the chosen run's checkpoint in as net m's, and its epochs'
+  -- records into m's log; true when done. A checkpoint that is gone or
+  -- unreadable is said, and the net trains from its first epoch.
+  adopt = function(m, ck)
+    local ok, model_or_err, info = pcall(bbb.load, ck)
+    local st = ok and info.meta and info.meta.state
+    if not (st and type(st.history) == "table" and math.tointeger(st.epoch)) then
+      print(("%-8s the protocol's run %s cannot be read (%s): trained from epoch 1"):format(m, ck,
+        ok and "no epochs in it" or tostring(model_or_err)))
+      return false
+    end
+    local src = assert(io.open(ck, "rb"))
+    local bytes = src:read("a")
+    src:close()
+    cli.write_file(path(m, "ckpt"), bytes)
+    local lines = {}
+    for _, r in ipairs(st.history) do lines[#lines + 1] = json.encode(r) end
+    cli.write_file(path(m, "jsonl"), table.concat(lines, "\n") .. "\n")
+    print(("%-8s goes on from the protocol's chosen run, %s (%d epochs)"):format(m, ck, st.epoch))
+    return true
   end
 
   local function write_outputs()
@@ -205,7 +234,12 @@ function figure2.run(args)
   end
 
   local done = {}
-  for _, m in ipairs(args.methods) do done[m] = epochs_done(path(m, "ckpt")) end
+  for _, m in ipairs(args.methods) do
+    done[m] = epochs_done(path(m, "ckpt"))
+    -- a net not started yet begins where the protocol's chosen run ended: the
+    -- same flags and seed, so the same epochs an unbroken run would train
+    if done[m] == 0 and from_ck[m] and adopt(m, from_ck[m]) then done[m] = epochs_done(path(m, "ckpt")) end
+  end
   print(("Figure 2, 784-%d-%d-10, %d epochs, %d per round: %s"):format(args.units, args.units, args.epochs,
     args.round, table.concat((function()
       local t = {}

@@ -98,12 +98,15 @@ function paper.row(method, units, o)
   row.test_error_mc = 100 * (1 - best.test_acc_mc)
   row.test_error = method:find("^bbb") and row.test_error_mc or row.test_error_mean
   row.sigma_mean = best.sigma_mean
+  -- the chosen run's checkpoint: its epochs, from which figure2.lua --from goes on
+  local ck = g.checkpoint and g.checkpoint(best.key)
+  if ck and bbb.sys.kind(ck) then row.checkpoint = ck else ck = nil end
   if best.best_epoch then   -- --select val-error-min: the test error where validation was best
     row.best_epoch, row.test_error_at_best = best.best_epoch, 100 * (1 - best.test_acc_at_best)
-  elseif g.checkpoint then
+  elseif ck then
     -- the chosen run's epochs, from its checkpoint: the test error (posterior
     -- means) at its lowest validation error, what early stopping would report
-    local ok, _, info = pcall(bbb.load, g.checkpoint(best.key))
+    local ok, _, info = pcall(bbb.load, ck)
     local h = ok and info.meta and info.meta.state and info.meta.state.history
     if type(h) == "table" then
       local at = grid.best_val_epoch(h)
