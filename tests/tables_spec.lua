@@ -360,6 +360,8 @@ describe("the table scripts", function()
     fails("scripts/figure2.lua --methods bbb,adam", "--methods: expected one of bbb, sgd, dropout")
     fails("scripts/figure2.lua --round 0", "--round")
     fails("scripts/figure2.lua --from " .. tmp .. "/missing.json --dir " .. tmp .. "/f2d", "--from:", "missing.json")
+    fails("scripts/figure2.lua --units 10 --from " .. rows .. "," .. rows .. " --dir " .. tmp .. "/f2d",
+      "--from: the sgd row of 2x10 is in both " .. rows .. " and " .. rows)
     f = assert(io.open(tmp .. "/other.json", "w"))
     f:write('{"epochs": [1, 2]}\n')
     f:close()

@@ -53,7 +53,8 @@ function figure2.parser()
   recipe.declare(parser, { "epochs" })
   parser:option("--round", "Epochs each net trains before the next one's turn.", "25")
     :convert(cli.positive_integer { max = 100000 })
-  parser:option("--from", "The rows of table1.lua --protocol paper (its --out JSON): each net takes the "
+  parser:option("--from", "The rows of table1.lua --protocol paper (its --out JSON; a comma list for "
+    .. "several): each net takes the "
     .. "setting the protocol chose for its row at these units (default: lr 1e-3; BBB: 1 sample, pi 1/2, "
     .. "sigma1 1, sigma2 e^-6), and a net not started yet goes on from the chosen run's checkpoint "
     .. "(the same epochs it would train itself).")
@@ -72,23 +73,30 @@ end
 
 local function fail(msg) error({ usage = msg }, 0) end
 
--- The setting chosen for each method at these units in a protocol file,
--- and the chosen run's checkpoint where the row names one.
-local function chosen_settings(path, units)
-  local f, err = io.open(path, "r")
-  if not f then fail("--from: " .. tostring(err)) end
-  local ok, t = pcall(json.decode, f:read("a"))
-  f:close()
-  if not ok or type(t) ~= "table" or type(t.rows) ~= "table" then
-    fail(("--from: %s is not the JSON that table1.lua --protocol paper writes"):format(path))
-  end
-  local out, cks = {}, {}
-  for _, r in ipairs(t.rows) do
-    if type(r) == "table" and r.units == units and type(r.chosen) == "string" then
-      for m, row in pairs(ROW_OF) do
-        if r.method == row then
-          out[m] = paper.parse_key(r.chosen)
-          cks[m] = type(r.checkpoint) == "string" and r.checkpoint or nil
+-- The setting chosen for each method at these units in the protocol files
+-- (a comma list), and the chosen run's checkpoint where the row names one.
+-- A row given by two files is refused: which one the figure shows would
+-- otherwise depend on the order.
+local function chosen_settings(paths, units)
+  local out, cks, where = {}, {}, {}
+  for path in paths:gmatch("[^,]+") do
+    local f, err = io.open(path, "r")
+    if not f then fail("--from: " .. tostring(err)) end
+    local ok, t = pcall(json.decode, f:read("a"))
+    f:close()
+    if not ok or type(t) ~= "table" or type(t.rows) ~= "table" then
+      fail(("--from: %s is not the JSON that table1.lua --protocol paper writes"):format(path))
+    end
+    for _, r in ipairs(t.rows) do
+      if type(r) == "table" and r.units == units and type(r.chosen) == "string" then
+        for m, row in pairs(ROW_OF) do
+          if r.method == row then
+            if where[m] then
+              fail(("--from: the %s row of 2x%d is in both %s and %s"):format(row, units, where[m], path))
+            end
+            out[m], where[m] = paper.parse_key(r.chosen), path
+            cks[m] = type(r.checkpoint) == "string" and r.checkpoint or nil
+          end
         end
       end
     end
