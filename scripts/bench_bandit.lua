@@ -103,6 +103,47 @@ for _, kind in ipairs { "bayes", "plain" } do
     r.all / gemm, 1 / r.all, r.fwd * 1e3, r.bwd * 1e3, r.opt * 1e3))
 end
 
+-- The Bayesian update's passes over its weights, each timed alone without
+-- the graph around them: the normal draws, the fused sample with its
+-- backward, and Adam over means and rhos. With the GEMMs they are a floor
+-- that no update made of these passes can go under.
+local function bayes_passes(reps)
+  local gen = bbb.Generator(1)
+  local prior = bbb.prior.Gaussian{ sigma = 0.1 }
+  local params, layers = {}, {}
+  for l = 1, #SIZES - 1 do
+    for _, shape in ipairs { { SIZES[l + 1], SIZES[l] }, { SIZES[l + 1] } } do
+      local mu = bbb.randn(shape, 0, 0.05, gen):requires_grad(true)
+      local rho = bbb.full(shape, -3):requires_grad(true)
+      layers[#layers + 1] = { mu = mu, rho = rho, shape = shape }
+      params[#params + 1] = { "mu" .. #layers, mu }
+      params[#params + 1] = { "rho" .. #layers, rho }
+    end
+  end
+  local opt = bbb.optim.Adam(params, { lr = 1e-3 })
+  local function timed(f)
+    local t = {}
+    for i = 1, reps + 20 do
+      local t0 = clock()
+      f()
+      if i > 20 then t[#t + 1] = clock() - t0 end
+    end
+    return median(t)
+  end
+  local draws = timed(function() for _, L in ipairs(layers) do bbb.randn(L.shape, 0, 1, gen) end end)
+  local eps = {}
+  for i, L in ipairs(layers) do eps[i] = bbb.randn(L.shape, 0, 1, gen) end
+  local sample = timed(function()
+    for i, L in ipairs(layers) do
+      local w, kl = bbb.core.bayes_sample(L.mu, L.rho, prior, nil, eps[i])
+      local _ = w
+      kl:backward()
+    end
+  end)
+  local adam = timed(function() opt:step() end)
+  return draws, sample, adam
+end
+
 -- Whole steps of every agent `bandit.lua --paper` runs, and the protocol's
 -- wall time: 50,000 steps x 5 seeds of each, one worker process per run,
 -- `cores` at a time, the longest job first, then each next job on the first
@@ -118,6 +159,13 @@ local MAKE = {
   { name = "dropout", net = true, make = function() return bandit.MCDropout{ seed = 2 } end },
   { name = "neurallinear", net = true, make = function() return bandit.NeuralLinear{ seed = 2 } end },
 }
+do
+  local draws, sample, adam = bayes_passes(math.max(200, args.updates // 4))
+  local floor = gemm + draws + sample + adam
+  print(("bayes update's own passes, timed alone: normal draws %.3f ms, fused sample + its backward %.3f ms "
+    .. "(given the draws), Adam %.3f ms; with the GEMMs %.3f ms = %.1fx the GEMMs, a floor for any update "
+    .. "made of them (target 2.0x)"):format(draws * 1e3, (sample) * 1e3, adam * 1e3, floor * 1e3, floor / gemm))
+end
 local step, line = {}, {}
 for _, m in ipairs(MAKE) do
   step[m.name] = m.same and step[m.same] or time_steps(m.make)

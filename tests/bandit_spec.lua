@@ -500,6 +500,11 @@ describe("scripts/bandit.lua", function()
       .. ".-GEMMs alone: (%d+) min")
     assert.truthy(wall and floor, text)
     assert.truthy(tonumber(wall) >= tonumber(floor) and tonumber(floor) > 0, text)
+    -- the Bayesian update's own passes, each a positive time, on top of its GEMMs
+    local d, smp, a, ratio = text:match("normal draws ([%d.]+) ms, fused sample %+ its backward ([%d.]+) ms .-"
+      .. "Adam ([%d.]+) ms; with the GEMMs [%d.]+ ms = ([%d.]+)x the GEMMs")
+    assert.truthy(d and smp and a and ratio, text)
+    assert.truthy(tonumber(d) > 0 and tonumber(smp) > 0 and tonumber(a) > 0 and tonumber(ratio) >= 1, text)
   end)
 
   it("runs every agent on tiny settings, writes the table, the CSV and the plot, and resumes", function()
