@@ -81,14 +81,7 @@ end
 
 if args.protocol == "paper" then
   local paper = require "bbb.experiments.table1_paper"
-  -- the narrowed axes, as grid.lua's comma lists
-  local narrow = {}
-  if args.lr then
-    local l = {}
-    for i, v in ipairs(args.lr) do l[i] = ("%.17g"):format(v) end
-    narrow.lr = table.concat(l, ",")
-  end
-  if args.samples then narrow.samples = table.concat(args.samples, ",") end
+  local narrow = paper.narrow(args.lr, args.samples)
   -- refused before any run: the split the protocol holds out must leave training images
   if args.limit and args.limit <= paper.VAL then
     parser:error(("--limit %d leaves no training images beside the protocol's %d validation images")
@@ -102,12 +95,8 @@ if args.protocol == "paper" then
   local rows = {}
   for _, units in ipairs(args.units) do
     for _, method in ipairs(args.methods) do
-      local narrowed = {}
-      for _, k in ipairs { "lr", "samples" } do
-        if narrow[k] and (k == "lr" or method:find("^bbb")) then narrowed[#narrowed + 1] = k .. " " .. narrow[k] end
-      end
-      print(("== %s, 2x%d: the paper's protocol, %s%s"):format(method, units, "grid.lua --halving " .. args.halving,
-        #narrowed > 0 and (", the grid narrowed to " .. table.concat(narrowed, ", ")) or ""))
+      print(("== %s, 2x%d: the paper's protocol, grid.lua --halving %d%s"):format(method, units, args.halving,
+        paper.describe_narrowing(method, narrow)))
       local t0 = os.time()
       local row = paper.row(method, units, { epochs = args.epochs, min_epochs = args.min_epochs, halving = args.halving,
         jobs = args.jobs, seed = args.seed, limit = args.limit, select = args.select,
@@ -121,20 +110,7 @@ if args.protocol == "paper" then
   end
   if dist then dist.finalize() end
   if worker then os.exit(0) end
-  print(("\nTable 1 by the paper's protocol (%d epochs at most; chosen on the validation error; ours: the MC "
-    .. "ensemble for Bayes by Backprop, the plain forward pass otherwise; means: posterior means)"):format(args.epochs))
-  print(("%-14s %6s %9s %9s %9s %9s %9s %8s  %s"):format("method", "units", "ours", "means", "val", "paper",
-    "budget", "wall", "chosen"))
-  for _, r in ipairs(rows) do
-    local function pct(v) return v and ("%.2f%%"):format(v) or "failed" end
-    print(("%-14s %6d %9s %9s %9s %9s %9d %7ds  %s%s%s"):format(r.method, r.units, pct(r.test_error),
-      pct(r.test_error_mean), pct(r.val_error),
-      r.paper and ("%.2f%%"):format(r.paper) or "-", r.budget, r.seconds, r.chosen or "-",
-      r.best_epoch and ("  test error %.2f%% at epoch %d (best validation)"):format(r.test_error_at_best, r.best_epoch)
-        or "",
-      r.sigma_mean and ("  mean sigma per layer " .. ("%.4f / "):rep(#r.sigma_mean):sub(1, -4)
-        :format(table.unpack(r.sigma_mean))) or ""))
-  end
+  paper.print_rows(rows, args.epochs)
   cli.write_file(args.out, json.encode{ epochs = args.epochs, protocol = "paper", rows = rows })
   print("rows written to " .. args.out)
   os.exit(0)

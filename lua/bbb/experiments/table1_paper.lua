@@ -56,6 +56,57 @@ function paper.setting_flags(method, c)
   return flags
 end
 
+--- paper.narrow(lrs, samples) -> {lr =, samples =}: the lists that narrow
+-- the grids (nil for an axis left whole), as grid.lua's comma lists.
+function paper.narrow(lrs, samples)
+  local n = {}
+  if lrs then
+    local l = {}
+    for i, v in ipairs(lrs) do l[i] = ("%.17g"):format(v) end
+    n.lr = table.concat(l, ",")
+  end
+  if samples then n.samples = table.concat(samples, ",") end
+  return n
+end
+
+-- The axes a method searches: its grid with narrow's lists in (samples per
+-- minibatch is a Bayes by Backprop axis: the plain nets draw none).
+local function axes_of(method, narrow)
+  local axes = setmetatable({}, { __index = paper.AXES[method] })
+  for k, v in pairs(narrow or {}) do
+    if k ~= "samples" or method:find("^bbb") then axes[k] = v end
+  end
+  return axes
+end
+
+--- paper.describe_narrowing(method, narrow) -> ", the grid narrowed to ..."
+-- or "" when the method's grid is whole.
+function paper.describe_narrowing(method, narrow)
+  local axes, said = axes_of(method, narrow), {}
+  for _, k in ipairs { "lr", "samples" } do
+    if rawget(axes, k) then said[#said + 1] = k .. " " .. axes[k] end
+  end
+  return #said > 0 and (", the grid narrowed to " .. table.concat(said, ", ")) or ""
+end
+
+--- paper.print_rows(rows, epochs): the table of the rows, ours beside the paper's.
+function paper.print_rows(rows, epochs)
+  print(("\nTable 1 by the paper's protocol (%d epochs at most; chosen on the validation error; ours: the MC "
+    .. "ensemble for Bayes by Backprop, the plain forward pass otherwise; means: posterior means)"):format(epochs))
+  print(("%-14s %6s %9s %9s %9s %9s %9s %8s  %s"):format("method", "units", "ours", "means", "val", "paper",
+    "budget", "wall", "chosen"))
+  local function pct(v) return v and ("%.2f%%"):format(v) or "failed" end
+  for _, r in ipairs(rows) do
+    print(("%-14s %6d %9s %9s %9s %9s %9d %7ds  %s%s%s"):format(r.method, r.units, pct(r.test_error),
+      pct(r.test_error_mean), pct(r.val_error),
+      r.paper and ("%.2f%%"):format(r.paper) or "-", r.budget, r.seconds, r.chosen or "-",
+      r.best_epoch and ("  test error %.2f%% at epoch %d (best validation)"):format(r.test_error_at_best, r.best_epoch)
+        or "",
+      r.sigma_mean and ("  mean sigma per layer " .. ("%.4f / "):rep(#r.sigma_mean):sub(1, -4)
+        :format(table.unpack(r.sigma_mean))) or ""))
+  end
+end
+
 --- paper.row(method, units, o) -> row: searches the method's grid for a
 -- 2 x units network (o: epochs, min_epochs, halving, jobs, seed, limit,
 -- results (a file prefix), axes = {lr =, samples = comma lists narrowing the
@@ -64,11 +115,7 @@ end
 -- budget (configuration-epochs) the search took; nil on a worker rank under
 -- mpirun (the ranks train the grid's runs, rank 0 has the row).
 function paper.row(method, units, o)
-  local axes = setmetatable({}, { __index = paper.AXES[method] })
-  for k, v in pairs(o.axes or {}) do
-    -- samples per minibatch is a Bayes by Backprop axis: the plain nets draw none
-    if k ~= "samples" or method:find("^bbb") then axes[k] = v end
-  end
+  local axes = axes_of(method, o.axes)
   local argv = { "--epochs", tostring(o.epochs), "--min-epochs", tostring(o.min_epochs),
     "--halving", tostring(o.halving), "--val", tostring(paper.VAL), "--hidden", tostring(units), "--seed", tostring(o.seed),
     "--results", ("%s-%s-%d.grid.jsonl"):format(o.results, method, units), "--optim", "sgd",
