@@ -139,7 +139,6 @@ function figure2.run(args)
   local from, from_ck = {}, {}
   if args.from then from, from_ck = chosen_settings(args.from, args.units) end
   for _, m in ipairs(args.methods) do settings[m] = from[m] or figure2.DEFAULT[m] end
-  local adopt
   local function path(m, ext) return ("%s/%s-%d.%s"):format(args.dir, m, args.units, ext) end
   for _, m in ipairs(args.methods) do
     print(("%-8s %s (%s)"):format(m, table.concat(paper.setting_flags(ROW_OF[m], settings[m]), " "),
@@ -162,7 +161,7 @@ function figure2.run(args)
   -- Copies the chosen run's checkpoint in as net m's, and its epochs'
   -- records into m's log; true when done. A checkpoint that is gone or
   -- unreadable is said, and the net trains from its first epoch.
-  adopt = function(m, ck)
+  local function adopt(m, ck)
     local ok, model_or_err, info = pcall(bbb.load, ck)
     local st = ok and info.meta and info.meta.state
     if not (st and type(st.history) == "table" and math.tointeger(st.epoch)) then
