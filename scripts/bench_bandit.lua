@@ -135,13 +135,20 @@ local function bayes_passes(reps)
   for i, L in ipairs(layers) do eps[i] = bbb.randn(L.shape, 0, 1, gen) end
   local sample = timed(function()
     for i, L in ipairs(layers) do
-      local w, kl = bbb.core.bayes_sample(L.mu, L.rho, prior, nil, eps[i])
-      local _ = w
+      local _, kl = bbb.core.bayes_sample(L.mu, L.rho, prior, nil, eps[i])
       kl:backward()
     end
   end)
   local adam = timed(function() opt:step() end)
   return draws, sample, adam
+end
+
+do
+  local draws, sample, adam = bayes_passes(math.max(200, args.updates // 4))
+  local floor = gemm + draws + sample + adam
+  print(("bayes update's own passes, timed alone: normal draws %.3f ms, fused sample + its backward %.3f ms "
+    .. "(given the draws), Adam %.3f ms; with the GEMMs %.3f ms = %.1fx the GEMMs, a floor for any update "
+    .. "made of them (target 2.0x)"):format(draws * 1e3, sample * 1e3, adam * 1e3, floor * 1e3, floor / gemm))
 end
 
 -- Whole steps of every agent `bandit.lua --paper` runs, and the protocol's
@@ -159,13 +166,6 @@ local MAKE = {
   { name = "dropout", net = true, make = function() return bandit.MCDropout{ seed = 2 } end },
   { name = "neurallinear", net = true, make = function() return bandit.NeuralLinear{ seed = 2 } end },
 }
-do
-  local draws, sample, adam = bayes_passes(math.max(200, args.updates // 4))
-  local floor = gemm + draws + sample + adam
-  print(("bayes update's own passes, timed alone: normal draws %.3f ms, fused sample + its backward %.3f ms "
-    .. "(given the draws), Adam %.3f ms; with the GEMMs %.3f ms = %.1fx the GEMMs, a floor for any update "
-    .. "made of them (target 2.0x)"):format(draws * 1e3, (sample) * 1e3, adam * 1e3, floor * 1e3, floor / gemm))
-end
 local step, line = {}, {}
 for _, m in ipairs(MAKE) do
   step[m.name] = m.same and step[m.same] or time_steps(m.make)

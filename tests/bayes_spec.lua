@@ -726,6 +726,6 @@ describe("the fused pass's other outputs: sigma^2 (local) and sigma eps (flipout
 
   it("refuses an output it does not know", function()
     assert.has_error(function() bbb.core.bayes_sample(bbb.zeros(2), bbb.zeros(2), nil, nil, nil, "sigma") end,
-      "bad argument #6 to 'bayes_sample' (invalid option 'sigma')")
+      'bbb.core.bayes_sample: argument 6 (out): expected one of "w", "var", "delta", got "sigma"')
   end)
 end)

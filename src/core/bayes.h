@@ -34,7 +34,7 @@ int bbb_prior_log_prob(bbb_tensor **out, const bbb_prior *p, bbb_tensor *w);
 ** w = mu + sigma eps: w itself (the weight estimator), sigma^2 (local
 ** reparameterization's variances) or sigma eps (flipout's perturbation).
 ** The other two spare the passes and buffers of forming them from w or rho. */
-typedef enum { BBB_SAMPLE_W, BBB_SAMPLE_VAR, BBB_SAMPLE_DELTA } bbb_sample_out;
+typedef enum { BBB_SAMPLE_W = 0, BBB_SAMPLE_VAR = 1, BBB_SAMPLE_DELTA = 2 } bbb_sample_out;
 
 /* w: same shape as mu and rho, what out asks for (w, sigma^2 or sigma eps);
 ** kl: 0-d, log q(w) - log p(w) summed (log q alone for BBB_PRIOR_NONE).

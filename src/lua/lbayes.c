@@ -48,10 +48,9 @@ static bbb_prior check_prior(lua_State *L, int arg) {
 /* w, kl = bayes_sample(mu, rho [, prior [, generator [, eps [, out]]]]);
 ** out: "w" (the default), "var" (sigma^2) or "delta" (sigma eps) */
 static int l_bayes_sample(lua_State *L) {
-  static const char *const outs[] = { "w", "var", "delta", NULL };
-  static const int out_of[] = { BBB_SAMPLE_W, BBB_SAMPLE_VAR, BBB_SAMPLE_DELTA };
+  static const char *const outs[] = { "w", "var", "delta", NULL };   /* bbb_sample_out's order */
   lua_settop(L, 6);
-  int out = out_of[luaL_checkoption(L, 6, "w", outs)];
+  int out = lbbb_check_option(L, 6, "out", "w", outs);
   bbb_tensor *mu = lbbb_check_tensor(L, 1, "mu"), *rho = lbbb_check_tensor(L, 2, "rho");
   bbb_prior p = check_prior(L, 3);
   bbb_rng *g = lbbb_generator_arg(L, 4);

@@ -81,9 +81,9 @@ for _, units in ipairs { 400, 800, 1200 } do
     about = ("the paper's protocol for Table 1 (Blundell et al. 2015) and the setting it chose: "
       .. "784-%d-%d-10 ReLU, scale-mixture prior pi %g, sigma1 %s, sigma2 e^-%d, %d sample(s) per minibatch, "
       .. "plain SGD (lr %g, no momentum, no decay) on the summed minibatch cost, pixels / 126, batch 128, "
-      .. "50,000 training and 10,000 validation images, 243 epochs (%s)"):format(units, units, c.pi, c.log_sigma1 == 0 and "1" or ("e^-" .. c.log_sigma1),
-      c.log_sigma2, c.samples, c.lr, own and c.from or "the 2x400 search's choice: this width's own search "
-        .. "has not finished"),
+      .. "50,000 training and 10,000 validation images, 243 epochs (%s)"):format(units, units, c.pi,
+      c.log_sigma1 == 0 and "1" or ("e^-" .. c.log_sigma1), c.log_sigma2, c.samples, c.lr,
+      own and c.from or "the 2x400 search's choice: this width's own search has not finished"),
     flags = { hidden = units, layers = 2, activation = "relu", prior = "mixture", pi = c.pi,
               sigma1 = E(-c.log_sigma1), sigma2 = E(-c.log_sigma2), samples = c.samples, optim = "sgd",
               momentum = 0, lr = c.lr, lr_decay = 1, reduction = "sum", batch = 128, pixel_scale = 126,
