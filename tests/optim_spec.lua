@@ -53,6 +53,36 @@ describe("optimizer hyperparameters", function()
     assert.are.equal(1, s.epoch)   -- unchanged by the failed step
   end)
 
+  it("lr_scale multiplies the rate of the parameters its suffix names, and only theirs", function()
+    local mu, rho = param { 1, 2 }, param { -5, -4 }
+    local named = { { "1.weight_mu", mu }, { "1.weight_rho", rho } }
+    local opt = optim.SGD(named, { lr = 0.1, lr_scale = { rho = 100 } })
+    set_grad(mu, { 1, -2 })
+    set_grad(rho, { 0.5, 0.25 })
+    opt:step()
+    assert.is_near(1 - 0.1, mu:get(1), 1e-6)
+    assert.is_near(2 + 0.2, mu:get(2), 1e-6)
+    assert.is_near(-5 - 0.1 * 100 * 0.5, rho:get(1), 1e-5)
+    assert.is_near(-4 - 0.1 * 100 * 0.25, rho:get(2), 1e-5)
+    -- Adam's step is lr-sized whatever the gradient: the scaled one is 100x
+    local m2, r2 = param { 0 }, param { 0 }
+    local adam = optim.Adam({ { "a_mu", m2 }, { "a_rho", r2 } }, { lr = 1e-3, lr_scale = { rho = 100 } })
+    set_grad(m2, { 1 }); set_grad(r2, { 1 })
+    adam:step()
+    assert.is_near(-1e-3, m2:get(1), 1e-7)
+    assert.is_near(-0.1, r2:get(1), 1e-5)
+    errors_with(function() optim.SGD(named, { lr_scale = { rho = 0 } }) end,
+      "SGD: lr_scale: rho must be a finite number > 0, got 0")
+    errors_with(function() optim.SGD(named, { lr_scale = { rho = "x" } }) end,
+      "SGD: lr_scale: rho must be a finite number > 0, got 'x'")
+    errors_with(function() optim.Adam(named, { lr_scale = { sigma = 2 } }) end,
+      "Adam: lr_scale.sigma matches no parameter")
+    errors_with(function() optim.RMSprop(named, { lr_scale = 10 }) end,
+      "RMSprop: lr_scale must be a table {suffix = factor}, got number")
+    errors_with(function() optim.SGD(named, { lr_scale = { 10 } }) end,
+      "SGD: lr_scale's keys must be parameter name suffixes such as 'rho', got 1")
+  end)
+
   it("a learning rate set by hand to a bad value stops the step", function()
     local q = param { 1, 2 }
     local opt = optim.SGD({ q }, { lr = 0.1 })

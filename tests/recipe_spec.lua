@@ -61,6 +61,31 @@ describe("--resume", function()
     assert.truthy(full:find('"epoch":2', 1, true), full)
   end)
 
+  it("with --rho-lr-scale keeps the scale: ends where an uninterrupted run ends, refuses another", function()
+    local args = SMALL .. " --optim sgd --reduction sum --rho-lr-scale 100 --summary %s"
+    local status, out = mnist_in(dir, args:format("r/full.json") .. " --epochs 2")
+    assert.are.equal(0, status, out)
+    status, out = mnist_in(dir, args:format("r/half.json") .. " --epochs 1 --checkpoint r/half.ckpt")
+    assert.are.equal(0, status, out)
+    status, out = mnist_in(dir, "--resume r/half.ckpt --epochs 2 --rho-lr-scale 10")
+    assert.are_not.equal(0, status)
+    h.has(out, "--rho-lr-scale is 10 but r/half.ckpt was trained with 100")
+    status, out = mnist_in(dir, "--resume r/half.ckpt --epochs 2 --summary r/half.json")
+    assert.are.equal(0, status, out)
+    local cj = require("cjson")
+    local full, half = cj.decode(read(dir .. "/r/full.json")), cj.decode(read(dir .. "/r/half.json"))
+    assert.are.same(full.epochs[2].sigma_mean, half.epochs[#half.epochs].sigma_mean)
+    -- the scale moved sigma: an unscaled run's stays nearer its start
+    status, out = mnist_in(dir, SMALL .. " --optim sgd --reduction sum --epochs 2 --summary r/one.json")
+    assert.are.equal(0, status, out)
+    local one = cj.decode(read(dir .. "/r/one.json"))
+    assert.is_true(full.epochs[2].sigma_mean[1] > one.epochs[2].sigma_mean[1] * 1.01,
+      ("%g against %g"):format(full.epochs[2].sigma_mean[1], one.epochs[2].sigma_mean[1]))
+    status, out = mnist_in(dir, SMALL .. " --model mlp --rho-lr-scale 10 --epochs 1")
+    assert.are_not.equal(0, status)
+    h.has(out, "lr_scale.rho matches no parameter")
+  end)
+
   it("refuses a checkpoint whose flags were edited to values that do not exist", function()
     local s = read(dir .. "/a/run.ckpt")
     -- the run's flags sit in __metadata__ as JSON inside a JSON string: quotes escaped

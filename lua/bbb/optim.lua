@@ -56,10 +56,37 @@ end
 -- The options each optimizer reads; any other key is a typo to report,
 -- not a setting to drop silently.
 local KNOWN = {
-  SGD = { "clip_norm", "lr", "momentum", "nesterov", "weight_decay" },
-  Adam = { "betas", "clip_norm", "eps", "lr", "weight_decay" },
-  RMSprop = { "alpha", "clip_norm", "eps", "lr", "weight_decay" },
+  SGD = { "clip_norm", "lr", "lr_scale", "momentum", "nesterov", "weight_decay" },
+  Adam = { "betas", "clip_norm", "eps", "lr", "lr_scale", "weight_decay" },
+  RMSprop = { "alpha", "clip_norm", "eps", "lr", "lr_scale", "weight_decay" },
 }
+
+-- lr_scale = {suffix = factor}: the learning rate of every parameter whose
+-- name ends in "_suffix" or ".suffix" (a layer's "weight_rho" for rho) is
+-- lr times factor, e.g. {rho = 100} lets sigma move as fast as the means do
+-- under SGD. A suffix that names no parameter is an error.
+local function lr_scales(self, scales)
+  if scales == nil then return end
+  if type(scales) ~= "table" then
+    error(("%s: lr_scale must be a table {suffix = factor}, got %s"):format(self.kind, type(scales)), 4)
+  end
+  for key in pairs(scales) do
+    if type(key) ~= "string" or not key:match("^[%w]+$") then
+      error(("%s: lr_scale's keys must be parameter name suffixes such as 'rho', got %s"):format(
+        self.kind, tostring(key)), 4)
+    end
+    local f = number_opt(scales, key, nil, self.kind .. ": lr_scale", 0, nil, true)
+    local hit = false
+    for _, p in ipairs(self.params) do
+      local tail = p.name:match("[_.]([%w]+)$") or p.name
+      if tail == key then p.lr_scale, hit = f, true end
+    end
+    if not hit then
+      error(("%s: lr_scale.%s matches no parameter (names end in _mu, _rho, weight, bias, ...)"):format(
+        self.kind, key), 4)
+    end
+  end
+end
 
 local function new(kind, params, opts, defaults)
   if opts ~= nil and type(opts) ~= "table" then
@@ -77,6 +104,7 @@ local function new(kind, params, opts, defaults)
   self.lr = number_opt(opts, "lr", defaults.lr, kind, 0)
   self.weight_decay = number_opt(opts, "weight_decay", 0, kind, 0)
   self.clip_norm = opts.clip_norm and number_opt(opts, "clip_norm", nil, kind, 0, nil, true)
+  lr_scales(self, opts.lr_scale)
   return self, opts
 end
 
@@ -187,6 +215,7 @@ function Optimizer:step()
   for _, p in ipairs(self.params) do
     local g = p.t.grad
     if g then
+      h.lr = self.lr * (p.lr_scale or 1)
       local bad = update(self, p, g, h)
       if bad > 0 then
         error(("%s: step %d: the update would make %d value%s of %s NaN or infinite; "
@@ -198,7 +227,10 @@ function Optimizer:step()
   h.dry = false
   for _, p in ipairs(self.params) do
     local g = p.t.grad
-    if g then update(self, p, g, h) end
+    if g then
+      h.lr = self.lr * (p.lr_scale or 1)
+      update(self, p, g, h)
+    end
   end
   self.t = step
   return norm

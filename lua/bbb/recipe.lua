@@ -89,6 +89,8 @@ def("lr", "Learning rate.", "0.001", function() return cli.nonnegative_number { 
 def("lr_decay", "Learning rate multiplied by this after each epoch.", "0.95",
   function() return cli.positive_number { max = 10 } end)
 def("momentum", "SGD momentum.", "0.9", function() return cli.number { min = 0, below = 1 } end)
+def("rho_lr_scale", "The learning rate of every rho (sigma = softplus(rho)) is --lr times this.", "1",
+  function() return cli.positive_number { max = 1e6 } end)
 -- Outputs
 def("log", "Append one JSON line per epoch to this file (flushed each epoch).", nil,
   function() return cli.output_path { ext = { "jsonl", "json", "log" } } end, { output = true })
@@ -358,13 +360,14 @@ end
 -- --lr-decay per epoch; nil when the script has no --lr-decay).
 function recipe.optimizer(args, net)
   local optim = require("bbb.optim")
+  local scale = args.rho_lr_scale and args.rho_lr_scale ~= 1 and { rho = args.rho_lr_scale } or nil
   local opt
   if args.optim == "sgd" then
-    opt = optim.SGD(net, { lr = args.lr, momentum = args.momentum or 0 })
+    opt = optim.SGD(net, { lr = args.lr, momentum = args.momentum or 0, lr_scale = scale })
   elseif args.optim == "rmsprop" then
-    opt = optim.RMSprop(net, { lr = args.lr })
+    opt = optim.RMSprop(net, { lr = args.lr, lr_scale = scale })
   else
-    opt = optim.Adam(net, { lr = args.lr })
+    opt = optim.Adam(net, { lr = args.lr, lr_scale = scale })
   end
   return opt, args.lr_decay and optim.schedule.exponential(opt, args.lr_decay) or nil
 end

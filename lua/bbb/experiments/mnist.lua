@@ -94,7 +94,7 @@ end
 -- Flags that define the run: a resumed run must keep them.
 mnist.RUN_FLAGS = { "dataset", "model", "hidden", "layers", "activation", "dropout", "prior", "pi",
   "sigma1", "sigma2", "estimator", "optim", "batch", "pixel_scale", "val", "limit",
-  "samples", "reduction", "kl_weight", "seed", "rho_init", "mu_init", "lr", "momentum", "lr_decay" }
+  "samples", "reduction", "kl_weight", "seed", "rho_init", "mu_init", "lr", "momentum", "lr_decay", "rho_lr_scale" }
 
 --- mnist.parser() -> the command line of the experiment (an argparse parser).
 function mnist.parser()
@@ -116,7 +116,7 @@ function mnist.parser()
     :convert(cli.int_list(2, { max = 1024 }))
   recipe.declare(parser, { "hidden", "layers", "activation", "dropout", "prior", "pi", "sigma1", "sigma2",
     "samples", "estimator", "kl_weight", "reduction", "optim", "lr", "lr_decay", "momentum", "rho_init",
-    "mu_init", "batch", "epochs", "seed", "threads", "test_samples", "pixel_scale", "val", "limit",
+    "rho_lr_scale", "mu_init", "batch", "epochs", "seed", "threads", "test_samples", "pixel_scale", "val", "limit",
     "test_limit", "log", "checkpoint", "checkpoint_every", "resume", "save" })
   parser:option("--curves", "Plot the minibatch ELBO, log-likelihood, KL and accuracy against iterations "
     .. "here (seed 004's four curves; ELBO = mean log-likelihood - beta KL).")
