@@ -83,7 +83,7 @@ describe("--resume", function()
       ("%g against %g"):format(full.epochs[2].sigma_mean[1], one.epochs[2].sigma_mean[1]))
     status, out = mnist_in(dir, SMALL .. " --model mlp --rho-lr-scale 10 --epochs 1")
     assert.are_not.equal(0, status)
-    h.has(out, "lr_scale.rho matches no parameter")
+    h.has(out, "--rho-lr-scale: --model mlp has no rho (only bbb and cnn have)")
   end)
 
   it("refuses a checkpoint whose flags were edited to values that do not exist", function()

@@ -148,6 +148,9 @@ end
 -- checkpoint and signal.
 function mnist.run(args)
   local resume_info = args._resume
+  if (args.rho_lr_scale or 1) ~= 1 and args.model ~= "bbb" and args.model ~= "cnn" then
+    fail(("--rho-lr-scale: --model %s has no rho (only bbb and cnn have)"):format(args.model))
+  end
   -- Under MPI, rank 0's flags are the job's: every rank checks its own against them.
   local dist, rank, nranks = nil, 0, 1
   if args.distributed then
