@@ -234,3 +234,21 @@ describe("--prior FILE.lua", function()
     os.execute("rm -rf " .. q(dir))
   end)
 end)
+
+describe("a script's failure", function()
+  it("reads as 'script: message', without the file:line of each error() that passed it on", function()
+    local dir = fresh_dir()
+    write(dir .. "/t.lua", [[
+local recipe = require "bbb.recipe"
+local function inner() error("ELBO: the likelihood term is not finite") end
+local function outer() local ok, e = pcall(inner); if not ok then error(e, 2) end end
+recipe.main("t.lua", function() outer() end)
+]])
+    local out, status = h.sh(("cd %s && %s t.lua"):format(q(dir), q(bbblua)))
+    assert.are.equal(1, status, out)
+    assert.are.equal("t.lua: ELBO: the likelihood term is not finite\n", out)
+    out = h.sh(("cd %s && BBB_DEBUG=1 %s t.lua"):format(q(dir), q(bbblua)))
+    h.has(out, "t.lua:4: t.lua:2: ELBO")   -- --debug keeps where it came from
+    os.execute("rm -rf " .. q(dir))
+  end)
+end)

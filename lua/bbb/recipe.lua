@@ -187,7 +187,11 @@ function recipe.main(script, fn, ...)
     io.stderr:write(script, ": ", tostring(err.usage), "\n")
     os.exit(2)
   end
-  io.stderr:write(script, ": ", debug_on and err or (err:gsub("^[^\n]-%.lua:%d+: ", "")), "\n")
+  if not debug_on then   -- every "file.lua:N: " in front (an error passed on by error(e, level) gains one)
+    local n
+    repeat err, n = err:gsub("^[^\n]-%.lua:%d+: ", "") until n == 0
+  end
+  io.stderr:write(script, ": ", err, "\n")
   os.exit(1)
 end
 
