@@ -135,6 +135,18 @@ describe("plot", function()
     end
     -- the caption's two lines are two texts, not one
     assert.is_nil(svg:find("coverage 95.0% width", 1, true))
+    -- a key inside the axes leaves them the whole width: the plot's right edge moves out
+    local function right_edge(key)
+      local f = dir .. "/key-" .. key .. ".svg"
+      plot.lines { file = f, key = key, series = { { x = x, y = y, title = "a curve with a long title" } } }
+      local svg_k = read_file(f)
+      assert.truthy(svg_k:find("a curve with a long title", 1, true), key)
+      local edge = 0
+      for xs in svg_k:gmatch([[class="gridline"%s*d='M[%d.]+,[%d.]+ L([%d.]+),]]) do edge = math.max(edge, tonumber(xs)) end
+      return edge
+    end
+    local inside, right = right_edge("inside"), right_edge("right")
+    assert.is_true(right > 0 and inside > right * 1.2, ("%g against %g"):format(inside, right))
   end)
 
   it("draws several panels on one page", function()
@@ -162,8 +174,8 @@ describe("plot", function()
       "plot.panels: panels[2]: nothing to plot")
     assert_error_has(function() plot.panels { file = dir .. "/p.png", panels = { { series = one, caption = "c" } } } end,
       "plot.panels: panels[1]: a panel has no caption")
-    assert_error_has(function() plot.lines { file = dir .. "/a.png", series = one, key = "inside" } end,
-      "plot.lines: key must be right, below or off, got inside")
+    assert_error_has(function() plot.lines { file = dir .. "/a.png", series = one, key = "left" } end,
+      "plot.lines: key must be right, below, inside or off, got left")
     assert_error_has(function() plot.lines { file = dir .. "/a.png", bands = { { x = { 1 }, lo = { 0 }, hi = { 1 }, opacity = 2 } } } end,
       "plot.lines: bands[1].opacity must be a number in [0, 1], got 2")
     assert_error_has(function() plot.lines { file = dir .. "/a.png", series = one, shade = { { lo = 0 } } } end,

@@ -163,6 +163,7 @@ end
 local KEYS = {
   right = "set key outside right top vertical",
   below = "set key outside below center horizontal",
+  inside = "set key inside right top vertical opaque box",   -- the whole width for the axes
   off = "unset key",
 }
 
@@ -177,7 +178,7 @@ end
 local function axes_lines(what, opts)
   local s = { "set grid" }
   local key = KEYS[opts.key or "right"]
-  if not key then fail(what, "key must be right, below or off, got %s", tostring(opts.key)) end
+  if not key then fail(what, "key must be right, below, inside or off, got %s", tostring(opts.key)) end
   s[#s + 1] = key
   if opts.title then s[#s + 1] = "set title " .. gp_text(what, opts.title, "title") end
   if opts.xlabel then s[#s + 1] = "set xlabel " .. gp_quote(opts.xlabel) end
@@ -560,7 +561,7 @@ local function write_file(what, opts, body)
 end
 
 --- lines{file = "out/x.png", title, xlabel, ylabel, size = {800, 500}, logy, logx,
---        xrange = {lo, hi}, yrange = {lo, hi}, ytics = {v, ...}, key = "right" | "below" | "off" (outside the axes),
+--        xrange = {lo, hi}, yrange = {lo, hi}, ytics = {v, ...}, key = "right" | "below" (outside the axes) | "inside" (top right, boxed) | "off",
 --        caption = "text" or {"line", ...} (under the plot),
 --        shade = {{lo =, hi =, color =, opacity = 1, title =}} (spans of x, behind all),
 --        series = {{x =, y =, title =, style = "lines"|"points"|"linespoints"|"errorbars"

@@ -235,7 +235,7 @@ function figure2.run(args)
         yrange = { 0.8 * lo, 4 * lo }, ytics = #tics > 0 and tics or nil,
         title = ("MNIST test error, 784-%d-%d-10, the paper's protocol (SGD on the summed cost)")
           :format(args.units, args.units),
-        xlabel = "epochs", ylabel = "test error (%)", size = { 900, 560 }, series = series }
+        xlabel = "epochs", ylabel = "test error (%)", size = { 900, 560 }, key = "inside", series = series }
     end
     return files, summary
   end
