@@ -259,21 +259,20 @@ describe("the table scripts", function()
     local mnist = require "bbb.experiments.mnist"
     local paper = require "bbb.experiments.table1_paper"
     for _, units in ipairs { 400, 800, 1200 } do
-      local f = io.open(("%s/doc/results/table1_paper_%d.json"):format(root, units))
+      -- each width's finished search of the scale-mixture row: the preset holds its choice
+      local f = assert(io.open(("%s/doc/results/table1_paper_%d.json"):format(root, units)))
       local flags = mnist.PRESETS["paper-" .. units].flags
-      if f then   -- a finished search of the scale-mixture row: the preset holds its choice
-        local t = json.decode(f:read("a"))
-        f:close()
-        local row
-        for _, r in ipairs(t.rows) do if r.method == "bbb-mixture" and r.config then row = r end end
-        if row then
-          local c = mnist.PAPER_CHOICE[units]
-          assert(c, units .. ": the search finished but the preset does not hold its choice")
-          for _, k in ipairs { "lr", "samples", "pi", "log_sigma1", "log_sigma2" } do
-            assert.are.equal(row.config[k], c[k], units .. " " .. k)
-          end
-        end
+      local t = json.decode(f:read("a"))
+      f:close()
+      local row
+      for _, r in ipairs(t.rows) do if r.method == "bbb-mixture" and r.config then row = r end end
+      assert(row, units .. ": no scale-mixture row")
+      local c = assert(mnist.PAPER_CHOICE[units], units .. ": the preset does not hold the search's choice")
+      for _, k in ipairs { "lr", "samples", "pi", "log_sigma1", "log_sigma2" } do
+        assert.are.equal(row.config[k], c[k], units .. " " .. k)
       end
+      assert.is_near(math.exp(-c.log_sigma2), flags.sigma2, 1e-12, units .. " sigma2")
+      assert.are.equal(c.pi, flags.pi, units .. " pi")
       -- the protocol's fixed flags, as mnist.lua reads them
       for i = 1, #paper.FIXED, 2 do
         local k = paper.FIXED[i]:sub(3):gsub("-", "_")
