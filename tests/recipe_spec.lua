@@ -46,13 +46,18 @@ describe("--resume", function()
     assert.are_not.equal(copy, read(dir .. "/b/copy.ckpt"), "the copy holds the resumed run")
   end)
 
+  -- args (with %s for its output file): 2 epochs into full, and 1 epoch into
+  -- half with a checkpoint (the caller resumes it into half).
+  local function full_and_half(args, full, half, ckpt)
+    local status, out = mnist_in(dir, args:format(full) .. " --epochs 2")
+    assert.are.equal(0, status, out)
+    status, out = mnist_in(dir, args:format(half) .. " --epochs 1 --checkpoint " .. ckpt)
+    assert.are.equal(0, status, out)
+  end
+
   it("with --shift (augmented minibatches) ends where an uninterrupted run ends", function()
-    local args = SMALL .. " --model cnn --channels 2,3 --shift 2 --log %s"
-    local status, out = mnist_in(dir, args:format("s/full.jsonl") .. " --epochs 2")
-    assert.are.equal(0, status, out)
-    status, out = mnist_in(dir, args:format("s/half.jsonl") .. " --epochs 1 --checkpoint s/half.ckpt")
-    assert.are.equal(0, status, out)
-    status, out = mnist_in(dir, "--resume s/half.ckpt --epochs 2 --log s/half.jsonl")
+    full_and_half(SMALL .. " --model cnn --channels 2,3 --shift 2 --log %s", "s/full.jsonl", "s/half.jsonl", "s/half.ckpt")
+    local status, out = mnist_in(dir, "--resume s/half.ckpt --epochs 2 --log s/half.jsonl")
     assert.are.equal(0, status, out)
     local function last_line(f) return (read(dir .. "/" .. f):match("([^\n]+)\n?$")) end
     local full, half = last_line("s/full.jsonl"), last_line("s/half.jsonl")
@@ -62,12 +67,9 @@ describe("--resume", function()
   end)
 
   it("with --rho-lr-scale keeps the scale: ends where an uninterrupted run ends, refuses another", function()
-    local args = SMALL .. " --optim sgd --reduction sum --rho-lr-scale 100 --summary %s"
-    local status, out = mnist_in(dir, args:format("r/full.json") .. " --epochs 2")
-    assert.are.equal(0, status, out)
-    status, out = mnist_in(dir, args:format("r/half.json") .. " --epochs 1 --checkpoint r/half.ckpt")
-    assert.are.equal(0, status, out)
-    status, out = mnist_in(dir, "--resume r/half.ckpt --epochs 2 --rho-lr-scale 10")
+    full_and_half(SMALL .. " --optim sgd --reduction sum --rho-lr-scale 100 --summary %s", "r/full.json",
+      "r/half.json", "r/half.ckpt")
+    local status, out = mnist_in(dir, "--resume r/half.ckpt --epochs 2 --rho-lr-scale 10")
     assert.are_not.equal(0, status)
     h.has(out, "--rho-lr-scale is 10 but r/half.ckpt was trained with 100")
     status, out = mnist_in(dir, "--resume r/half.ckpt --epochs 2 --summary r/half.json")
