@@ -349,10 +349,35 @@ describe("agents", function()
       for l, mode in pairs(modes) do l.mode = mode end
       agent.net:train()
       for k, v in pairs(want) do assert.are.equal(v, m[k], k) end
+      assert.are.equal(m.edible_passed, #m.passed_rows)
+      assert.are.equal(m.poison_eaten, #m.eaten_rows)
+      for _, i in ipairs(m.passed_rows) do assert.is_true(data.edible[i]) end
+      for _, i in ipairs(m.eaten_rows) do assert.is_false(data.edible[i]) end
+      assert.are.same({ n = 2, lucky = 2 }, m.meals[2])
+      assert.are.same({ n = 2, lucky = 1 }, m.meals[4])
+      assert.is_nil(m.meals[5])
       assert.is_true(m.eat_rate >= 0 and m.eat_rate <= 3 / 5 + 1e-12 and m.pass_rate >= 0 and m.pass_rate <= 2 / 5 + 1e-12)
     end
     assert.has_error(function() experiment.mistakes(bandit.Uniform{ context_dim = 4, seed = 1 }, data) end,
       "mistakes: needs a network agent (BBB or epsilon-greedy)")
+  end)
+
+  it("lists the feature values a set of mushrooms shares, with their counts over the data and the buffer's meals", function()
+    local experiment = require "bbb.bandit.experiment"
+    local data = { x = bbb.tensor{ { 1, 0, 1, 0 }, { 0, 1, 1, 0 }, { 1, 0, 0, 1 }, { 0, 1, 0, 1 }, { 1, 1, 0, 0 } },
+                   edible = { true, false, true, false, false }, n = 5, feature_names = { "a=1", "a=2", "b=1", "b=2" } }
+    -- rows 1 and 3 share column 1 alone; rows 1, 3 and 5 have it, row 5 poisonous
+    assert.are.same({ { name = "a=1", column = 1, total = 3, poisonous = 1, meals = 3 } },
+      experiment.shared_features(data, { 1, 3 }, { [1] = { n = 2, lucky = 2 }, [5] = { n = 1, lucky = 0 }, [2] = { n = 4, lucky = 1 } }))
+    assert.are.same({ { name = "a=2", column = 2, total = 3, poisonous = 3, meals = 0 } },
+      experiment.shared_features(data, { 2, 4 }))
+    assert.are.same({ { name = "a=1", column = 1, total = 3, poisonous = 1, meals = 0 },
+                      { name = "b=1", column = 3, total = 2, poisonous = 1, meals = 0 } },
+      experiment.shared_features(data, { 1 }, {}))
+    assert.are.same({}, experiment.shared_features(data, {}))
+    assert.are.same({}, experiment.shared_features(data, { 1, 4 }))
+    data.feature_names = nil
+    assert.are.equal("column 2", experiment.shared_features(data, { 2 })[1].name)
   end)
 
   it("rejects bad options of the new agents and settings", function()
@@ -590,10 +615,24 @@ describe("scripts/bandit.lua", function()
       .. "--noise-model hetero --no-plot --out " .. dir
     local status, text = run(args)
     assert.are.equal(0, status, text)
-    local st, tx = run("scripts/bandit_inspect.lua " .. dir .. "/ckpt/bbb_r0.safetensors " .. dir .. "/ckpt/eps0_r0.safetensors")
+    local st, tx = run("scripts/bandit_inspect.lua --shared " .. dir .. "/ckpt/bbb_r0.safetensors " .. dir .. "/ckpt/eps0_r0.safetensors")
     assert.are.equal(0, st, tx)
     has(tx, "poison")
     has(tx, "lucky")
+    -- --shared: a list per agent and kind of mistake that it makes, each value with three counts
+    for _, name in ipairs { "bbb_r0", "eps0_r0" } do
+      local n1 = tonumber(tx:match(name .. "%.safetensors%s+60%s+%d+%s+(%d+)"))
+      local n0 = tonumber(tx:match(name .. "%.safetensors%s+60%s+(%d+)"))
+      for count, what in pairs { [n1] = "edible mushrooms the mean passes", [n0] = "poisonous mushrooms the mean eats" } do
+        local head = name .. ".safetensors: the " .. count .. " " .. what .. " all have"
+        if count > 0 then
+          has(tx, head)
+          assert.truthy(tx:match(head:gsub("%p", "%%%0") .. "\n[^\n]+\n  %S+%s+%d+%s+%d+%%%s+%d+"), tx)
+        else
+          assert.is_nil(tx:find(head, 1, true))
+        end
+      end
+    end
     for _, name in ipairs { "bbb_r0", "eps0_r0" } do
       -- step 60, then five counts and two rates
       assert.truthy(tx:match(name .. "%.safetensors%s+60%s+%d+%s+%d+%s+[%d.]+%s+[%d.]+%s+%d+%s+%d+%s+%d+"), tx)

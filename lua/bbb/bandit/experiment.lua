@@ -203,7 +203,9 @@ end
 -- adds per step if it stopped learning. Each poisonous mushroom the mean eats
 -- is sorted by what the buffer holds of it: eaten only with the lucky coin
 -- (every reward +5), eaten with at least one -35 (mixed), or never eaten
--- (unseen: the network generalised). The generator is restored afterwards.
+-- (unseen: the network generalised). passed_rows and eaten_rows list those
+-- mushrooms (rows of data.x); meals maps a mushroom to what the buffer holds
+-- of its meals, {n, lucky}. The generator is restored afterwards.
 function M.mistakes(agent, data, o)
   o = o or {}
   local net = agent.net
@@ -255,15 +257,19 @@ function M.mistakes(agent, data, o)
     end
   end
   local res = { poison_eaten = 0, edible_passed = 0, eat_rate = 0, pass_rate = 0, lucky = 0, mixed = 0,
-                unseen = 0, samples = S }
+                unseen = 0, samples = S, passed_rows = {}, eaten_rows = {}, meals = meals }
   for i = 1, n do
     if data.edible[i] then
-      if mean_gap[i] <= 0 then res.edible_passed = res.edible_passed + 1 end
+      if mean_gap[i] <= 0 then
+        res.edible_passed = res.edible_passed + 1
+        res.passed_rows[#res.passed_rows + 1] = i
+      end
       res.pass_rate = res.pass_rate + (1 - eat[i]) / n
     else
       res.eat_rate = res.eat_rate + eat[i] / n
       if mean_gap[i] > 0 then
         res.poison_eaten = res.poison_eaten + 1
+        res.eaten_rows[#res.eaten_rows + 1] = i
         local m = meals[i]
         if not m then res.unseen = res.unseen + 1
         elseif m.lucky == m.n then res.lucky = res.lucky + 1
@@ -272,6 +278,37 @@ function M.mistakes(agent, data, o)
     end
   end
   return res
+end
+
+--- shared_features(data, rows, meals) -> the feature values (one-hot
+-- columns) that every mushroom of `rows` has, in column order, each as
+-- {name, total = mushrooms with it, poisonous = how many of those are,
+-- meals = how many meals of mushrooms with it `meals` counts}: `meals` is
+-- mistakes()'s table (mushroom -> {n, lucky}). Why a mistake persists: the
+-- edible mushrooms a mean passes often share a value no eaten mushroom has.
+function M.shared_features(data, rows, meals)
+  if #rows == 0 then return {} end
+  local xt = data.x:totable()
+  local W, names = #xt[1], data.feature_names or {}
+  local out = {}
+  for j = 1, W do
+    local all = true
+    for _, i in ipairs(rows) do
+      if xt[i][j] <= 0.5 then all = false; break end
+    end
+    if all then
+      local f = { name = names[j] or ("column " .. j), column = j, total = 0, poisonous = 0, meals = 0 }
+      for i = 1, #xt do
+        if xt[i][j] > 0.5 then
+          f.total = f.total + 1
+          if not data.edible[i] then f.poisonous = f.poisonous + 1 end
+          f.meals = f.meals + (meals and meals[i] and meals[i].n or 0)
+        end
+      end
+      out[#out + 1] = f
+    end
+  end
+  return out
 end
 
 --- count_cause(causes, agent, context, edible, action): when the action costs
