@@ -623,7 +623,8 @@ describe("scripts/bandit.lua", function()
     for _, name in ipairs { "bbb_r0", "eps0_r0" } do
       local n1 = tonumber(tx:match(name .. "%.safetensors%s+60%s+%d+%s+(%d+)"))
       local n0 = tonumber(tx:match(name .. "%.safetensors%s+60%s+(%d+)"))
-      for count, what in pairs { [n1] = "edible mushrooms the mean passes", [n0] = "poisonous mushrooms the mean eats" } do
+      for _, kind in ipairs { { n1, "edible mushrooms the mean passes" }, { n0, "poisonous mushrooms the mean eats" } } do
+        local count, what = kind[1], kind[2]
         local head = name .. ".safetensors: the " .. count .. " " .. what .. " all have"
         if count > 0 then
           has(tx, head)
