@@ -228,15 +228,9 @@ static int64_t check_row(lua_State *L, const bbb_tensor *t, int arg) {
   return i - 1;
 }
 
-/* t.name: a method, or the properties grad and shape; t[i]: a number for
-** 1-d, else the i-th row as a view. Every method call comes through here,
-** so the methods table is asked first, with the key's own string (no
-** hashing, no string compares), and only a name that is not a method is
-** compared with the properties. */
+/* t[i]: a number for 1-d, else the i-th row as a view. */
 static int t_index(lua_State *L) {
   if (lua_type(L, 2) == LUA_TSTRING) {
-    lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(2)) != LUA_TNIL) return 1;   /* the methods table */
     const char *k = lua_tostring(L, 2);
     if (strcmp(k, "grad") == 0) {
       bbb_tensor *g = bbb_tensor_grad(check(L, 1));
@@ -247,7 +241,7 @@ static int t_index(lua_State *L) {
       push_size(L, check(L, 1));
       return 1;
     }
-    lua_pushnil(L);
+    lua_getfield(L, lua_upvalueindex(2), k);   /* the methods table */
     return 1;
   }
   bbb_tensor *t = check(L, 1);
