@@ -42,6 +42,7 @@ recipe.main("bandit_inspect.lua", function()
   print("poison eaten / edible passed: mushrooms the posterior mean gets wrong; eaten /10k: poisonous meals "
     .. "per 10,000 steps under the weight draws; regret /step: what the mistakes cost per step if learning "
     .. "stopped; lucky / mixed / unseen: the poisonous mushrooms the mean eats, by their meals in the buffer.")
+  local xt = #shared > 0 and data.x:totable() or nil   -- once for every list below
   for _, s in ipairs(shared) do
     for _, part in ipairs { { s.m.passed_rows, "edible mushrooms the mean passes" },
                             { s.m.eaten_rows, "poisonous mushrooms the mean eats" } } do
@@ -49,7 +50,7 @@ recipe.main("bandit_inspect.lua", function()
       if #rows > 0 then
         print(("\n%s: the %d %s all have"):format(s.name, #rows, part[2]))
         print(("  %-38s %10s %10s %12s"):format("feature value", "mushrooms", "poisonous", "buffer meals"))
-        for _, f in ipairs(experiment.shared_features(data, rows, s.m.meals)) do
+        for _, f in ipairs(experiment.shared_features(data, rows, s.m.meals, xt)) do
           print(("  %-38s %10d %9.0f%% %12d"):format(f.name, f.total, 100 * f.poisonous / f.total, f.meals))
         end
       end

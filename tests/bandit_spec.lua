@@ -376,6 +376,9 @@ describe("agents", function()
       experiment.shared_features(data, { 1 }, {}))
     assert.are.same({}, experiment.shared_features(data, {}))
     assert.are.same({}, experiment.shared_features(data, { 1, 4 }))
+    -- the table form of data.x, given, gives the same lists
+    assert.are.same(experiment.shared_features(data, { 1, 3 }, { [1] = { n = 2, lucky = 2 } }),
+      experiment.shared_features(data, { 1, 3 }, { [1] = { n = 2, lucky = 2 } }, data.x:totable()))
     data.feature_names = nil
     assert.are.equal("column 2", experiment.shared_features(data, { 2 })[1].name)
   end)

@@ -282,15 +282,17 @@ function M.mistakes(agent, data, o)
   return res
 end
 
---- shared_features(data, rows, meals) -> the feature values (one-hot
+--- shared_features(data, rows, meals [, xt]) -> the feature values (one-hot
 -- columns) that every mushroom of `rows` has, in column order, each as
 -- {name, total = mushrooms with it, poisonous = how many of those are,
 -- meals = how many meals of mushrooms with it `meals` counts}: `meals` is
 -- mistakes()'s table (mushroom -> {n, lucky}). Why a mistake persists: the
 -- edible mushrooms a mean passes often share a value no eaten mushroom has.
-function M.shared_features(data, rows, meals)
+-- xt, data.x:totable(), spares a caller with several row sets converting
+-- the whole data set for each.
+function M.shared_features(data, rows, meals, xt)
   if #rows == 0 then return {} end
-  local xt = data.x:totable()
+  xt = xt or data.x:totable()
   local W, names = #xt[1], data.feature_names or {}
   local out = {}
   for j = 1, W do
