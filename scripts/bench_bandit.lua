@@ -8,6 +8,7 @@ local recipe = require "bbb.recipe"
 local cli = require "bbb.cli"
 local bench = require "bbb.bench"
 local bandit = require "bbb.bandit"
+local bl = require "bbb.benchlib"
 
 local parser = recipe.parser("bench_bandit.lua", "Time the bandit agents' minibatch updates "
   .. "(forward, Gaussian ELBO, backward, Adam) for the Bayesian and the plain 119-100-100-1 "
@@ -25,25 +26,8 @@ bbb.set_num_threads(args.threads)
 local clock = bbb.core.clock
 local B, SIZES = 64, { 119, 100, 100, 1 }
 
-local function median(t)
-  local s = table.move(t, 1, #t, 1, {})
-  table.sort(s)
-  local n = #s
-  return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
-end
-
--- The sgemm calls of one update: per layer, forward x W^T, then backward
--- g^T x (grad W) and g W (grad x, not for the input layer).
-local function gemm_floor(reps)
-  local total = 0
-  for l = 1, #SIZES - 1 do
-    local n_in, n_out = SIZES[l], SIZES[l + 1]
-    total = total + bench.sgemm(B, n_out, n_in, false, true, reps)
-    total = total + bench.sgemm(n_out, n_in, B, true, false, reps)
-    if l > 1 then total = total + bench.sgemm(B, n_in, n_out, false, false, reps) end
-  end
-  return total
-end
+local median = bl.median
+local function gemm_floor(reps) return bl.gemm_floor(SIZES, reps, { batch = B }) end
 
 -- Median time of one update by phase, in seconds.
 local function time_updates(kind)
@@ -104,48 +88,13 @@ for _, kind in ipairs { "bayes", "plain" } do
 end
 
 -- The Bayesian update's passes over its weights, each timed alone without
--- the graph around them: the normal draws, the fused sample with its
--- backward, and Adam over means and rhos. With the GEMMs they are a floor
--- that no update made of these passes can go under.
-local function bayes_passes(reps)
-  local gen = bbb.Generator(1)
-  local prior = bbb.prior.Gaussian{ sigma = 0.1 }
-  local params, layers = {}, {}
-  for l = 1, #SIZES - 1 do
-    for _, shape in ipairs { { SIZES[l + 1], SIZES[l] }, { SIZES[l + 1] } } do
-      local mu = bbb.randn(shape, 0, 0.05, gen):requires_grad(true)
-      local rho = bbb.full(shape, -3):requires_grad(true)
-      layers[#layers + 1] = { mu = mu, rho = rho, shape = shape }
-      params[#params + 1] = { "mu" .. #layers, mu }
-      params[#params + 1] = { "rho" .. #layers, rho }
-    end
-  end
-  local opt = bbb.optim.Adam(params, { lr = 1e-3 })
-  local function timed(f)
-    local t = {}
-    for i = 1, reps + 20 do
-      local t0 = clock()
-      f()
-      if i > 20 then t[#t + 1] = clock() - t0 end
-    end
-    return median(t)
-  end
-  local draws = timed(function() for _, L in ipairs(layers) do bbb.randn(L.shape, 0, 1, gen) end end)
-  local eps = {}
-  for i, L in ipairs(layers) do eps[i] = bbb.randn(L.shape, 0, 1, gen) end
-  local sample = timed(function()
-    for i, L in ipairs(layers) do
-      local _, kl = bbb.core.bayes_sample(L.mu, L.rho, prior, nil, eps[i])
-      kl:backward()
-    end
-  end)
-  local adam = timed(function() opt:step() end)
-  return draws, sample, adam
-end
-
+-- the graph around them: with the GEMMs, a floor that no update made of
+-- these passes can go under.
+local bayes_floor
 do
-  local draws, sample, adam = bayes_passes(math.max(200, args.updates // 4))
+  local draws, sample, adam = bl.bayes_passes(SIZES, bbb.prior.Gaussian{ sigma = 0.1 }, math.max(200, args.updates // 4))
   local floor = gemm + draws + sample + adam
+  bayes_floor = floor   -- the protocol's floor below
   print(("bayes update's own passes, timed alone: normal draws %.3f ms, fused sample + its backward %.3f ms "
     .. "(given the draws), Adam %.3f ms; with the GEMMs %.3f ms = %.1fx the GEMMs, a floor for any update "
     .. "made of them (target 2.0x)"):format(draws * 1e3, sample * 1e3, adam * 1e3, floor * 1e3, floor / gemm))
@@ -191,7 +140,8 @@ local function schedule(cost)
 end
 local wall = schedule(function(m) return step[m.name] end)
 local floor = schedule(function(m) return m.net and 64 * gemm or 0 end)
+local passes = schedule(function(m) return m.net and 64 * (m.name == "bbb" and bayes_floor or gemm) or 0 end)
 print(("paper protocol (%d agents x %d seeds x 50,000 steps of 64 updates) on %d core(s): projected %.0f min "
-  .. "(target: at most 60 min); its network agents' GEMMs alone: %.0f min"):format(#MAKE, SEEDS, cores,
-  wall / 60, floor / 60))
+  .. "(target: at most 60 min); its network agents' GEMMs alone: %.0f min; with BBB's own passes "
+  .. "(the floor above): %.0f min"):format(#MAKE, SEEDS, cores, wall / 60, floor / 60, passes / 60))
 print("the machine may be shared with other work: these timings are noisy")

@@ -57,7 +57,8 @@ print(("OpenBLAS kernels %s (%s); the GEMM floors run on them too"):format(blas_
   blas_env and "OPENBLAS_CORETYPE=" .. blas_env or "OpenBLAS's own choice for this CPU"))
 print(("%-20s %9s %9s %7s %9s %11s %11s %7s %7s"):format("network", "step ms", "GEMMs ms", "ratio",
   "target", "MC infer s", "infer GEMM", "ratio", "target"))
-local ours, others = {}, bl.others_probe()
+local ours, floors, others = {}, {}, bl.others_probe()
+local OUT = { weight = "w", ["local"] = "var", flipout = "delta" }   -- what each estimator's sample pass writes
 for _, sizes in ipairs{ BIG, SMALL } do
   local name = table.concat(sizes, "-")
   local r = against_floor(sizes, args.estimator)
@@ -73,13 +74,24 @@ for _, sizes in ipairs{ BIG, SMALL } do
   local w = bl.n_weights(sizes)
   print(("%-20s phases: forward+ELBO %.2f ms, backward %.2f ms, optimizer %.2f ms (%.1f GB/s over its %d MB)")
     :format("", r.fwd * 1e3, r.bwd * 1e3, r.opt * 1e3, 56 * w / r.opt / 1e9, 56 * w // 1000000))
+  -- The estimator's own passes over the weights, each timed alone: with the
+  -- GEMMs, the floor of any step made of these passes.
+  local d, s, a = bl.bayes_passes(sizes, bl.PRIORS.ScaleMixture(), steps, OUT[args.estimator])
+  floors[name] = r.gemm + d + s + a
+  print(("%-20s own passes alone: normal draws %.2f ms, sample + its backward %.2f ms, Adam %.2f ms; with the "
+    .. "GEMMs %.2f ms = %.2fx (no step made of these passes goes under it)")
+    :format("", d * 1e3, s * 1e3, a * 1e3, floors[name] * 1e3, floors[name] / r.gemm))
   -- The other estimators against the GEMMs they perform (twice the weight
   -- estimator's: local x mu^T and x^2 (sigma^2)^T, flipout x mu^T and
   -- (x s) dW^T, each with its backward pair).
   for _, est in ipairs(sizes == BIG and { "local", "flipout" } or {}) do
     local e = est ~= args.estimator and against_floor(sizes, est)
-    if e then print((ROW .. "   (own GEMMs: twice the weight estimator's)"):format("  " .. est .. " estimator",
-      e.step * 1e3, e.gemm * 1e3, e.step / e.gemm, target(e.step / e.gemm, 1.3))) end
+    if e then
+      local d, s, a = bl.bayes_passes(sizes, bl.PRIORS.ScaleMixture(), steps, OUT[est])
+      print((ROW .. "   (own GEMMs: twice the weight estimator's; with its own passes alone %.2fx)")
+        :format("  " .. est .. " estimator", e.step * 1e3, e.gemm * 1e3, e.step / e.gemm,
+        target(e.step / e.gemm, 1.3), (e.gemm + d + s + a) / e.gemm))
+    end
   end
   for _, m in ipairs { { "plain", "  plain MLP", "" }, { "dropout", "  MC-dropout MLP", "   (dropout 0.5)" } } do
     local p = against_floor(sizes, nil, m[1])
@@ -165,7 +177,7 @@ else
   if not t then
     print("\nPyTorch comparison skipped: " .. why)
   else
-    bl.print_torch(t, ours, threads, B, { BIG, SMALL })
+    bl.print_torch(t, ours, threads, B, { BIG, SMALL }, floors)
   end
 end
 print(("peak RSS %.0f MiB"):format(bl.peak_rss_mib()))

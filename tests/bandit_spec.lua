@@ -528,6 +528,9 @@ describe("scripts/bandit.lua", function()
       .. ".-GEMMs alone: (%d+) min")
     assert.truthy(wall and floor, text)
     assert.truthy(tonumber(wall) >= tonumber(floor) and tonumber(floor) > 0, text)
+    -- the floor with BBB's own passes lies between the GEMMs alone and the projection's
+    local passes = text:match("with BBB's own passes %(the floor above%): (%d+) min")
+    assert.truthy(passes and tonumber(passes) >= tonumber(floor), text)
     -- the Bayesian update's own passes, each a positive time, on top of its GEMMs
     local d, smp, a, ratio = text:match("normal draws ([%d.]+) ms, fused sample %+ its backward ([%d.]+) ms .-"
       .. "Adam ([%d.]+) ms; with the GEMMs [%d.]+ ms = ([%d.]+)x the GEMMs")

@@ -87,6 +87,19 @@ describe("scripts", function()
     local torch = helpers.sh("(python3 -c 'import torch' || /usr/bin/python3 -c 'import torch') 2>/dev/null && echo yes") == "yes\n"
     assert.truthy(out:find(torch and "torch BBB/bbb" or "PyTorch comparison skipped", 1, true), out)
     assert.are.equal(2, select(2, out:gsub("\n  plain MLP ", "")), out)   -- one per network
+    -- each network's floor: its GEMMs with the weight estimator's own passes alone, at least the GEMMs
+    local n = 0
+    for d, s, a, f, r in out:gmatch("own passes alone: normal draws ([%d.]+) ms, sample %+ its backward ([%d.]+) ms, "
+        .. "Adam ([%d.]+) ms; with the GEMMs ([%d.]+) ms = ([%d.]+)x") do
+      assert.truthy(tonumber(d) > 0 and tonumber(s) > 0 and tonumber(a) > 0 and tonumber(f) > 0 and tonumber(r) >= 1, out)
+      n = n + 1
+    end
+    assert.are.equal(2, n, out)
+    for _, est in ipairs { "local", "flipout" } do
+      local r = out:match(est .. " estimator [^\n]-with its own passes alone ([%d.]+)x")
+      assert.truthy(r and tonumber(r) >= 1, out)
+    end
+    if torch then assert.truthy(out:find("784-1200-1200-10: 10x needs a step of at most", 1, true), out) end
   end)
 end)
 

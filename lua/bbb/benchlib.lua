@@ -102,6 +102,50 @@ function M.n_weights(sizes)
   return n
 end
 
+--- bayes_passes(sizes, prior, reps [, out]) -> draws, sample, adam: seconds
+-- (medians of reps, after 20 untimed) of an estimator's passes over the
+-- weights and biases of an MLP of sizes, each timed alone without the graph
+-- around it: the normal draws, the fused sample with its backward (prior
+-- and posterior terms included), and Adam over means and rhos. With the
+-- GEMMs they are a floor that no step made of these passes can go under.
+-- out: what the sample pass writes (bbb.core.bayes_sample's out): "w" for
+-- the weight estimator (the default), "var" (sigma^2) for local
+-- reparameterization, "delta" (sigma eps) for flipout.
+function M.bayes_passes(sizes, prior, reps, out)
+  local gen = bbb.Generator(1)
+  local params, layers = {}, {}
+  for l = 1, #sizes - 1 do
+    for _, shape in ipairs { { sizes[l + 1], sizes[l] }, { sizes[l + 1] } } do
+      local mu = bbb.randn(shape, 0, 0.05, gen):requires_grad(true)
+      local rho = bbb.full(shape, -3):requires_grad(true)
+      layers[#layers + 1] = { mu = mu, rho = rho, shape = shape }
+      params[#params + 1] = { "mu" .. #layers, mu }
+      params[#params + 1] = { "rho" .. #layers, rho }
+    end
+  end
+  local opt = bbb.optim.Adam(params, { lr = 1e-3 })
+  local function timed(f)
+    local t = {}
+    for i = 1, reps + 20 do
+      local t0 = clock()
+      f()
+      if i > 20 then t[#t + 1] = clock() - t0 end
+    end
+    return M.median(t)
+  end
+  local draws = timed(function() for _, L in ipairs(layers) do bbb.randn(L.shape, 0, 1, gen) end end)
+  local eps = {}
+  for i, L in ipairs(layers) do eps[i] = bbb.randn(L.shape, 0, 1, gen) end
+  local sample = timed(function()
+    for i, L in ipairs(layers) do
+      local _, kl = bbb.core.bayes_sample(L.mu, L.rho, prior, nil, eps[i], out)
+      kl:backward()
+    end
+  end)
+  local adam = timed(function() opt:step() end)
+  return draws, sample, adam
+end
+
 --- phases(sizes, {batch =, estimator =, prior =, model =}) -> the three
 -- phases of a training step (forward with the ELBO, backward, optimizer;
 -- each takes the previous one's result), net. model: nil (bayes_mlp) or a
@@ -289,9 +333,11 @@ function M.torch(script, threads, batch, steps)
   return r
 end
 
---- print_torch(t, ours, threads, B, nets): the table of M.torch's figures
--- against bbb's steps `ours` (seconds by net name, and ours.lenet).
-function M.print_torch(t, ours, threads, B, nets)
+--- print_torch(t, ours, threads, B, nets [, floors]): the table of M.torch's
+-- figures against bbb's steps `ours` (seconds by net name, and ours.lenet);
+-- floors (seconds by net name): the floor of bbb's step, for the ratio
+-- that floor would give.
+function M.print_torch(t, ours, threads, B, nets, floors)
   print(("\nPyTorch %s (%s), %d thread(s), batch %d, float32; bbb's step from the table above:")
     :format(t.version or "?", t.python, threads, B))
   print(("%-18s %10s %10s %10s %12s %14s %12s"):format("network", "bbb ms", "torch BBB", "torch MLP", "torch GEMMs",
@@ -315,6 +361,14 @@ function M.print_torch(t, ours, threads, B, nets)
   end
   print("(torch BBB/bbb: how many times faster bbb's Bayesian step is, target >= 10x; MLP/GEMMs: PyTorch's plain "
     .. "step over its own GEMMs)")
+  for _, sizes in ipairs(floors and nets or {}) do
+    local name = table.concat(sizes, "-")
+    local r = t[name]
+    if r and r.bayes and floors[name] then
+      print(("%s: 10x needs a step of at most %.2f ms; the GEMMs with the step's own passes alone take %.2f ms (%.1fx)")
+        :format(name, r.bayes / 10 * 1e3, floors[name] * 1e3, r.bayes / floors[name]))
+    end
+  end
 end
 
 return M
