@@ -248,6 +248,8 @@ function M.run(args)
         same = a.name ~= "bbb" or (not m.sigma_final and not cfg.sigma_final)
           or (m.sigma_final == cfg.sigma_final and m.sigma_steps == cfg.sigma_steps)
       end
+      -- weight samples per decision are BBB's alone
+      if k == "decide_samples" then same = a.name ~= "bbb" or meta.config[k] == cfg[k] end
       -- a checkpoint from before --noise-model has no hetero: it was fixed
       if k == "hetero" then same = (meta.config[k] or false) == cfg[k] end
       if type(cfg[k]) == "table" and type(meta.config[k]) == "table" then
