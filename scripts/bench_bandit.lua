@@ -6,7 +6,6 @@
 local bbb = require "bbb"
 local recipe = require "bbb.recipe"
 local cli = require "bbb.cli"
-local bench = require "bbb.bench"
 local bandit = require "bbb.bandit"
 local bl = require "bbb.benchlib"
 
