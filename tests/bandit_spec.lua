@@ -429,18 +429,6 @@ describe("agents", function()
     for k, want in ipairs { 0.1, 0.2, 0.4, 0.8, 0.8, 0.8 } do
       assert(math.abs(seen[k] - want) < 1e-12, k .. ": " .. seen[k] .. " vs " .. want)
     end
-    -- sigma_data C: and no faster than sqrt(t / C), never below its start
-    for c, wants in pairs { [8] = { 0.1, 0.2, 0.4, math.sqrt(4 / 8), math.sqrt(5 / 8), 0.8 },
-                            [1e6] = { 0.05, 0.05, 0.05, 0.05, 0.05, 0.05 } } do
-      local bounded = bandit.BBB(opts{ sigma = 0.05, sigma_final = 0.8, sigma_steps = 4, sigma_data = c })
-      for k, want in ipairs(wants) do
-        bounded:update(tiny_data().x:narrow(1, 1, 1), 2, 5)
-        local got = bounded.elbo:sigma()
-        assert(math.abs(got - want) < 1e-12, c .. ", " .. k .. ": " .. got .. " vs " .. want)
-      end
-    end
-    assert.has_error(function() bandit.BBB(opts{ sigma_final = 1, sigma_steps = 10, sigma_data = 0 }) end,
-      "BBB: sigma_data must be a finite number > 0, got 0")
     assert.has_error(function() bandit.BBB(opts{ reward_scale = 0 }) end,
       "BBB: reward_scale must be a finite number > 0, got 0")
     -- the buffer holds the scaled reward
@@ -596,9 +584,6 @@ describe("scripts/bandit.lua", function()
     local status6, text6 = run(more:gsub("--steps 150", "--steps 160") .. " --resume --decide-samples 3")
     assert.are_not.equal(0, status6, text6)
     has(text6, "bbb_r0.safetensors was written with --decide-samples 1, this run has 3")
-    local status8, text8 = run(more:gsub("--steps 150", "--steps 160") .. " --resume --sigma-data 500")
-    assert.are_not.equal(0, status8, text8)
-    has(text8, "bbb_r0.safetensors was written with --sigma-data none, this run has 500")
     -- (the refused --sigma-final run above took the other agents on to step 160)
     local status7, text7 = run(more:gsub("--steps 150", "--steps 170"):gsub("bbb,", "") .. " --resume --decide-samples 3")
     assert.are.equal(0, status7, text7)
@@ -691,7 +676,6 @@ describe("scripts/bandit.lua", function()
       ["--refit 0"] = "--refit: integer '0' is out of range",
       ["--sigma-final 0"] = "--sigma-final: number '0' is out of range",
       ["--sigma-steps 0"] = "--sigma-steps: integer '0' is out of range",
-      ["--sigma-data -1"] = "--sigma-data: number '-1' is out of range",
       ["--noise-model learned"] = "--noise-model: expected one of fixed, hetero, got 'learned'",
       ["--noise-model hetero --learn-sigma"] = "--learn-sigma learns one noise for every reward",
       ["--prior-mix 0.5,1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",

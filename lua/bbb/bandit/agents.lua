@@ -59,12 +59,7 @@ function agents.fit_buffer(net, elbo, opt, buffer, o)
     -- transitions: small while the first rewards teach the mean, larger once
     -- one lucky reward should no longer outweigh what the features say
     local f = math.min(1, buffer.count / o.sigma_steps)
-    local s = o.sigma * (o.sigma_final / o.sigma) ^ f
-    -- sigma_data C: the rewards' weight against the complexity term,
-    -- N / sigma^2 with N = the transitions seen, kept at C or above once
-    -- the noise has grown past its start
-    if o.sigma_data then s = math.min(s, math.max(o.sigma, math.sqrt(buffer.count / o.sigma_data))) end
-    elbo.sigma_value = s
+    elbo.sigma_value = o.sigma * (o.sigma_final / o.sigma) ^ f
   end
   if kl_n ~= "blundell" then
     elbo.kl_weight = B / (kl_n == "capacity" and buffer.capacity or kl_n == "seen" and buffer.count
@@ -235,7 +230,7 @@ end
 --- BBB{context_dim = 117, hidden = {100, 100}, buffer = 4096, updates = 64,
 --      batch = 64, lr = 1e-3, sigma = 1 (likelihood noise), learn_sigma = false,
 --      prior = Gaussian{sigma = 0.1}, rho_init = -3, kl_n = "size", decide_samples = 1,
---      sigma_final = nil, sigma_steps = nil, sigma_data = nil, seed =}:
+--      sigma_final = nil, sigma_steps = nil, seed =}:
 -- Thompson sampling: each decision compares the two actions under one
 -- weight sample, or under the mean of decide_samples samples.
 local BBB = setmetatable({}, { __index = Neural })
@@ -263,14 +258,6 @@ function agents.BBB(o)
     end
     self.sigma_final = f
     self.sigma_steps = positive_int(o.sigma_steps, "BBB", "sigma_steps")
-    -- sigma_data C: and no faster than sqrt(transitions / C)
-    if o.sigma_data then
-      local c = o.sigma_data
-      if type(c) ~= "number" or not (c > 0 and c < math.huge) then
-        error(("BBB: sigma_data must be a finite number > 0, got %s"):format(tostring(c)), 2)
-      end
-      self.sigma_data = c
-    end
   end
   self:finish_init()
   return self

@@ -15,7 +15,7 @@ local M = {}
 -- term divided by its size, one weight sample per decision).
 M.PAPER_AGENT = { buffer = 4096, kl = "size", sigma = 1, learn_sigma = false, hetero = false, rho_init = -3,
   prior_sigma = 0.1, prior_mix = false, decide_samples = 1, lr = 1e-3, updates = 64, batch = 64,
-  dropout = 0.2, refit = 100, sigma_final = false, sigma_steps = 5000, sigma_data = false }
+  dropout = 0.2, refit = 100, sigma_final = false, sigma_steps = 5000 }
 M.DEFAULTS = {}
 for k, v in pairs(M.PAPER_AGENT) do M.DEFAULTS[k] = v end
 -- One weight sample per decision (pure Thompson sampling): over seeds 1-5 at
@@ -118,7 +118,7 @@ function M.agent_opts(cfg, index, run, context_dim)
   return { seed = M.agent_seed(cfg, index, run), updates = cfg.updates, batch = cfg.batch,
     buffer = cfg.buffer, lr = cfg.lr, sigma = cfg.sigma, learn_sigma = cfg.learn_sigma, hetero = cfg.hetero,
     sigma_max = cfg.sigma_max, reward_scale = cfg.reward_scale, reward_values = cfg.reward_values,
-    sigma_final = cfg.sigma_final, sigma_steps = cfg.sigma_steps, sigma_data = cfg.sigma_data,
+    sigma_final = cfg.sigma_final, sigma_steps = cfg.sigma_steps,
     rho_init = cfg.rho_init, prior = M.prior(cfg), kl_n = cfg.kl, decide_samples = cfg.decide_samples,
     dropout = cfg.dropout, refit = cfg.refit, context_dim = context_dim }
 end

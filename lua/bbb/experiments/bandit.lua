@@ -103,9 +103,6 @@ function M.parser()
     :convert(cli.positive_number())
   parser:option("--sigma-steps", ("BBB: transitions over which the noise grows (default %d)."):format(D.sigma_steps))
     :convert(cli.positive_integer())
-  parser:option("--sigma-data", "BBB: the noise grows no faster than sqrt(transitions / this), so that the "
-    .. "rewards' weight against the complexity term, N / sigma^2, stays at least this (default: no such bound).")
-    :convert(cli.positive_number())
   parser:flag("--learn-sigma", "Learn the likelihood's noise sigma (starting from --sigma).")
   parser:option("--noise-model", ("The likelihood's noise: fixed (one sigma for every reward) or hetero (the "
     .. "network's second output, sigma = --sigma + softplus(it), learned for each mushroom and action); default %s.")
@@ -152,7 +149,7 @@ function M.run(args)
   local preset = args.paper_agent and P or D
   if args.noise_model == nil then args.noise_model = preset.hetero and "hetero" or "fixed" end
   for _, k in ipairs { "buffer", "sigma", "prior_sigma", "rho_init", "kl", "decide_samples", "dropout", "refit",
-                       "sigma_final", "sigma_steps", "sigma_data" } do
+                       "sigma_final", "sigma_steps" } do
     if args[k] == nil then args[k] = preset[k] end
   end
   args.repeats = args.repeats or (args.paper and 5 or 1)
@@ -173,7 +170,6 @@ function M.run(args)
     prior_sigma = args.prior_sigma, kl = args.kl, learn_sigma = args.learn_sigma or false,
     decide_samples = args.decide_samples, prior_mix = prior_mix, dropout = args.dropout, refit = args.refit,
     hetero = args.noise_model == "hetero", sigma_final = args.sigma_final or false, sigma_steps = args.sigma_steps,
-    sigma_data = args.sigma_data or false,
   }
   if cfg.hetero and cfg.learn_sigma then
     fail("--learn-sigma learns one noise for every reward; --noise-model hetero learns it per mushroom and action: give one")
@@ -186,10 +182,6 @@ function M.run(args)
   if cfg.sigma_final then
     for _, w in ipairs { "--sigma-final", cfg.sigma_final, "--sigma-steps", cfg.sigma_steps } do
       worker_args[#worker_args + 1] = w
-    end
-    if cfg.sigma_data then
-      worker_args[#worker_args + 1] = "--sigma-data"
-      worker_args[#worker_args + 1] = cfg.sigma_data
     end
   end
   if args.paper and args.steps then fail("--paper sets the steps; give --paper or --steps, not both") end
@@ -247,8 +239,7 @@ function M.run(args)
       error(("%s is not a checkpoint of agent %s, run %d"):format(path, a.name, run), 0)
     end
     for _, k in ipairs { "updates", "batch", "buffer", "lr", "sigma", "rho_init", "prior_sigma", "seed", "kl",
-                         "learn_sigma", "decide_samples", "prior_mix", "dropout", "refit", "hetero", "sigma_final", "sigma_steps",
-                         "sigma_data" } do
+                         "learn_sigma", "decide_samples", "prior_mix", "dropout", "refit", "hetero", "sigma_final", "sigma_steps" } do
       local same = meta.config[k] == cfg[k]
       -- the growing noise is BBB's alone (a checkpoint from before it has
       -- none); its steps matter only when it grows
@@ -257,10 +248,8 @@ function M.run(args)
         same = a.name ~= "bbb" or (not m.sigma_final and not cfg.sigma_final)
           or (m.sigma_final == cfg.sigma_final and m.sigma_steps == cfg.sigma_steps)
       end
-      -- weight samples per decision and the noise's bound are BBB's alone (a
-      -- checkpoint from before --sigma-data has none)
+      -- weight samples per decision are BBB's alone
       if k == "decide_samples" then same = a.name ~= "bbb" or meta.config[k] == cfg[k] end
-      if k == "sigma_data" then same = a.name ~= "bbb" or (meta.config[k] or false) == cfg[k] end
       -- a checkpoint from before --noise-model has no hetero: it was fixed
       if k == "hetero" then same = (meta.config[k] or false) == cfg[k] end
       if type(cfg[k]) == "table" and type(meta.config[k]) == "table" then
@@ -270,10 +259,7 @@ function M.run(args)
         error(("%s was written with --noise-model %s, this run has %s"):format(path,
           meta.config[k] and "hetero" or "fixed", cfg[k] and "hetero" or "fixed"), 0)
       elseif not same then
-        local function show(v)
-          if v == false or v == nil then return "none" end
-          return math.type(v) == "float" and ("%g"):format(v) or tostring(v)
-        end
+        local function show(v) return math.type(v) == "float" and ("%g"):format(v) or tostring(v) end
         error(("%s was written with --%s %s, this run has %s"):format(path, k:gsub("_", "-"), show(meta.config[k]),
           show(cfg[k])), 0)
       end
