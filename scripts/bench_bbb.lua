@@ -76,7 +76,9 @@ for _, sizes in ipairs{ BIG, SMALL } do
     :format("", r.fwd * 1e3, r.bwd * 1e3, r.opt * 1e3, 56 * w / r.opt / 1e9, 56 * w // 1000000))
   -- The estimator's own passes over the weights, each timed alone: with the
   -- GEMMs, the floor of any step made of these passes.
-  local d, s, a = bl.bayes_passes(sizes, bl.PRIORS.ScaleMixture(), steps, OUT[args.estimator])
+  local outs = sizes == BIG and { OUT.weight, OUT["local"], OUT.flipout } or { OUT[args.estimator] }
+  local d, smp, a = bl.bayes_passes(sizes, bl.PRIORS.ScaleMixture(), steps, outs)
+  local s = smp[OUT[args.estimator]]
   floors[name] = r.gemm + d + s + a
   print(("%-20s own passes alone: normal draws %.2f ms, sample + its backward %.2f ms, Adam %.2f ms; with the "
     .. "GEMMs %.2f ms = %.2fx (no step made of these passes goes under it)")
@@ -87,10 +89,9 @@ for _, sizes in ipairs{ BIG, SMALL } do
   for _, est in ipairs(sizes == BIG and { "local", "flipout" } or {}) do
     local e = est ~= args.estimator and against_floor(sizes, est)
     if e then
-      local d, s, a = bl.bayes_passes(sizes, bl.PRIORS.ScaleMixture(), steps, OUT[est])
       print((ROW .. "   (own GEMMs: twice the weight estimator's; with its own passes alone %.2fx)")
         :format("  " .. est .. " estimator", e.step * 1e3, e.gemm * 1e3, e.step / e.gemm,
-        target(e.step / e.gemm, 1.3), (e.gemm + d + s + a) / e.gemm))
+        target(e.step / e.gemm, 1.3), (e.gemm + d + smp[OUT[est]] + a) / e.gemm))
     end
   end
   for _, m in ipairs { { "plain", "  plain MLP", "" }, { "dropout", "  MC-dropout MLP", "   (dropout 0.5)" } } do

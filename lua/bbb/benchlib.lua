@@ -102,16 +102,17 @@ function M.n_weights(sizes)
   return n
 end
 
---- bayes_passes(sizes, prior, reps [, out]) -> draws, sample, adam: seconds
+--- bayes_passes(sizes, prior, reps [, outs]) -> draws, sample, adam: seconds
 -- (medians of reps, after 20 untimed) of an estimator's passes over the
 -- weights and biases of an MLP of sizes, each timed alone without the graph
 -- around it: the normal draws, the fused sample with its backward (prior
 -- and posterior terms included), and Adam over means and rhos. With the
 -- GEMMs they are a floor that no step made of these passes can go under.
--- out: what the sample pass writes (bbb.core.bayes_sample's out): "w" for
--- the weight estimator (the default), "var" (sigma^2) for local
--- reparameterization, "delta" (sigma eps) for flipout.
-function M.bayes_passes(sizes, prior, reps, out)
+-- outs: the sample passes to time, by what each writes (bbb.core.bayes_sample's
+-- out): "w" for the weight estimator, "var" (sigma^2) for local
+-- reparameterization, "delta" (sigma eps) for flipout; sample is then a
+-- table of seconds by out. Without outs, the weight estimator's, as a number.
+function M.bayes_passes(sizes, prior, reps, outs)
   local gen = bbb.Generator(1)
   local params, layers = {}, {}
   for l = 1, #sizes - 1 do
@@ -136,14 +137,17 @@ function M.bayes_passes(sizes, prior, reps, out)
   local draws = timed(function() for _, L in ipairs(layers) do bbb.randn(L.shape, 0, 1, gen) end end)
   local eps = {}
   for i, L in ipairs(layers) do eps[i] = bbb.randn(L.shape, 0, 1, gen) end
-  local sample = timed(function()
-    for i, L in ipairs(layers) do
-      local _, kl = bbb.core.bayes_sample(L.mu, L.rho, prior, nil, eps[i], out)
-      kl:backward()
-    end
-  end)
+  local sample = {}
+  for _, out in ipairs(outs or { "w" }) do
+    sample[out] = timed(function()
+      for i, L in ipairs(layers) do
+        local _, kl = bbb.core.bayes_sample(L.mu, L.rho, prior, nil, eps[i], out)
+        kl:backward()
+      end
+    end)
+  end
   local adam = timed(function() opt:step() end)
-  return draws, sample, adam
+  return draws, outs and sample or sample.w, adam
 end
 
 --- phases(sizes, {batch =, estimator =, prior =, model =}) -> the three
