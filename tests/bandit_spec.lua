@@ -394,6 +394,12 @@ describe("agents", function()
       'BBB: kl_n must be "size", "capacity", "seen" or "blundell", got t')
     assert.has_error(function() bandit.BBB(opts{ decide_samples = 0 }) end,
       "BBB: decide_samples must be a positive integer, got 0")
+    -- the input layer's own prior
+    local wide = bbb.prior.Gaussian{ sigma = 0.3 }
+    local a = bandit.BBB(opts{ prior_in = wide })
+    assert.are.equal(wide, a.net.layers[1].prior)
+    assert.are_not.equal(wide, a.net.layers[3].prior)
+    assert.are.equal(0.1, a.net.layers[3].prior.sigma)
     assert.has_error(function() bandit.BBB(opts{ reward_values = { 5 } }) end,
       "BBB: reward_values must list at least two rewards, got 1")
     assert.has_error(function() bandit.BBB(opts{ reward_values = { 5, math.huge } }) end,
@@ -584,6 +590,11 @@ describe("scripts/bandit.lua", function()
     local status6, text6 = run(more:gsub("--steps 150", "--steps 160") .. " --resume --decide-samples 3")
     assert.are_not.equal(0, status6, text6)
     has(text6, "bbb_r0.safetensors was written with --decide-samples 1, this run has 3")
+    -- the input layer's prior is BBB's alone too
+    local status8, text8 = run(more:gsub("--steps 150", "--steps 160") .. " --resume --prior-sigma-in 0.5")
+    assert.are_not.equal(0, status8, text8)
+    has(text8, "bbb_r0.safetensors was written with --prior-sigma-in ")
+    has(text8, ", this run has 0.5")
     -- (the refused --sigma-final run above took the other agents on to step 160)
     local status7, text7 = run(more:gsub("--steps 150", "--steps 170"):gsub("bbb,", "") .. " --resume --decide-samples 3")
     assert.are.equal(0, status7, text7)
@@ -678,6 +689,8 @@ describe("scripts/bandit.lua", function()
       ["--sigma-steps 0"] = "--sigma-steps: integer '0' is out of range",
       ["--noise-model learned"] = "--noise-model: expected one of fixed, hetero, got 'learned'",
       ["--noise-model hetero --learn-sigma"] = "--learn-sigma learns one noise for every reward",
+      ["--prior-sigma-in -1"] = "--prior-sigma-in: number '-1' is out of range",
+      ["--prior-sigma-in wide"] = "--prior-sigma-in: expected a number, got 'wide'",
       ["--prior-mix 0.5,1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",
       ["--prior-mix 1.5,1,0.1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",
       ["--prior-mix 0.5,0,0.1"] = "--prior-mix must be PI,SIGMA1,SIGMA2 with 0 < PI < 1",

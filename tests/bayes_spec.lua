@@ -298,6 +298,35 @@ describe("ELBO", function()
     local ok, err = pcall(e.nll_sum, e, bbb.zeros(3, 1), bbb.zeros(3))
     assert(not ok and err:find("ELBO: the heteroscedastic likelihood needs outputs (B, 2) and B targets, got outputs 3x1 and 3 targets", 1, true), err)
   end)
+  it("gives each layer of bayes_mlp its own prior with priors", function()
+    local gen = bbb.Generator(9)
+    local wide, narrow = bbb.prior.Gaussian{ sigma = 0.3 }, bbb.prior.Gaussian{ sigma = 0.1 }
+    local net = bbb.nn.bayes_mlp({ 3, 4, 4, 2 }, { prior = narrow, priors = { wide }, generator = gen })
+    assert.are.equal(wide, net.layers[1].prior)
+    assert.are.equal(narrow, net.layers[3].prior)
+    assert.are.equal(narrow, net.layers[5].prior)
+    -- the complexity term is each layer's under its own prior
+    local x, y = bbb.randn({ 6, 3 }, 0, 1, gen), bbb.tensor{ 1, 2, 1, 2, 1, 2 }
+    local _, t = bbb.elbo.ELBO{ n_data = 6, n_batches = 1, kl = "analytic" }:loss(net, x, y)
+    local expect, first = 0, nil
+    for i, l in ipairs{ net.layers[1], net.layers[3], net.layers[5] } do
+      for _, pr in ipairs{ { l.weight_mu, l.weight_rho }, { l.bias_mu, l.bias_rho } } do
+        local kl = bbb.prior.gaussian_kl(i == 1 and wide or narrow, pr[1], pr[2]:softplus()):item()
+        expect = expect + kl
+        if i == 1 then first = (first or 0) + kl end
+      end
+    end
+    assert(rel_close(t.complexity, expect, 1e-5), t.complexity .. " vs " .. expect)
+    local same = 0
+    for _, pr in ipairs{ { net.layers[1].weight_mu, net.layers[1].weight_rho }, { net.layers[1].bias_mu, net.layers[1].bias_rho } } do
+      same = same + bbb.prior.gaussian_kl(narrow, pr[1], pr[2]:softplus()):item()
+    end
+    assert(math.abs(first - same) > 1, "the input layer's KL must change with its prior")
+    assert.has_error(function() bbb.nn.bayes_mlp({ 3, 2 }, { priors = { wide, wide } }) end,
+      "nn.bayes_mlp: priors must list at most one prior per layer (1), got 2")
+    assert.has_error(function() bbb.nn.bayes_mlp({ 3, 2 }, { priors = 0.3 }) end,
+      "nn.bayes_mlp: priors must list at most one prior per layer (1), got 0.3")
+  end)
   it("switches the layers to the analytic KL, for Gaussian priors only", function()
     local gen = bbb.Generator(8)
     local net = bbb.nn.bayes_mlp({ 3, 4, 2 }, { prior = bbb.prior.Gaussian{ sigma = 0.5 }, generator = gen })

@@ -229,7 +229,8 @@ end
 
 --- BBB{context_dim = 117, hidden = {100, 100}, buffer = 4096, updates = 64,
 --      batch = 64, lr = 1e-3, sigma = 1 (likelihood noise), learn_sigma = false,
---      prior = Gaussian{sigma = 0.1}, rho_init = -3, kl_n = "size", decide_samples = 1,
+--      prior = Gaussian{sigma = 0.1}, prior_in = nil (the input layer's prior,
+--      else `prior`), rho_init = -3, kl_n = "size", decide_samples = 1,
 --      sigma_final = nil, sigma_steps = nil, seed =}:
 -- Thompson sampling: each decision compares the two actions under one
 -- weight sample, or under the mean of decide_samples samples.
@@ -245,8 +246,10 @@ function agents.BBB(o)
   -- the buffer's size, the complexity term keeps the agent exploring almost
   -- uniformly for thousands of steps (2,000 steps, seed 1: regret 3,605
   -- with the mixture, 1,635 with this prior).
+  -- prior_in: the input layer's own prior (a one-hot feature value's weight
+  -- into a hidden unit), where given
   self.net = bbb.nn.bayes_mlp(self.sizes, { prior = o.prior or bbb.prior.Gaussian{ sigma = 0.1 },
-    generator = self.generator, rho_init = o.rho_init or -3 })
+    priors = o.prior_in and { o.prior_in } or nil, generator = self.generator, rho_init = o.rho_init or -3 })
   self.decide_samples = positive_int(o.decide_samples or 1, "BBB", "decide_samples")
   -- sigma_final, sigma_steps: the likelihood noise grows from sigma to
   -- sigma_final over the first sigma_steps transitions (fit_buffer); nil or

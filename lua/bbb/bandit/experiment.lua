@@ -14,7 +14,7 @@ local M = {}
 -- (section 5.3's buffer of the last 4,096 transitions with the complexity
 -- term divided by its size, one weight sample per decision).
 M.PAPER_AGENT = { buffer = 4096, kl = "size", sigma = 1, learn_sigma = false, hetero = false, rho_init = -3,
-  prior_sigma = 0.1, prior_mix = false, decide_samples = 1, lr = 1e-3, updates = 64, batch = 64,
+  prior_sigma = 0.1, prior_sigma_in = false, prior_mix = false, decide_samples = 1, lr = 1e-3, updates = 64, batch = 64,
   dropout = 0.2, refit = 100, sigma_final = false, sigma_steps = 5000 }
 M.DEFAULTS = {}
 for k, v in pairs(M.PAPER_AGENT) do M.DEFAULTS[k] = v end
@@ -97,6 +97,7 @@ M.ABLATION_ROWS = {
   { "s5-categorical", M.with(S4, { reward_values = { -35, 0, 5 } }), "the rewards as three classes (-35, 0, +5), a categorical likelihood" },
   { "s5-categorical-kl-capacity", M.with(S4, { reward_values = { -35, 0, 5 }, kl = "capacity" }), "the rewards as classes, KL / 100,000 from the start" },
   { "s5-sigma-grows3", M.with(S4, { sigma = 0.05, sigma_final = 3, sigma_steps = 5000 }), "noise 0.05 growing to 3 over the first 5,000 transitions" },
+  { "default-in0.3", M.with(M.DEFAULTS, { prior_sigma_in = 0.3 }), "bandit.lua's defaults, the input layer's prior N(0, 0.3^2)" },
   { "default", M.with(M.DEFAULTS), ("bandit.lua's defaults (noise %g growing to %g over the first %d transitions)")
     :format(M.DEFAULTS.sigma, M.DEFAULTS.sigma_final, M.DEFAULTS.sigma_steps) },
 }
@@ -122,6 +123,7 @@ function M.agent_opts(cfg, index, run, context_dim)
     sigma_max = cfg.sigma_max, reward_scale = cfg.reward_scale, reward_values = cfg.reward_values,
     sigma_final = cfg.sigma_final, sigma_steps = cfg.sigma_steps,
     rho_init = cfg.rho_init, prior = M.prior(cfg), kl_n = cfg.kl, decide_samples = cfg.decide_samples,
+    prior_in = cfg.prior_sigma_in and bbb.prior.Gaussian{ sigma = cfg.prior_sigma_in } or nil,
     dropout = cfg.dropout, refit = cfg.refit, context_dim = context_dim }
 end
 

@@ -108,6 +108,9 @@ function M.parser()
     .. "network's second output, sigma = --sigma + softplus(it), learned for each mushroom and action); default %s.")
     :format(D.hetero and "hetero" or "fixed")):convert(cli.choice{ "fixed", "hetero" })
   recipe.declare(parser, { "prior_sigma" })
+  parser:option("--prior-sigma-in", "BBB: the input layer's prior N(0, S^2) instead of --prior-sigma's"
+    .. (D.prior_sigma_in and (" (default %g)"):format(D.prior_sigma_in) or "") .. "; 0 gives it --prior-sigma's.")
+    :convert(cli.nonnegative_number())
   parser:option("--prior-mix", "The scale-mixture prior PI,SIGMA1,SIGMA2 instead of the Gaussian one.")
   recipe.declare(parser, { "rho_init" })
   parser:option("--kl", ("The complexity term's divisor N: size (rows in the buffer), capacity, seen "
@@ -148,10 +151,11 @@ function M.run(args)
   -- --paper-agent, which wins over the defaults.
   local preset = args.paper_agent and P or D
   if args.noise_model == nil then args.noise_model = preset.hetero and "hetero" or "fixed" end
-  for _, k in ipairs { "buffer", "sigma", "prior_sigma", "rho_init", "kl", "decide_samples", "dropout", "refit",
-                       "sigma_final", "sigma_steps" } do
+  for _, k in ipairs { "buffer", "sigma", "prior_sigma", "prior_sigma_in", "rho_init", "kl", "decide_samples",
+                       "dropout", "refit", "sigma_final", "sigma_steps" } do
     if args[k] == nil then args[k] = preset[k] end
   end
+  if args.prior_sigma_in == 0 then args.prior_sigma_in = false end
   args.repeats = args.repeats or (args.paper and 5 or 1)
   local prior_mix = false
   if args.prior_mix then
@@ -167,7 +171,7 @@ function M.run(args)
     steps = args.paper and PAPER_STEPS or args.steps or DEFAULT_STEPS,
     updates = args.updates, batch = args.batch, buffer = args.buffer, lr = args.lr, sigma = args.sigma,
     seed = args.seed, repeats = args.repeats, every = args.checkpoint_every, rho_init = args.rho_init,
-    prior_sigma = args.prior_sigma, kl = args.kl, learn_sigma = args.learn_sigma or false,
+    prior_sigma = args.prior_sigma, prior_sigma_in = args.prior_sigma_in, kl = args.kl, learn_sigma = args.learn_sigma or false,
     decide_samples = args.decide_samples, prior_mix = prior_mix, dropout = args.dropout, refit = args.refit,
     hetero = args.noise_model == "hetero", sigma_final = args.sigma_final or false, sigma_steps = args.sigma_steps,
   }
@@ -179,6 +183,8 @@ function M.run(args)
     "--refit", cfg.refit, "--noise-model", args.noise_model }
   if prior_mix then worker_args[#worker_args + 1] = "--prior-mix"; worker_args[#worker_args + 1] = args.prior_mix end
   if cfg.learn_sigma then worker_args[#worker_args + 1] = "--learn-sigma" end
+  worker_args[#worker_args + 1] = "--prior-sigma-in"
+  worker_args[#worker_args + 1] = cfg.prior_sigma_in or 0
   if cfg.sigma_final then
     for _, w in ipairs { "--sigma-final", cfg.sigma_final, "--sigma-steps", cfg.sigma_steps } do
       worker_args[#worker_args + 1] = w
@@ -239,8 +245,13 @@ function M.run(args)
       error(("%s is not a checkpoint of agent %s, run %d"):format(path, a.name, run), 0)
     end
     for _, k in ipairs { "updates", "batch", "buffer", "lr", "sigma", "rho_init", "prior_sigma", "seed", "kl",
-                         "learn_sigma", "decide_samples", "prior_mix", "dropout", "refit", "hetero", "sigma_final", "sigma_steps" } do
-      local same = meta.config[k] == cfg[k]
+                         "learn_sigma", "decide_samples", "prior_mix", "dropout", "refit", "hetero", "sigma_final", "sigma_steps",
+                         "prior_sigma_in" } do
+      local saved, now = meta.config[k], cfg[k]
+      -- the input layer's own prior is BBB's alone; none (a checkpoint from
+      -- before it, or 0) is --prior-sigma's
+      if k == "prior_sigma_in" then saved, now = saved or 0, now or 0 end
+      local same = saved == now
       -- the growing noise is BBB's alone (a checkpoint from before it has
       -- none); its steps matter only when it grows
       if k == "sigma_final" or k == "sigma_steps" then
@@ -249,7 +260,7 @@ function M.run(args)
           or (m.sigma_final == cfg.sigma_final and m.sigma_steps == cfg.sigma_steps)
       end
       -- weight samples per decision are BBB's alone
-      if k == "decide_samples" then same = a.name ~= "bbb" or meta.config[k] == cfg[k] end
+      if k == "decide_samples" or k == "prior_sigma_in" then same = a.name ~= "bbb" or saved == now end
       -- a checkpoint from before --noise-model has no hetero: it was fixed
       if k == "hetero" then same = (meta.config[k] or false) == cfg[k] end
       if type(cfg[k]) == "table" and type(meta.config[k]) == "table" then
@@ -260,8 +271,8 @@ function M.run(args)
           meta.config[k] and "hetero" or "fixed", cfg[k] and "hetero" or "fixed"), 0)
       elseif not same then
         local function show(v) return math.type(v) == "float" and ("%g"):format(v) or tostring(v) end
-        error(("%s was written with --%s %s, this run has %s"):format(path, k:gsub("_", "-"), show(meta.config[k]),
-          show(cfg[k])), 0)
+        error(("%s was written with --%s %s, this run has %s"):format(path, k:gsub("_", "-"), show(saved),
+          show(now)), 0)
       end
     end
     agent:set_state(meta.agent_state, agent_tensors(tensors))

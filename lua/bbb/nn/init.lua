@@ -30,14 +30,27 @@ local function check_sizes(sizes, what)
   end
 end
 
---- bayes_mlp({784, 400, 400, 10}, {prior =, estimator =, activation = nn.ReLU,
--- rho_init =, mu_scale =, generator =}) -> an MLP of BayesLinear layers with
--- the activation between them (the options go to every BayesLinear).
+--- bayes_mlp({784, 400, 400, 10}, {prior =, priors =, estimator =,
+-- activation = nn.ReLU, rho_init =, mu_scale =, generator =}) -> an MLP of
+-- BayesLinear layers with the activation between them (the options go to
+-- every BayesLinear). priors = {p1, p2, ...}: layer i's prior, where given,
+-- instead of `prior`.
 function nn.bayes_mlp(sizes, opts)
   check_sizes(sizes, "bayes_mlp")
+  local priors = opts and opts.priors
+  if priors ~= nil and (type(priors) ~= "table" or #priors > #sizes - 1) then
+    error(("nn.bayes_mlp: priors must list at most one prior per layer (%d), got %s"):format(#sizes - 1,
+      type(priors) == "table" and #priors or tostring(priors)), 2)
+  end
   local net = nn.Sequential{}
   for i = 1, #sizes - 1 do
-    net:add(nn.BayesLinear(sizes[i], sizes[i + 1], opts))
+    local o = opts
+    if priors and priors[i] then
+      o = {}
+      for k, v in pairs(opts) do o[k] = v end
+      o.prior = priors[i]
+    end
+    net:add(nn.BayesLinear(sizes[i], sizes[i + 1], o))
     if i < #sizes - 1 then net:add((opts and opts.activation or nn.ReLU)()) end
   end
   return net
