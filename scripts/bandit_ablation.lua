@@ -63,13 +63,26 @@ if not ok_data then fail("%s", (tostring(data):gsub("^[^:]*:%d+: ", ""))) end
 local function git_commit()
   return bbb.sys.output { "git", "rev-parse", "--short", "HEAD" } or "unknown"
 end
+-- same(a, b): the settings a and b (as recorded: numbers, strings, booleans, lists) are equal;
+-- false and absent both mean a setting left off
+local function same(a, b)
+  if not a and not b then return true end
+  if type(a) ~= "table" or type(b) ~= "table" then return a == b end
+  for k, v in pairs(a) do if not same(v, b[k]) then return false end end
+  for k, v in pairs(b) do if not same(a[k], v) then return false end end
+  return true
+end
+local settings_of = {}
+for _, row in ipairs(rows) do settings_of[row[1]] = row[2] end
 local done = {}
 local fh = io.open(args.results)
 if fh then
   for line in fh:lines() do
     local ok, r = pcall(json.decode, line)
-    -- a longer run of the same row and seed serves too: its regrets are recorded every 1,000 steps
-    if ok and r.steps >= args.steps and r.regret[tostring(args.steps)] then
+    -- a longer run of the same row and seed serves too: its regrets are recorded every 1,000 steps;
+    -- a run made while the row meant other settings (a default changed since) does not
+    if ok and r.steps >= args.steps and r.regret[tostring(args.steps)] and settings_of[r.row]
+        and same(r.settings, settings_of[r.row]) then
       done[r.row .. "/" .. math.tointeger(r.seed)] = r
     end
   end

@@ -621,6 +621,19 @@ describe("scripts/bandit.lua", function()
     assert.are.equal(0, status2, text2)
     assert.is_nil(text2:find("step 30/60", 1, true), text2)   -- nothing played again
     assert.are.equal(text:match("regret at step.*$"), text2:match("regret at step.*$"))
+    -- a record made while the row meant other settings (a default changed since) is played again
+    local lines = {}
+    for line in io.lines(res) do lines[#lines + 1] = line end
+    local g = assert(io.open(res, "w"))
+    g:write((lines[1]:gsub('"settings":{}', '"settings":{"rho_init":-4}')), "\n")
+    assert(g:close())
+    has(lines[1], '"row":"paper"')
+    local status3, text3 = run(cmd:gsub("paper,unb%-samples2,greedy", "paper"))
+    assert.are.equal(0, status3, text3)
+    has(text3, "[paper seed 1] step 30/60")
+    local n3 = 0
+    for _ in io.lines(res) do n3 = n3 + 1 end
+    assert.are.equal(2, n3)
     for args, want in pairs {
       ["--rows foo"] = "--rows: unknown row 'foo'",
       ["--seeds 1,x"] = "--seeds: 'x' is not a non-negative integer",
