@@ -106,8 +106,9 @@ M.ABLATION_ROWS = {
   { "s5-categorical-kl-capacity", M.with(S4, { reward_values = { -35, 0, 5 }, kl = "capacity" }), "the rewards as classes, KL / 100,000 from the start" },
   { "s5-sigma-grows3", M.with(S4, { sigma = 0.05, sigma_final = 3, sigma_steps = 5000 }), "noise 0.05 growing to 3 over the first 5,000 transitions" },
   { "default-in0.3", M.with(M.DEFAULTS, { prior_sigma_in = 0.3 }), "bandit.lua's defaults, the input layer's prior N(0, 0.3^2)" },
-  { "default", M.with(M.DEFAULTS), ("bandit.lua's defaults (noise %g growing to %g over the first %d transitions)")
-    :format(M.DEFAULTS.sigma, M.DEFAULTS.sigma_final, M.DEFAULTS.sigma_steps) },
+  { "default", M.with(M.DEFAULTS), ("bandit.lua's defaults (noise %g growing to %g over the first %d transitions, "
+    .. "the input layer's prior N(0, %g^2))"):format(M.DEFAULTS.sigma, M.DEFAULTS.sigma_final, M.DEFAULTS.sigma_steps,
+    M.DEFAULTS.prior_sigma_in) },
 }
 
 --- prior(cfg) -> the prior of the Bayesian layers: N(0, prior_sigma^2), or
