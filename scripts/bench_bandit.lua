@@ -91,7 +91,8 @@ end
 -- these passes can go under.
 local bayes_floor
 do
-  local draws, sample, adam = bl.bayes_passes(SIZES, bbb.prior.Gaussian{ sigma = 0.1 }, math.max(200, args.updates // 4))
+  local draws, samples, adam = bl.bayes_passes(SIZES, bbb.prior.Gaussian{ sigma = 0.1 }, math.max(200, args.updates // 4))
+  local sample = samples.w
   local floor = gemm + draws + sample + adam
   bayes_floor = floor   -- the protocol's floor below
   print(("bayes update's own passes, timed alone: normal draws %.3f ms, fused sample + its backward %.3f ms "

@@ -110,8 +110,8 @@ end
 -- GEMMs they are a floor that no step made of these passes can go under.
 -- outs: the sample passes to time, by what each writes (bbb.core.bayes_sample's
 -- out): "w" for the weight estimator, "var" (sigma^2) for local
--- reparameterization, "delta" (sigma eps) for flipout; sample is then a
--- table of seconds by out. Without outs, the weight estimator's, as a number.
+-- reparameterization, "delta" (sigma eps) for flipout (default {"w"});
+-- sample is a table of seconds by out.
 function M.bayes_passes(sizes, prior, reps, outs)
   local gen = bbb.Generator(1)
   local params, layers = {}, {}
@@ -147,7 +147,7 @@ function M.bayes_passes(sizes, prior, reps, outs)
     end)
   end
   local adam = timed(function() opt:step() end)
-  return draws, outs and sample or sample.w, adam
+  return draws, sample, adam
 end
 
 --- phases(sizes, {batch =, estimator =, prior =, model =}) -> the three

@@ -74,6 +74,9 @@ function M.load_agent(path, data)
   return agent, meta
 end
 
+-- the settings that only BBB reads: --resume checks them for BBB alone
+local BBB_ONLY = { sigma_final = true, sigma_steps = true, decide_samples = true, prior_sigma_in = true }
+
 --- M.parser() -> the command line of the experiment.
 function M.parser()
   local parser = recipe.parser("bandit.lua", "The Mushroom contextual bandit (Blundell et al. 2015, "
@@ -252,15 +255,15 @@ function M.run(args)
       -- before it, or 0) is --prior-sigma's
       if k == "prior_sigma_in" then saved, now = saved or 0, now or 0 end
       local same = saved == now
-      -- the growing noise is BBB's alone (a checkpoint from before it has
-      -- none); its steps matter only when it grows
+      -- the growing noise (a checkpoint from before it has none): its steps
+      -- matter only when it grows
       if k == "sigma_final" or k == "sigma_steps" then
         local m = meta.config
-        same = a.name ~= "bbb" or (not m.sigma_final and not cfg.sigma_final)
+        same = (not m.sigma_final and not cfg.sigma_final)
           or (m.sigma_final == cfg.sigma_final and m.sigma_steps == cfg.sigma_steps)
       end
-      -- weight samples per decision are BBB's alone
-      if k == "decide_samples" or k == "prior_sigma_in" then same = a.name ~= "bbb" or saved == now end
+      -- settings that only BBB reads do not bind the other agents
+      if BBB_ONLY[k] and a.name ~= "bbb" then same = true end
       -- a checkpoint from before --noise-model has no hetero: it was fixed
       if k == "hetero" then same = (meta.config[k] or false) == cfg[k] end
       if type(cfg[k]) == "table" and type(meta.config[k]) == "table" then
