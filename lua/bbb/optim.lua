@@ -154,40 +154,6 @@ function Optimizer:zero_grad()
   for _, p in ipairs(self.params) do p.t:set_grad(nil) end
 end
 
---- Global L2 norm of the gradients; errors on a non-finite one. Keeps each
--- parameter's own norm (p.gnorm) for the update's bound.
-function Optimizer:grad_norm(step)
-  local total = 0
-  for _, p in ipairs(self.params) do
-    local g = p.t.grad
-    if g then
-      local s = core.sqnorm(g)
-      if s ~= s or s == math.huge then
-        error(("%s: step %d: the gradient of %s is not finite"):format(self.kind, step, p.name), 3)
-      end
-      p.gnorm = math.sqrt(s)
-      total = total + s
-    end
-  end
-  return math.sqrt(total)
-end
-
--- One parameter's update (or, dry, the count of values it would make non-finite).
--- Every |element| of g * gscale is at most the gradient's norm times gscale:
--- with the bound the last update left (p.bound), the dry run can usually
--- prove the step finite without a pass over the data.
-local function update(self, p, g, h)
-  h.gmax = p.gnorm * h.gscale
-  p.bound = p.bound or {}
-  h.bound = p.bound
-  if self.kind == "Adam" then
-    return core.adam_update(p.t, g, p.m, p.v, h)
-  elseif self.kind == "SGD" then
-    return core.sgd_update(p.t, g, p.buf, h)
-  end
-  return core.rmsprop_update(p.t, g, p.sq, h)
-end
-
 local function likely_cause(self)
   if self.lr >= 1 then
     return ("the learning rate %g is far too large"):format(self.lr)
@@ -197,40 +163,31 @@ end
 
 --- Applies one update; returns the gradient norm before clipping.
 -- Checked first, changing nothing when a check fails: every gradient is
--- finite, the learning rate (which a schedule may have set) is finite and
--- >= 0, and no parameter or moment would become NaN or infinite. The error
--- names the optimizer, the step and the likely cause.
+-- finite, and no update would make a parameter or a moment NaN or infinite.
+-- One C call does the whole step (bbb.core.optim_step): the norms, the dry
+-- runs, the updates; each update keeps a bound between steps that usually
+-- proves the next one finite without a pass over the data.
 function Optimizer:step()
   local step = self.t + 1
   if type(self.lr) ~= "number" or not is_finite(self.lr) or self.lr < 0 then
     error(("%s: step %d: the learning rate is %s (a schedule or a direct assignment?); "
       .. "it must be finite and >= 0"):format(self.kind, step, tostring(self.lr)), 2)
   end
-  local norm = self:grad_norm(step)
-  local scale = 1
-  if self.clip_norm and norm > self.clip_norm then scale = self.clip_norm / norm end
-  local h = { lr = self.lr, gscale = scale, weight_decay = self.weight_decay, momentum = self.momentum,
-              nesterov = self.nesterov, beta1 = self.beta1, beta2 = self.beta2, alpha = self.alpha,
-              eps = self.eps, step = step, dry = true }
-  for _, p in ipairs(self.params) do
-    local g = p.t.grad
-    if g then
-      h.lr = self.lr * (p.lr_scale or 1)
-      local bad = update(self, p, g, h)
-      if bad > 0 then
-        error(("%s: step %d: the update would make %d value%s of %s NaN or infinite; "
-          .. "the parameters are left as they were (likely cause: %s)"):format(
-          self.kind, step, bad, bad == 1 and "" or "s", p.name, likely_cause(self)), 2)
-      end
+  self.cstate = self.cstate or core.optim_state(#self.params)
+  local h = self.hyper or {}
+  self.hyper = h
+  h.lr, h.clip_norm, h.weight_decay, h.momentum, h.nesterov = self.lr, self.clip_norm or nil,
+    self.weight_decay, self.momentum, self.nesterov
+  h.beta1, h.beta2, h.alpha, h.eps, h.step = self.beta1, self.beta2, self.alpha, self.eps, step
+  local norm, what, i, bad = core.optim_step(self.kind, self.cstate, self.params, h)
+  if not norm then
+    local name = self.params[i].name
+    if what == "grad" then
+      error(("%s: step %d: the gradient of %s is not finite"):format(self.kind, step, name), 2)
     end
-  end
-  h.dry = false
-  for _, p in ipairs(self.params) do
-    local g = p.t.grad
-    if g then
-      h.lr = self.lr * (p.lr_scale or 1)
-      update(self, p, g, h)
-    end
+    error(("%s: step %d: the update would make %d value%s of %s NaN or infinite; "
+      .. "the parameters are left as they were (likely cause: %s)"):format(
+      self.kind, step, bad, bad == 1 and "" or "s", name, likely_cause(self)), 2)
   end
   self.t = step
   return norm

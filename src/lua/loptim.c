@@ -13,7 +13,9 @@
 ** by the next operation.
 */
 #include <math.h>
+#include <string.h>
 
+#include "autograd.h"
 #include "lbbb.h"
 #include "optim.h"
 
@@ -147,11 +149,111 @@ static int l_adam_update(lua_State *L) { return update(L, ADAM); }
 /* rmsprop_update(p, g, sq, {lr, alpha, eps, weight_decay, gscale, gmax, bound, dry}) */
 static int l_rmsprop_update(lua_State *L) { return update(L, RMSPROP); }
 
+/* ---- one optimizer step over all parameters ---- */
+
+#define OPTIM_STATE_MT "bbb.OptimState"
+
+/* What a step keeps per parameter between steps: its bound. */
+typedef struct { int n; bbb_optim_bound bound[]; } optim_state;
+
+/* optim_state(n) -> the state of an optimizer of n parameters */
+static int l_optim_state(lua_State *L) {
+  lua_Integer n = lbbb_check_int_range(L, 1, "n", 1, 1 << 20);
+  optim_state *s = lua_newuserdatauv(L, sizeof *s + (size_t)n * sizeof s->bound[0], 0);
+  s->n = (int)n;
+  memset(s->bound, 0, (size_t)n * sizeof s->bound[0]);
+  luaL_setmetatable(L, OPTIM_STATE_MT);
+  return 1;
+}
+
+/* The tensor field key of the table at index i, or NULL when absent. */
+static bbb_tensor *field_tensor(lua_State *L, int i, const char *key) {
+  bbb_tensor *t = NULL;
+  if (lua_getfield(L, i, key) != LUA_TNIL) t = lbbb_check_tensor(L, lua_gettop(L), key);
+  lua_pop(L, 1);   /* the list holds the tensor */
+  return t;
+}
+
+/* norm = optim_step(kind, state, params, h): Optimizer:step's work in one
+** call. params: the list of {t =, m =, v = | buf = | sq =, lr_scale =};
+** h: {lr, clip_norm, weight_decay, momentum, nesterov, beta1, beta2, alpha,
+** eps, step}. Every gradient's norm first (a non-finite one returns nil,
+** "grad", i), then a dry run of every update (one that would make values
+** non-finite returns nil, "update", i, count, nothing changed), then the
+** updates; returns the global norm before clipping. */
+static int l_optim_step(lua_State *L) {
+  static const char *const kinds[] = { "SGD", "Adam", "RMSprop", NULL };
+  static const int codes[] = { SGD, ADAM, RMSPROP };
+  int kind = codes[lbbb_check_option(L, 1, "kind", NULL, kinds)];
+  optim_state *s = luaL_checkudata(L, 2, OPTIM_STATE_MT);
+  lbbb_check_table(L, 3, "params");
+  int dry, n = (int)lua_rawlen(L, 3);
+  if (n != s->n) return lbbb_argerror(L, 3, "params", "expected %d parameters (the state's), got %d", s->n, n);
+  bbb_optim_hyper h = check_hyper(L, 4, &dry);
+  double lr = h.lr, clip = hyper_number(L, 4, "clip_norm", NAN);
+  double gnorm[64], *gn = n <= 64 ? gnorm : lua_newuserdatauv(L, (size_t)n * sizeof *gn, 0);
+  int top = lua_gettop(L);
+  /* the list's tensors: p, g, the kind's buffers; the grads are borrowed */
+  double total = 0;
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, 3, i);
+    bbb_tensor *t = field_tensor(L, top + 1, "t"), *g = t ? bbb_tensor_grad(t) : NULL;
+    lua_settop(L, top);
+    gn[i - 1] = NAN;
+    if (!g) continue;
+    double sq = bbb_sqnorm(g);
+    if (!isfinite(sq)) {
+      lua_pushnil(L);
+      lua_pushliteral(L, "grad");
+      lua_pushinteger(L, i);
+      return 3;
+    }
+    gn[i - 1] = sqrt(sq);
+    total += sq;
+  }
+  double norm = sqrt(total);
+  h.gscale = clip == clip && norm > clip ? clip / norm : 1;
+  for (int pass = 1; pass >= 0; pass--) {   /* dry, then applied */
+    for (int i = 1; i <= n; i++) {
+      if (gn[i - 1] != gn[i - 1]) continue;
+      lua_rawgeti(L, 3, i);
+      int e = top + 1;
+      bbb_tensor *p = field_tensor(L, e, "t"), *g = bbb_tensor_grad(p);
+      bbb_tensor *a = field_tensor(L, e, kind == SGD ? "buf" : kind == ADAM ? "m" : "sq");
+      bbb_tensor *b = kind == ADAM ? field_tensor(L, e, "v") : NULL;
+      lua_getfield(L, e, "lr_scale");
+      h.lr = lr * (lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 1);
+      lua_settop(L, top);
+      h.gmax = gn[i - 1] * h.gscale;
+      int64_t bad = 0;
+      bbb_optim_bound *bd = &s->bound[i - 1];
+      int st = kind == SGD ? bbb_sgd_update(p, g, a, &h, bd, pass, &bad)
+             : kind == ADAM ? bbb_adam_update(p, g, a, b, &h, bd, pass, &bad)
+             : bbb_rmsprop_update(p, g, a, &h, bd, pass, &bad);
+      if (st || pass) lbbb_check(L, st);
+      else lbbb_account(L);
+      if (bad > 0) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "update");
+        lua_pushinteger(L, i);
+        lua_pushinteger(L, (lua_Integer)bad);
+        return 4;
+      }
+    }
+  }
+  (void)dry;
+  lua_pushnumber(L, norm);
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
   {"sqnorm", l_sqnorm}, {"sqnorm_known", l_sqnorm_known}, {"sgd_update", l_sgd_update}, {"adam_update", l_adam_update},
-  {"rmsprop_update", l_rmsprop_update}, {NULL, NULL}
+  {"rmsprop_update", l_rmsprop_update}, {"optim_state", l_optim_state}, {"optim_step", l_optim_step},
+  {NULL, NULL}
 };
 
 void lbbb_open_optim(lua_State *L, const lbbb_tables *tb) {
+  luaL_newmetatable(L, OPTIM_STATE_MT);
+  lua_pop(L, 1);
   lbbb_register_internal(L, tb, funcs);
 }
