@@ -8,9 +8,13 @@ helpers.build = os.getenv("BBB_BUILD") or "build"
 helpers.root = os.getenv("BBB_ROOT") or "."
 helpers.bbblua = helpers.build .. "/bbblua"
 
---- run(args) -> exit status, output (stdout and stderr) of `bbblua args`
-function helpers.run(args)
-  local cmd = ("cd %q && %q %s 2>&1; echo \"exit=$?\""):format(helpers.root, helpers.bbblua, args)
+--- run(args [, env]) -> exit status, output (stdout and stderr) of
+-- `bbblua args`, with env ("NAME=value ...") set for it when given (a
+-- string: run(s:gsub(...)) passes gsub's count, which is not one)
+function helpers.run(args, env)
+  env = type(env) == "string" and env .. " " or ""
+  local cmd = ("cd %q && %s%q %s 2>&1; echo \"exit=$?\""):format(helpers.root, env,
+    helpers.bbblua, args)
   local p = assert(io.popen(cmd))
   local out = p:read("a")
   p:close()
