@@ -212,22 +212,39 @@ function ELBO:loss(net, x, y, opts)
   end
   local S = self.samples
   local loss = total * (self.reduction == "sum" and 1 / S or 1 / (S * B))
-  local nll_mean, kl_mean = nll_total / (S * B), kl_total / S
-  if not finite(nll_mean) then
-    error(("ELBO: step %d: the likelihood term (nll) is not finite (%s)"):format(step, show(nll_mean)), 2)
-  end
-  if not finite(kl_mean) then
-    error(("ELBO: step %d: the complexity term (log q - log p) is not finite (%s)"):format(step, show(kl_mean)), 2)
-  end
   local correct
   if self.likelihood == "categorical" then   -- of the last sample's predictions
     correct = bbb.no_grad(function() return (out:argmax(2) - y):abs():lt(0.5):sum():item() end)
   end
-  return loss, {
-    loss = loss:item(), elbo_per_example = loss:item(), nll = nll_mean, nll_sum = nll_total / S,
+  return loss, self:terms(step, S, B, nll_total, kl_total, w, loss:item(), x:size(1), correct)
+end
+
+-- The terms table of a step from its sums over S samples (the loss as a
+-- number), after checking that both terms are finite.
+function ELBO:terms(step, S, B, nll_total, kl_total, w, loss, examples, correct)
+  local nll_mean, kl_mean = nll_total / (S * B), kl_total / S
+  if not finite(nll_mean) then
+    error(("ELBO: step %d: the likelihood term (nll) is not finite (%s)"):format(step, show(nll_mean)), 3)
+  end
+  if not finite(kl_mean) then
+    error(("ELBO: step %d: the complexity term (log q - log p) is not finite (%s)"):format(step, show(kl_mean)), 3)
+  end
+  return {
+    loss = loss, elbo_per_example = loss, nll = nll_mean, nll_sum = nll_total / S,
     complexity = kl_mean, kl_weight = w, weighted_complexity = w * kl_mean,
-    complexity_per_example = w * kl_mean / B, correct = correct, examples = x:size(1),
+    complexity_per_example = w * kl_mean / B, correct = correct, examples = examples,
   }
+end
+
+--- terms = elbo:fused_step(plan, x, y): what
+-- `zero_grad(); elbo:loss(net, x, y):backward()` does, bit for bit, in one
+-- C pass of bbb.nn.fused's plan for net: every parameter's gradient set,
+-- the step counted, the terms returned (the loss as a number).
+function ELBO:fused_step(plan, x, y)
+  self.steps = self.steps + 1
+  local w = self:weight()
+  local nll, kl, loss = plan:grad(x, y, self.sigma_value, w)
+  return self:terms(self.steps, 1, x:size(1), nll, kl, w, loss, x:size(1))
 end
 
 --- terms = elbo:skip(): counts a step that has no examples here (an empty

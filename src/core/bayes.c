@@ -423,6 +423,51 @@ static int kl_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   return st;
 }
 
+/* The sampling pass over n weights into w (or, for another out, into a
+** chunk's scratch and the output o = w), with the mixture's exponential
+** into kept when given; part: 2 doubles per chunk. Returns the complexity
+** term as a float, as the op's 0-d output holds it. */
+static bbb_float sample_pass(bbb_float *w, const bbb_float *mu, const bbb_float *rho, const bbb_float *eps,
+                             bbb_float *kept, int64_t n, const bbb_prior *p, int out, double *part) {
+  int64_t nch = (n + CHUNK - 1) / CHUNK;
+  fused_ctx u = { prior_consts(p), mu, rho, eps, NULL, w, NULL, NULL, 0, n, part, part + nch, 0, kept,
+                  NULL, 0, out == BBB_SAMPLE_W ? NULL : w, out };
+  bbb_parallel_for(nch, 1, sample_chunk, &u);
+  double lq = -HALF_LOG_2PI * (double)n, lp = prior_offset(p) * (double)n;
+  for (int64_t c = 0; c < nch; c++) { lq += part[c]; lp += part[nch + c]; }
+  return (bbb_float)(p->kind == BBB_PRIOR_NONE ? lq : lq - lp);
+}
+
+/* Without the graph: see bayes.h. */
+int bbb_bayes_sample_into(bbb_float *w, bbb_float *kl, const bbb_float *mu, const bbb_float *rho,
+                          const bbb_float *eps, bbb_float *kept, int64_t n, const bbb_prior *p) {
+  int64_t nch = (n + CHUNK - 1) / CHUNK;
+  if (nch > MAXCHUNKS) return bbb_error(BBB_ESHAPE, "bayes_sample: %lld weights is too many", (long long)n);
+  double part[2 * 64], *pt = nch <= 64 ? part : malloc(2 * (size_t)nch * sizeof *pt);
+  if (!pt) return bbb_error(BBB_EMEM, "bayes_sample: out of memory");
+  *kl = sample_pass(w, mu, rho, eps, p->kind == BBB_PRIOR_MIXTURE ? kept : NULL, n, p, BBB_SAMPLE_W, pt);
+  if (pt != part) free(pt);
+  return bbb_interrupted() ? bbb_error(BBB_EINTR, "bayes_sample: interrupted") : BBB_OK;
+}
+
+int bbb_bayes_backward_into(bbb_float *gmu, bbb_float *grho, double *sqmu, double *sqrho,
+                            const bbb_float *mu, const bbb_float *rho, const bbb_float *eps,
+                            const bbb_float *gw, const bbb_float *kept, int64_t n, const bbb_prior *p,
+                            bbb_float gkl) {
+  int64_t nch = (n + CHUNK - 1) / CHUNK;
+  if (nch > MAXCHUNKS) return bbb_error(BBB_ESHAPE, "bayes_sample: %lld weights is too many", (long long)n);
+  double sq[2 * 64], *s = nch <= 64 ? sq : malloc(2 * (size_t)nch * sizeof *s);
+  if (!s) return bbb_error(BBB_EMEM, "bayes_sample backward: out of memory");
+  fused_ctx u = { prior_consts(p), mu, rho, eps, gw, NULL, gmu, grho, gkl, n, NULL, NULL, 1,
+                  p->kind == BBB_PRIOR_MIXTURE ? (bbb_float *)kept : NULL, s, nch, NULL, BBB_SAMPLE_W };
+  bbb_parallel_for(nch, 1, sample_backward_chunks, &u);
+  double smu = 0, srho = 0;   /* added in order, as the op's backward does */
+  for (int64_t c = 0; c < nch; c++) { smu += s[c]; srho += s[nch + c]; }
+  if (s != sq) free(s);
+  *sqmu = smu; *sqrho = srho;
+  return bbb_interrupted() ? bbb_error(BBB_EINTR, "bayes_sample backward: interrupted") : BBB_OK;
+}
+
 int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_tensor *rho,
                      const bbb_prior *p, bbb_rng *g, bbb_tensor *eps, int out) {
   char s1[96], s2[96];
@@ -452,14 +497,9 @@ int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_
     return bbb_error(BBB_EMEM, "bayes_sample: out of memory");
   }
   if (!eps) bbb_rng_normal(g, bbb_data(e), n, 0, 1);
-  fused_ctx u = { prior_consts(p), bbb_data(mu), bbb_data(rho), bbb_data(e), NULL,
-                  bbb_data(w), NULL, NULL, 0, n, part, part + nch, 0, kept ? bbb_data(kept) : NULL,
-                  NULL, 0, out == BBB_SAMPLE_W ? NULL : bbb_data(w), out };
-  bbb_parallel_for(nch, 1, sample_chunk, &u);
-  double lq = -HALF_LOG_2PI * (double)n, lp = prior_offset(p) * (double)n;
-  for (int64_t c = 0; c < nch; c++) { lq += part[c]; lp += part[nch + c]; }
+  bbb_data(kl)[0] = sample_pass(bbb_data(w), bbb_data(mu), bbb_data(rho), bbb_data(e),
+                                kept ? bbb_data(kept) : NULL, n, p, out, part);
   free(part);
-  bbb_data(kl)[0] = (bbb_float)(p->kind == BBB_PRIOR_NONE ? lq : lq - lp);
 
   bbb_tensor *in[4] = { mu, rho, e, kept };
   bbb_node *nd;

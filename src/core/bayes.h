@@ -43,4 +43,18 @@ typedef enum { BBB_SAMPLE_W = 0, BBB_SAMPLE_VAR = 1, BBB_SAMPLE_DELTA = 2 } bbb_
 int bbb_bayes_sample(bbb_tensor **w, bbb_tensor **kl, bbb_tensor *mu, bbb_tensor *rho,
                      const bbb_prior *p, bbb_rng *g, bbb_tensor *eps, int out);
 
+/* The same passes without the graph, over n weights in caller's buffers,
+** for a fused training step (mlp.c). bbb_bayes_sample_into writes
+** w = mu + softplus(rho) eps and the complexity term as the op's output
+** holds it (kept: n floats the mixture's backward reads, else unused);
+** bbb_bayes_backward_into writes grad mu and grad rho (=, not +=) from the
+** likelihood's grad w and the complexity term's weight gkl, with their sums
+** of squares as bbb_sqnorm would form them. The bits are the op's. */
+int bbb_bayes_sample_into(bbb_float *w, bbb_float *kl, const bbb_float *mu, const bbb_float *rho,
+                          const bbb_float *eps, bbb_float *kept, int64_t n, const bbb_prior *p);
+int bbb_bayes_backward_into(bbb_float *gmu, bbb_float *grho, double *sqmu, double *sqrho,
+                            const bbb_float *mu, const bbb_float *rho, const bbb_float *eps,
+                            const bbb_float *gw, const bbb_float *kept, int64_t n, const bbb_prior *p,
+                            bbb_float gkl);
+
 #endif

@@ -39,6 +39,8 @@ int bbb_binary(bbb_tensor **out, int op, bbb_tensor *a, bbb_tensor *b);
 
 /* dim < 0 reduces over all elements (a 0-d result unless keepdim). */
 int bbb_reduce(bbb_tensor **out, int op, bbb_tensor *x, int dim, int keepdim);
+/* The sum in double that sum() over fewer than 65,536 elements forms. */
+double bbb_sum_floats(const bbb_float *x, int64_t n);
 /* Positions of the maxima as floats, counted from base (1 in Lua). */
 int bbb_argmax(bbb_tensor **out, bbb_tensor *x, int dim, int keepdim, int base);
 
@@ -46,6 +48,11 @@ int bbb_argmax(bbb_tensor **out, bbb_tensor *x, int dim, int keepdim, int base);
 int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb);
 /* x (B, in), w (out, in), b (out) or NULL: x w^T + b */
 int bbb_linear(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b);
+/* The GEMM under matmul and linear, on caller's buffers (the fused step,
+** mlp.c): c (m, n) = op(a) op(b) + beta c, row-major, cut into
+** single-thread sgemm tiles by shape alone. */
+void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const bbb_float *a,
+              const bbb_float *b, float beta, bbb_float *c);
 
 /* Over the last dimension. */
 int bbb_log_softmax(bbb_tensor **out, bbb_tensor *x);

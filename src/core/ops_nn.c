@@ -59,8 +59,8 @@ static void gemm_tile(void *p, int64_t t, int64_t t1) {
 }
 
 /* c (m, n) = op(a) op(b) + beta c, all row-major contiguous. */
-static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const bbb_float *a,
-                 const bbb_float *b, float beta, bbb_float *c) {
+void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const bbb_float *a,
+              const bbb_float *b, float beta, bbb_float *c) {
   gemm_ctx u = { ta, tb, m >= n, m, n, k, 0, a, b, beta, c };
   int64_t side = u.by_rows ? m : n, step = (side + GEMM_TILES - 1) / GEMM_TILES;
   if (step < GEMM_MIN_TILE) step = GEMM_MIN_TILE;
@@ -80,12 +80,12 @@ static int matmul_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int64_t m = out->shape[0], n = out->shape[1], k = ta ? a->shape[0] : a->shape[1];
   bbb_float *ga = bbb_grad_of(a, &st), *gb = bbb_grad_of(b, &st);
   if (ga) {
-    if (!ta) gemm(0, !tb, m, k, n, g, bbb_data(b), 1, ga);   /* g op(b)^T */
-    else gemm(tb, 1, k, m, n, bbb_data(b), g, 1, ga);        /* op(b) g^T */
+    if (!ta) bbb_gemm(0, !tb, m, k, n, g, bbb_data(b), 1, ga);   /* g op(b)^T */
+    else bbb_gemm(tb, 1, k, m, n, bbb_data(b), g, 1, ga);        /* op(b) g^T */
   }
   if (gb) {
-    if (!tb) gemm(!ta, 0, k, n, m, bbb_data(a), g, 1, gb);   /* op(a)^T g */
-    else gemm(1, ta, n, k, m, g, bbb_data(a), 1, gb);        /* g^T op(a) */
+    if (!tb) bbb_gemm(!ta, 0, k, n, m, bbb_data(a), g, 1, gb);   /* op(a)^T g */
+    else bbb_gemm(1, ta, n, k, m, g, bbb_data(a), 1, gb);        /* g^T op(a) */
   }
   return st;
 }
@@ -107,7 +107,7 @@ int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb) {
   bbb_tensor *y = bbb_tensor_new(2, shape);
   if (!y) return bbb_errstatus();
   if (k == 0) memset(bbb_data(y), 0, (size_t)(m * n) * sizeof(bbb_float));
-  else if (m * n > 0) gemm(ta, tb, m, n, k, bbb_data(a), bbb_data(b), 0, bbb_data(y));
+  else if (m * n > 0) bbb_gemm(ta, tb, m, n, k, bbb_data(a), bbb_data(b), 0, bbb_data(y));
   bbb_tensor *in[2] = { a, b };
   matmul_saved sv = { ta, tb };
   st = bbb_record(y, BBB_OP_MATMUL, 0, matmul_backward, 2, in, 3u, &sv, sizeof sv, NULL);
@@ -124,8 +124,8 @@ static int linear_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   bbb_float *gx = bbb_grad_begin(x, &fx, &st), *gw = bbb_grad_begin(w, &fw, &st);
   bbb_float *gb = b ? bbb_grad_begin(b, &fb, &st) : NULL;
   /* a fresh buffer is written with beta = 0 instead of being zeroed first */
-  if (gx) gemm(0, 0, B, in, o, g, bbb_data(w), fx ? 0.0f : 1.0f, gx);   /* g (B,o) w (o,in) */
-  if (gw) gemm(1, 0, o, in, B, g, bbb_data(x), fw ? 0.0f : 1.0f, gw);   /* g^T (o,B) x (B,in) */
+  if (gx) bbb_gemm(0, 0, B, in, o, g, bbb_data(w), fx ? 0.0f : 1.0f, gx);   /* g (B,o) w (o,in) */
+  if (gw) bbb_gemm(1, 0, o, in, B, g, bbb_data(x), fw ? 0.0f : 1.0f, gw);   /* g^T (o,B) x (B,in) */
   if (gb) {
     if (fb) memset(gb, 0, (size_t)o * sizeof *gb);
     for (int64_t r = 0; r < B; r++)
@@ -157,7 +157,7 @@ int bbb_linear(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b) {
     else memset(yd + r * o, 0, (size_t)o * sizeof *yd);
   }
   if (B * o > 0 && x->shape[1] > 0)
-    gemm(0, 1, B, o, x->shape[1], bbb_data(x), bbb_data(w), 1, yd);
+    bbb_gemm(0, 1, B, o, x->shape[1], bbb_data(x), bbb_data(w), 1, yd);
   bbb_tensor *in[3] = { x, w, b };
   st = bbb_record(y, BBB_OP_LINEAR, 0, linear_backward, 3, in, 3u, NULL, 0, NULL);
   if (st) { bbb_tensor_release(y); return st; }

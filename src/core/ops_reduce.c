@@ -52,6 +52,8 @@ static double sum_contig(const bbb_float *x, int64_t n) {
   return s;
 }
 
+double bbb_sum_floats(const bbb_float *x, int64_t n) { return sum_contig(x, n); }
+
 static bbb_float max_contig(const bbb_float *x, int64_t n) {
   bbb_float m = -INFINITY;
   int nan = 0;

@@ -19,7 +19,7 @@ static double prior_field(lua_State *L, int arg, const char *key) {
   return v;
 }
 
-static bbb_prior check_prior(lua_State *L, int arg) {
+bbb_prior lbbb_check_prior(lua_State *L, int arg) {
   static const char *const kinds[] = { "none", "gaussian", "mixture", "laplace", NULL };
   static const int codes[] = { BBB_PRIOR_NONE, BBB_PRIOR_GAUSSIAN, BBB_PRIOR_MIXTURE, BBB_PRIOR_LAPLACE };
   bbb_prior p = { BBB_PRIOR_NONE, 0, 0, 0 };
@@ -52,7 +52,7 @@ static int l_bayes_sample(lua_State *L) {
   lua_settop(L, 6);
   int out = lbbb_check_option(L, 6, "out", "w", outs);
   bbb_tensor *mu = lbbb_check_tensor(L, 1, "mu"), *rho = lbbb_check_tensor(L, 2, "rho");
-  bbb_prior p = check_prior(L, 3);
+  bbb_prior p = lbbb_check_prior(L, 3);
   bbb_rng *g = lbbb_generator_arg(L, 4);
   bbb_tensor *eps = lbbb_opt_tensor(L, 5, "eps");
   lbbb_tensor_ud *w = lbbb_new_tensor(L), *kl = lbbb_new_tensor(L);
@@ -64,14 +64,14 @@ static int l_bayes_sample(lua_State *L) {
 
 /* prior_log_prob(prior, w) -> 0-d tensor */
 static int l_prior_log_prob(lua_State *L) {
-  bbb_prior p = check_prior(L, 1);
+  bbb_prior p = lbbb_check_prior(L, 1);
   bbb_tensor *w = lbbb_check_tensor(L, 2, "w");
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   lbbb_check(L, bbb_prior_log_prob(&u->t, &p, w));
   return 1;
 }
 
-static int l_check_prior(lua_State *L) { check_prior(L, 1); return 0; }
+static int l_check_prior(lua_State *L) { lbbb_check_prior(L, 1); return 0; }
 
 static const luaL_Reg funcs[] = {
   {"bayes_sample", l_bayes_sample}, {"prior_log_prob", l_prior_log_prob},

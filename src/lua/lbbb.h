@@ -10,6 +10,7 @@
 
 #include "tensor.h"
 #include "rng.h"
+#include "bayes.h"
 
 #define BBB_TENSOR_MT "bbb.Tensor"
 #define BBB_GENERATOR_MT "bbb.Generator"
@@ -26,6 +27,9 @@ bbb_rng *lbbb_check_generator(lua_State *L, int i, const char *name);
 /* The default generator (argument i if it is a Generator, else the
 ** module's own). */
 bbb_rng *lbbb_generator_arg(lua_State *L, int i);
+/* A C prior from a table {kind =, sigma =, pi =, sigma1 =, sigma2 =, b =}
+** (lbayes.c); nil is no prior (kind none). */
+bbb_prior lbbb_check_prior(lua_State *L, int arg);
 
 /* Turns a core status into a Lua error carrying bbb_errmsg(); returns on OK.
 ** Also tells the GC about tensor bytes allocated since the last call. A
@@ -115,6 +119,7 @@ void lbbb_open_rdata(lua_State *L, const lbbb_tables *tb);     /* lrdata.c */
 void lbbb_open_sys(lua_State *L, const lbbb_tables *tb);       /* lsys.c */
 void lbbb_open_conv(lua_State *L, const lbbb_tables *tb);      /* lconv.c */
 void lbbb_open_csv(lua_State *L, const lbbb_tables *tb);       /* lcsv.c */
+void lbbb_open_mlp(lua_State *L, const lbbb_tables *tb);       /* lmlp.c */
 
 /* Monotonic wall-clock seconds (lruntime.c). */
 double lbbb_now(void);

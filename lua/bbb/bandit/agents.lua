@@ -10,6 +10,7 @@
 -- after every step take `updates` minibatches of `batch` rows from it.
 local bbb = require "bbb"
 local new_buffer = require "bbb.bandit.buffer"
+local fused = require "bbb.nn.fused"
 
 local agents = {}
 
@@ -41,6 +42,17 @@ local function check_transition(self, context, action, reward)
   end
 end
 
+-- The agent's fused plan (bbb.nn.fused) for net and elbo, made once and
+-- again whenever the network's tensors changed; false where none fits.
+local function fused_plan(o, net, elbo)
+  local p = o.fused_plan
+  if p == nil or (p and not (rawequal(p.net, net) and p:current())) then
+    p = fused.plan(net, elbo) or false
+    o.fused_plan = p
+  end
+  return p
+end
+
 --- fit_buffer(net, elbo, opt, buffer, {updates =, batch =, generator =}):
 -- `updates` Adam steps on minibatches drawn with replacement from the
 -- buffer, the KL weighted for the buffer's size N: each step minimises
@@ -65,14 +77,22 @@ function agents.fit_buffer(net, elbo, opt, buffer, o)
     elbo.kl_weight = B / (kl_n == "capacity" and buffer.capacity or kl_n == "seen" and buffer.count
       or buffer:size())
   end
+  -- the graph-free step where the network and likelihood allow it: the
+  -- same bits (bbb.nn.fused), a fraction of the bookkeeping
+  local plan = o.fused ~= false and fused_plan(o, net, elbo)
   local terms
   for u = 1, U do
     local start = (u - 1) * B + 1
     if kl_n == "blundell" then elbo.kl_weight = 2.0 ^ -u / (1 - 2.0 ^ -U) end
-    opt:zero_grad()
-    local loss
-    loss, terms = elbo:loss(net, xs:narrow(1, start, B), ys:narrow(1, start, B))
-    loss:backward()
+    local x, y = xs:narrow(1, start, B), ys:narrow(1, start, B)
+    if plan then
+      terms = elbo:fused_step(plan, x, y)
+    else
+      opt:zero_grad()
+      local loss
+      loss, terms = elbo:loss(net, x, y)
+      loss:backward()
+    end
     opt:step()
   end
   return terms
@@ -93,6 +113,8 @@ local function neural(cls, name, o)
     error(("%s: buffer (%d) must hold at least one minibatch (%d)"):format(name, cap, self.batch), 3)
   end
   self.generator = o.generator or bbb.Generator(o.seed or 1)
+  -- fused = false: every update through the graph (the same numbers, slower)
+  self.fused = o.fused
   local sizes = { self.context_dim + N_ACTIONS }
   for _, h in ipairs(o.hidden or { 100, 100 }) do sizes[#sizes + 1] = h end
   -- the network is fitted to reward * reward_scale: its prior, N(0, 0.1^2)
