@@ -8,6 +8,7 @@ local recipe = require "bbb.recipe"
 local cli = require "bbb.cli"
 local bandit = require "bbb.bandit"
 local bl = require "bbb.benchlib"
+local fused = require "bbb.nn.fused"
 
 local parser = recipe.parser("bench_bandit.lua", "Time the bandit agents' minibatch updates "
   .. "(forward, Gaussian ELBO, backward, Adam) for the Bayesian and the plain 119-100-100-1 "
@@ -15,7 +16,7 @@ local parser = recipe.parser("bench_bandit.lua", "Time the bandit agents' miniba
   .. "the paper protocol's wall time on this machine. The machine may be shared: the numbers "
   .. "are medians, but still noisy.", { defaults = { threads = "1" } })
 recipe.declare(parser, { "threads" })
-parser:option("--updates", "Timed updates per network.", "2000"):convert(cli.positive_integer())
+parser:option("--updates", "Timed updates per network and way.", "2000"):convert(cli.positive_integer())
 parser:option("--steps", "Timed bandit steps (64 updates each) per agent.", "20")
   :convert(cli.positive_integer())
 parser:option("--cores", "Cores to project the paper protocol on (default: this machine's).")
@@ -28,8 +29,9 @@ local B, SIZES = 64, { 119, 100, 100, 1 }
 local median = bl.median
 local function gemm_floor(reps) return bl.gemm_floor(SIZES, reps, { batch = B }) end
 
--- Median time of one update by phase, in seconds.
-local function time_updates(kind)
+-- Median time of one update by phase, in seconds: through the graph
+-- (elbo:loss, backward) or the fused step the agents run (bbb.nn.fused).
+local function time_updates(kind, how)
   local gen = bbb.Generator(1)
   local net = kind == "bayes"
     and bbb.nn.bayes_mlp(SIZES, { prior = bbb.prior.Gaussian{ sigma = 0.1 }, generator = gen, rho_init = -3 })
@@ -37,15 +39,16 @@ local function time_updates(kind)
   local opt = bbb.optim.Adam(net, { lr = 1e-3 })
   local elbo = bbb.elbo.ELBO{ n_data = 4096, batch_size = B, likelihood = "gaussian", sigma = 1,
     kl_weight = B / 4096 }
-  local x = bbb.rand({ B, SIZES[1] }, 0, 1, gen)
+  local plan = how == "fused" and assert(fused.plan(net, elbo))
+  local x = bbb.rand({ B, SIZES[1] }, 0, 1, gen):gt(0.8)   -- one-hot-like, as the bandit's
   local y = bbb.randn({ B, 1 }, 0, 5, gen)
   local ph = { fwd = {}, bwd = {}, opt = {}, all = {} }
   for i = 1, args.updates + 50 do
     local t0 = clock()
-    opt:zero_grad()
-    local loss = elbo:loss(net, x, y)
+    if plan then elbo:fused_step(plan, x, y) else opt:zero_grad() end
+    local loss = not plan and elbo:loss(net, x, y)
     local t1 = clock()
-    loss:backward()
+    if loss then loss:backward() end
     local t2 = clock()
     opt:step()
     local t3 = clock()
@@ -76,14 +79,16 @@ local cores = args.cores or bbb.sys.nproc()
 print(("bbb %s, %d thread(s), network %s at batch %d, Adam, Gaussian likelihood; medians of %d updates")
   :format(bbb.version, args.threads, table.concat(SIZES, "-"), B, args.updates))
 local gemm = gemm_floor(201)
-print(("%-10s %10s %10s %8s %10s %9s %9s %9s"):format("network", "update ms", "GEMMs ms", "ratio",
+print(("%-13s %10s %10s %8s %10s %9s %9s %9s"):format("network", "update ms", "GEMMs ms", "ratio",
   "updates/s", "fwd ms", "bwd ms", "opt ms"))
-local res = {}
+print("(fused: the graph-free step the bandit's agents run; graph: elbo:loss and backward, the same numbers;"
+  .. " the fused step's fwd column holds its whole gradient)")
 for _, kind in ipairs { "bayes", "plain" } do
-  local r = time_updates(kind)
-  res[kind] = r
-  print(("%-10s %10.3f %10.3f %8.1f %10.0f %9.3f %9.3f %9.3f"):format(kind, r.all * 1e3, gemm * 1e3,
-    r.all / gemm, 1 / r.all, r.fwd * 1e3, r.bwd * 1e3, r.opt * 1e3))
+  for _, how in ipairs { "fused", "graph" } do
+    local r = time_updates(kind, how)
+    print(("%-13s %10.3f %10.3f %8.1f %10.0f %9.3f %9.3f %9.3f"):format(kind .. " " .. how, r.all * 1e3,
+      gemm * 1e3, r.all / gemm, 1 / r.all, r.fwd * 1e3, r.bwd * 1e3, r.opt * 1e3))
+  end
 end
 
 -- The Bayesian update's passes over its weights, each timed alone without
