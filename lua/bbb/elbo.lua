@@ -236,13 +236,13 @@ function ELBO:terms(step, S, B, nll_total, kl_total, w, loss, examples, correct)
   }
 end
 
---- terms = elbo:fused_step(plan, x, y): what
+--- terms = elbo:fused_step(plan, x, y [, {batch = i}]): what
 -- `zero_grad(); elbo:loss(net, x, y):backward()` does, bit for bit, in one
 -- C pass of bbb.nn.fused's plan for net: every parameter's gradient set,
 -- the step counted, the terms returned (the loss as a number).
-function ELBO:fused_step(plan, x, y)
+function ELBO:fused_step(plan, x, y, opts)
   self.steps = self.steps + 1
-  local w = self:weight()
+  local w = self:weight(opts and opts.batch)
   local nll, kl, loss = plan:grad(x, y, self.sigma_value, w)
   return self:terms(self.steps, 1, x:size(1), nll, kl, w, loss, x:size(1))
 end

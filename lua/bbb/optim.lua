@@ -163,8 +163,9 @@ end
 
 --- Applies one update; returns the gradient norm before clipping.
 -- Checked first, changing nothing when a check fails: every gradient is
--- finite, and no update would make a parameter or a moment NaN or infinite.
--- One C call does the whole step (bbb.core.optim_step): the norms, the dry
+-- finite, the learning rate (which a schedule may have set) is finite and
+-- >= 0, and no parameter or moment would become NaN or infinite. The error
+-- names the optimizer, the step and the likely cause. One C call does the whole step (bbb.core.optim_step): the norms, the dry
 -- runs, the updates; each update keeps a bound between steps that usually
 -- proves the next one finite without a pass over the data.
 function Optimizer:step()

@@ -15,8 +15,6 @@
 #include "parallel.h"
 #include "runtime.h"
 
-#define HALF_LOG_2PI 0.91893853320467274178
-
 static int64_t n_in(const bbb_mlp_layer *L, int bayes) { return (bayes ? L->wmu : L->w)->shape[1]; }
 static int64_t n_out(const bbb_mlp_layer *L, int bayes) { return (bayes ? L->wmu : L->w)->shape[0]; }
 static bbb_tensor *bias_of(const bbb_mlp_layer *L, int bayes) { return bayes ? L->bmu : L->b; }
@@ -214,7 +212,7 @@ int bbb_mlp_grad(bbb_mlp *m, const bbb_tensor *x, const bbb_tensor *y, double si
     r[i] = yd[i] - f[i];            /* sub */
     t[i] = (r[i] * r[i]) * kf;      /* square, then muls */
   }
-  double c = (double)ny * (log(sigma) + HALF_LOG_2PI);
+  double c = (double)ny * (log(sigma) + 0.5 * log(2 * M_PI));   /* as the Lua forms it */
   bbb_float ll = (bbb_float)bbb_sum_floats(t, ny) + (bbb_float)(-c);   /* sum, then adds */
   bbb_float nll = -ll, pB = (bbb_float)(1.0 / (double)B), kw = (bbb_float)kl_weight;
   bbb_float total = m->bayes ? nll + kl * kw : nll;                      /* nll + kl * w */

@@ -241,7 +241,7 @@ static int l_optim_step(lua_State *L) {
       }
     }
   }
-  (void)dry;
+  (void)dry;   /* the table's dry flag: this call runs both passes itself */
   lua_pushnumber(L, norm);
   return 1;
 }
