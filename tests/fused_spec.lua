@@ -119,6 +119,10 @@ describe("the fused step", function()
     assert.is_true(plan:current())
     net.layers[1].weight = net.layers[1].weight:detach():clone():requires_grad(true)
     assert.is_false(plan:current())
+    local bnet, _, belbo = make("gaussian")
+    local bplan = assert(fused.plan(bnet, belbo))
+    bnet.layers[3].prior = bbb.prior.Gaussian{ sigma = 0.5 }
+    assert.is_false(bplan:current())
   end)
 
   it("names bad input before it computes anything", function()

@@ -2,9 +2,8 @@
 -- fit it. plan(net, elbo) returns a plan when net is a stack of dense layers
 -- with ReLU between them (bbb.nn.mlp, with or without dropout, or
 -- bbb.nn.bayes_mlp with the weight estimator and a C prior; whatever draws
--- noise drawing from one generator) and elbo a
--- Gaussian likelihood with a fixed noise and one sample; else nil and the
--- reason. Then
+-- noise drawing from one generator) and elbo a Gaussian likelihood with a
+-- fixed noise and one sample; else nil and the reason. Then
 --
 --   local terms = elbo:fused_step(plan, x, y)
 --
@@ -31,7 +30,7 @@ local function entry(l, i)
   if mt ~= BayesLinear then return nil, ("layer %d is a %s"):format(i, l.__name or "module") end
   if l.estimator ~= "weight" then return nil, ("layer %d uses the %s estimator"):format(i, l.estimator) end
   if l.kl_mode ~= "mc" then return nil, ("layer %d has an analytic KL"):format(i) end
-  if l.mode == "mean" then return nil, ("layer %d predicts with its means"):format(i) end
+  if l.mode == "mean" and not l.training then return nil, ("layer %d predicts with its means"):format(i) end
   if not prior_mod.is_fused(l.prior) then return nil, ("layer %d has a prior written in Lua"):format(i) end
   if l.weight_mask or l.noise then return nil, ("layer %d is pruned or has fixed noise"):format(i) end
   return { wmu = l.weight_mu, wrho = l.weight_rho, bmu = l.bias_mu, brho = l.bias_rho, prior = l.prior }
@@ -83,19 +82,22 @@ function fused.plan(net, elbo)
   return setmetatable({ m = m, held = held, net = net }, Plan)
 end
 
--- Whether the plan still holds the network's own tensors and modes (a
--- module whose parameter was replaced by another tensor, or a dropout
--- layer switched on or off, needs a new plan).
+local KEYS = { "w", "b", "wmu", "wrho", "bmu", "brho", "prior" }
+
+-- Whether the plan still stands for the network: the same tensors, priors
+-- and modes (a parameter replaced by another tensor, a prior swapped, or a
+-- layer switched between training and evaluation needs a new plan).
 function Plan:current()
   for _, h in ipairs(self.held) do
     local l, e = h[1], h[2]
     if getmetatable(l) == layers.Dropout then
       if drop_rate(l) ~= (e.dropout or 0) then return false end
-    elseif e.wmu then
-      if not (rawequal(l.weight_mu, e.wmu) and rawequal(l.weight_rho, e.wrho) and rawequal(l.bias_mu, e.bmu)
-              and rawequal(l.bias_rho, e.brho) and l.mode ~= "mean") then return false end
-    elseif not (rawequal(l.weight, e.w) and rawequal(l.bias, e.b)) then
-      return false
+    else
+      local now = entry(l, 0)
+      if not now then return false end
+      for _, k in ipairs(KEYS) do
+        if not rawequal(now[k], e[k]) then return false end
+      end
     end
   end
   return true
