@@ -160,5 +160,6 @@ describe("the bandit agents' updates", function()
       local sa, sb = a.net:state_dict(), b.net:state_dict()
       for k, v in pairs(sa) do assert.are.equal(0, (v - sb[k]):abs():max():item(), k) end
     end
+    errors_with(function() bandit.BBB{ fused = "no" } end, "BBB: fused must be true or false, got no")
   end)
 end)

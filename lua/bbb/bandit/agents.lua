@@ -114,6 +114,9 @@ local function neural(cls, name, o)
   end
   self.generator = o.generator or bbb.Generator(o.seed or 1)
   -- fused = false: every update through the graph (the same numbers, slower)
+  if o.fused ~= nil and type(o.fused) ~= "boolean" then
+    error(("%s: fused must be true or false, got %s"):format(name, tostring(o.fused)), 3)
+  end
   self.fused = o.fused
   local sizes = { self.context_dim + N_ACTIONS }
   for _, h in ipairs(o.hidden or { 100, 100 }) do sizes[#sizes + 1] = h end
