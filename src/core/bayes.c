@@ -372,6 +372,17 @@ static void sample_backward_chunks(void *c, int64_t lo, int64_t hi) {
   }
 }
 
+/* The backward pass by chunks into fresh gradients, and their sums of
+** squares: each chunk's, added in chunk order, as bbb_sqnorm adds them.
+** u->sq holds 2 u->nch doubles. */
+static void backward_with_sums(fused_ctx *u, double *smu, double *srho) {
+  bbb_parallel_for(u->nch, 1, sample_backward_chunks, u);
+  double a = 0, b = 0;
+  for (int64_t c = 0; c < u->nch; c++) { a += u->sq[c]; b += u->sq[u->nch + c]; }
+  *smu = a;
+  *srho = b;
+}
+
 static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = BBB_OK, fmu, frho;
   bbb_tensor *mu = nd->in[0].t, *rho = nd->in[1].t, *eps = nd->in[2].t;
@@ -398,13 +409,15 @@ static int sample_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int64_t nch = (n + CHUNK - 1) / CHUNK;
   u.sq = u.fresh && !scratch && n > 0 ? malloc(2 * (size_t)nch * sizeof *u.sq) : NULL;
   u.nch = nch;
-  if (u.sq) bbb_parallel_for(nch, 1, sample_backward_chunks, &u);
-  else bbb_parallel_for(n, CHUNK, sample_backward_range, &u);
-  if (u.sq && !bbb_interrupted()) {
-    double smu = 0, srho = 0;   /* added in order, as bbb_sqnorm does */
-    for (int64_t c = 0; c < nch; c++) { smu += u.sq[c]; srho += u.sq[nch + c]; }
-    bbb_sqnorm_keep(bbb_tensor_grad(mu), smu);
-    bbb_sqnorm_keep(bbb_tensor_grad(rho), srho);
+  if (u.sq) {
+    double smu, srho;
+    backward_with_sums(&u, &smu, &srho);
+    if (!bbb_interrupted()) {
+      bbb_sqnorm_keep(bbb_tensor_grad(mu), smu);
+      bbb_sqnorm_keep(bbb_tensor_grad(rho), srho);
+    }
+  } else {
+    bbb_parallel_for(n, CHUNK, sample_backward_range, &u);
   }
   free(u.sq);
   free(scratch);
@@ -460,11 +473,8 @@ int bbb_bayes_backward_into(bbb_float *gmu, bbb_float *grho, double *sqmu, doubl
   if (!s) return bbb_error(BBB_EMEM, "bayes_sample backward: out of memory");
   fused_ctx u = { prior_consts(p), mu, rho, eps, gw, NULL, gmu, grho, gkl, n, NULL, NULL, 1,
                   p->kind == BBB_PRIOR_MIXTURE ? (bbb_float *)kept : NULL, s, nch, NULL, BBB_SAMPLE_W };
-  bbb_parallel_for(nch, 1, sample_backward_chunks, &u);
-  double smu = 0, srho = 0;   /* added in order, as the op's backward does */
-  for (int64_t c = 0; c < nch; c++) { smu += s[c]; srho += s[nch + c]; }
+  backward_with_sums(&u, sqmu, sqrho);
   if (s != sq) free(s);
-  *sqmu = smu; *sqrho = srho;
   return bbb_interrupted() ? bbb_error(BBB_EINTR, "bayes_sample backward: interrupted") : BBB_OK;
 }
 
