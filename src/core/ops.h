@@ -44,13 +44,13 @@ double bbb_sum_floats(const bbb_float *x, int64_t n);
 /* Positions of the maxima as floats, counted from base (1 in Lua). */
 int bbb_argmax(bbb_tensor **out, bbb_tensor *x, int dim, int keepdim, int base);
 
-/* 2-d: op(a) op(b), op = transpose when the flag is set; cblas_sgemm. */
+/* 2-d: op(a) op(b), op = transpose when the flag is set; bbb_gemm. */
 int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb);
 /* x (B, in), w (out, in), b (out) or NULL: x w^T + b */
 int bbb_linear(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b);
 /* The GEMM under matmul and linear, on caller's buffers (the fused step,
-** mlp.c): c (m, n) = op(a) op(b) + beta c, row-major, cut into
-** single-thread sgemm tiles by shape alone. */
+** mlp.c): c (m, n) = op(a) op(b) + beta c, row-major, cut into tiles by
+** shape alone, each one single-thread product (gemm.c). */
 void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const bbb_float *a,
               const bbb_float *b, float beta, bbb_float *c);
 

@@ -11,12 +11,12 @@
 ** tile order: OpenBLAS splitting one GEMM over two threads changes the last
 ** bits, and this way no number depends on the thread count.
 */
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autograd.h"
+#include "gemm.h"
 #include "ops.h"
 #include "parallel.h"
 
@@ -30,12 +30,10 @@ int64_t bbb_conv_workspace(int64_t bytes) {
   return old;
 }
 
-/* c (m, n) = op(a) op(b) + beta c, row-major contiguous (as in ops_nn.c). */
+/* c (m, n) = op(a) op(b) + beta c, row-major contiguous: one call (gemm.c). */
 static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const bbb_float *a,
                  const bbb_float *b, float beta, bbb_float *c) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              (int)m, (int)n, (int)k, 1.0f, a, ta ? (int)m : (int)k, b, tb ? (int)k : (int)n,
-              beta, c, (int)n);
+  bbb_sgemm(ta, tb, m, n, k, a, b, beta, c);
 }
 
 /* One convolution's sizes. */

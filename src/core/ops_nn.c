@@ -1,7 +1,6 @@
 /*
-** ops_nn.c: matmul and linear on cblas_sgemm, log_softmax, softmax, nll.
+** ops_nn.c: matmul and linear on bbb_gemm (gemm.c), log_softmax, softmax, nll.
 */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -16,56 +15,6 @@ static int need_2d(const bbb_tensor *t, const char *op, const char *what) {
     return bbb_error(BBB_ESHAPE, "%s: %s must be 2-d, got %s", op, what,
                      bbb_shape_str(t, s, sizeof s));
   return BBB_OK;
-}
-
-/* GEMMs are cut into tiles along the longer side of c: at most GEMM_TILES
-** of them, each at least GEMM_MIN_TILE rows or columns (a multiple of 4),
-** a cut that depends on the shape alone. Each tile is one single-thread
-** sgemm (OpenBLAS runs on one thread inside a parallel region, and bbb
-** keeps its own count at one), so a product has the same bits on any
-** number of threads, and the count may change from one op to the next
-** (parallel.c follows the load). */
-#define GEMM_TILES 4
-#define GEMM_MIN_TILE 32
-
-typedef struct {
-  int ta, tb, by_rows;
-  int64_t m, n, k, step;
-  const bbb_float *a, *b;
-  float beta;
-  bbb_float *c;
-} gemm_ctx;
-
-static void gemm_tile(void *p, int64_t t, int64_t t1) {
-  const gemm_ctx *u = p;
-  (void)t1;
-  int64_t side = u->by_rows ? u->m : u->n, lo = t * u->step;
-  int64_t hi = lo + u->step < side ? lo + u->step : side;
-  const bbb_float *a = u->a, *b = u->b;
-  bbb_float *c = u->c;
-  int64_t m = u->m, n = u->n;
-  if (u->by_rows) {
-    a += u->ta ? lo : lo * u->k;
-    c += lo * u->n;
-    m = hi - lo;
-  } else {
-    b += u->tb ? lo * u->k : lo;
-    c += lo;
-    n = hi - lo;
-  }
-  cblas_sgemm(CblasRowMajor, u->ta ? CblasTrans : CblasNoTrans, u->tb ? CblasTrans : CblasNoTrans,
-              (int)m, (int)n, (int)u->k, 1.0f, a, u->ta ? (int)u->m : (int)u->k,
-              b, u->tb ? (int)u->k : (int)u->n, u->beta, c, (int)u->n);
-}
-
-/* c (m, n) = op(a) op(b) + beta c, all row-major contiguous. */
-void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const bbb_float *a,
-              const bbb_float *b, float beta, bbb_float *c) {
-  gemm_ctx u = { ta, tb, m >= n, m, n, k, 0, a, b, beta, c };
-  int64_t side = u.by_rows ? m : n, step = (side + GEMM_TILES - 1) / GEMM_TILES;
-  if (step < GEMM_MIN_TILE) step = GEMM_MIN_TILE;
-  u.step = (step + 3) / 4 * 4;
-  bbb_parallel_each((side + u.step - 1) / u.step, gemm_tile, &u);
 }
 
 /* What a matmul node saves: the transpose flags. */

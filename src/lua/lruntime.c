@@ -6,8 +6,11 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "gemm.h"
 #include "lbbb.h"
 #include "parallel.h"
 
@@ -42,6 +45,22 @@ static int l_threads_in_use(lua_State *L) {
   return 1;
 }
 
+/** gemm_kernel([kind]) -> string
+** The code that forms matrix products: "openblas" (the default: the
+** kernels OpenBLAS picks for this CPU, which round differently from one CPU
+** to another), "haswell" (the roundings of OpenBLAS 0.3.21's Haswell
+** kernel, on which the recorded results were made, on any CPU: bbb's own
+** kernel, about half as fast) or "reference" (the same roundings as plain
+** loops). The environment variable BBB_GEMM sets it when bbb loads. Sets
+** it when kind is given; returns the one before. */
+static const char *const gemm_kinds[] = { "openblas", "haswell", "reference", NULL };
+
+static int l_gemm_kernel(lua_State *L) {
+  int k = lua_isnoneornil(L, 1) ? -1 : lbbb_check_option(L, 1, "kind", NULL, gemm_kinds);
+  lua_pushstring(L, gemm_kinds[bbb_gemm_kind(k)]);
+  return 1;
+}
+
 /** bytes_allocated() -> integer
 ** Bytes of tensor storage currently held. */
 static int l_bytes_allocated(lua_State *L) {
@@ -67,7 +86,7 @@ static int l_clock(lua_State *L) {
 static const luaL_Reg funcs[] = {
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
   {"threads_in_use", l_threads_in_use},
-  {"max_threads", l_max_threads},
+  {"max_threads", l_max_threads}, {"gemm_kernel", l_gemm_kernel},
   {"bytes_allocated", l_bytes_allocated}, {"clock", l_clock},
   {"last_error", lbbb_last_error}, {NULL, NULL}
 };
@@ -76,4 +95,13 @@ void lbbb_open_runtime(lua_State *L, const lbbb_tables *tb) {
   lbbb_register(L, tb, NULL, funcs, NULL);
   lua_pushliteral(L, BBB_VERSION);   /* from CMakeLists.txt's project VERSION */
   lua_setfield(L, tb->module, "version");
+  const char *env = getenv("BBB_GEMM");
+  if (env && *env) {
+    int k = 0;
+    while (gemm_kinds[k] && strcmp(gemm_kinds[k], env) != 0) k++;
+    if (!gemm_kinds[k])
+      luaL_error(L, "bbb: BBB_GEMM is \"%s\"; it must be \"openblas\", \"haswell\" or "
+                 "\"reference\"", env);
+    bbb_gemm_kind(k);
+  }
 }

@@ -1,0 +1,442 @@
+/*
+** gemm.c: bbb_gemm, the GEMM under matmul, linear and the fused step, and
+** bbb_sgemm, one call of it (convolutions); the Haswell rounding.
+**
+** OpenBLAS picks its kernels by CPU, and two kernels round a product
+** differently, so a run's last bits used to depend on the machine. The
+** "haswell" kind forms every product with the roundings of OpenBLAS
+** 0.3.21's Haswell sgemm (kernel/x86_64/sgemm_kernel_8x4_haswell_2.c, as
+** driver/level3/level3.c calls it on one thread), on which the recorded
+** runs were made: they replay bit for bit on any CPU. "openblas" (the
+** default) calls OpenBLAS; "reference" is the Haswell rounding as plain
+** loops, the kernel's check.
+**
+** That rounding, in row-major terms. OpenBLAS sees c^T = op(b)^T op(a)^T:
+** its M is our n (columns), its N our m (rows).
+** - c starts as 0 when beta = 0 (it zeroes c first), else beta c.
+** - k is cut into blocks (kcut): 320 while 640 remain, then the rest, or
+**   half of it rounded up to 8 when more than 320. For each block every
+**   entry gets c = fma(acc, 1, c), acc a chain of fmas over the block's k in
+**   ascending order from +0.
+** - The columns are cut the same way into column blocks. Some entries use
+**   two chains: the odd k below 8 floor(kb/8) of the block in one, the rest
+**   in the other, and acc = odd + even ("split"). Which ones depends on the
+**   place of the entry: the rows go in chunks, in the first column block
+**   12 while 12 remain, then 4 while 4 remain, then the rest; in later
+**   ones 12s, then one chunk each of 8, 4, 2, 1 as they fit. In a chunk of
+**   4 the columns of the block below 8 floor(nb/8) are split; in a chunk of
+**   12, when the block has 16 columns or more, the first six rows split
+**   columns [0, 8) and one more group of 8 near the end, the last six rows
+**   one group of 8 near the end (split_groups walks the kernel's loop).
+** bbb_gemm cuts a product into tiles by shape alone (TILES), each one call,
+** so these places are places in a tile. tests/gemm_spec.lua checks all of
+** it against OpenBLAS itself under OPENBLAS_CORETYPE=Haswell.
+**
+** A zero in op(a) adds fma(0, b, acc) = acc exactly when b is finite (acc
+** is never -0: it starts at +0 and x + -x rounds to +0), so the kernel skips
+** them; when op(b) holds an infinity or a NaN it skips none.
+**
+** The kernel: op(b) is copied once into a zero-padded buffer; each row of
+** c is formed on its own from the list of the nonzeros of op(a)'s row, 8
+** columns per AVX register, up to 8 registers at a time, the single groups
+** of the row in one pass, the split ones in two. About half OpenBLAS's
+** speed on dense products: a way to replay, not the fast path.
+*/
+#include <cblas.h>
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm.h"
+#include "ops.h"
+#include "parallel.h"
+
+#define TILES 4        /* bbb_gemm's cut: at most TILES tiles along c's longer side, */
+#define MIN_TILE 32    /* each at least MIN_TILE rows or columns (a multiple of 4) */
+#define HASWELL_P 320  /* OpenBLAS 0.3.21, Haswell: SGEMM_DEFAULT_P (columns per block) */
+#define HASWELL_Q 320  /* SGEMM_DEFAULT_Q (k per block) */
+#define MAX_ROWS 8192  /* rows of one call the rounding is known for (below sgemm_r) */
+#define MAX_LIST 8192  /* the kernel's k: its lists of a row's nonzeros live on the stack */
+
+static int kind = BBB_GEMM_OPENBLAS;
+
+int bbb_gemm_kind(int k) {
+  int old = kind;
+  if (k >= 0 && k < BBB_GEMM_KINDS) kind = k;
+  return old;
+}
+
+static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
+
+/* The next block of a dimension with rest left: OpenBLAS's cut. */
+static int64_t cut(int64_t rest, int64_t p) {
+  return rest >= 2 * p ? p : rest > p ? (rest / 2 + 7) / 8 * 8 : rest;
+}
+
+/* The kind of row r of a call with rows rows: 0 and 1 the first and last
+** six rows of a chunk of 12, 2 a chunk of 4, 3 any other. later: in a
+** column block after the first. */
+static int row_kind(int64_t rows, int64_t r, int later) {
+  int64_t q = rows / 12 * 12, rest = rows - q, base = q;
+  if (r < q) return r % 12 >= 6;
+  if (!later) return r < base + rest / 4 * 4 ? 2 : 3;
+  for (int64_t size = 8; size >= 1; size /= 2)
+    if (rest >= size) {
+      if (r < base + size) return size == 4 ? 2 : 3;
+      base += size, rest -= size;
+    }
+  return 3;
+}
+
+/* Sets g[i] for the split 8-column groups of a block nb columns wide, in
+** a row of the given kind. */
+static void split_groups(int64_t nb, int kind_of_row, unsigned char *g) {
+  memset(g, 0, (size_t)(nb + 7) / 8);
+  if (kind_of_row <= 1 && nb >= 16) {
+    int left = kind_of_row == 0;
+    int64_t rest = nb, p = 0;   /* the kernel's m counter and c pointer */
+    if (left) g[0] = 1;         /* its first m8n6 block, on the left half */
+    for (;;) {                  /* m16n6 blocks, alternately right and left */
+      rest -= 8, p += 8;
+      if (rest < 16) { if (left) g[p / 8] = 1; return; }
+      rest -= 8, p += 8;
+      if (rest < 16) { if (!left) g[p / 8] = 1; return; }
+    }
+  }
+  if (kind_of_row == 2) memset(g, 1, (size_t)(nb / 8));
+}
+
+static float start_of(float beta, float c) {
+  return beta == 0.0f ? 0.0f : beta == 1.0f ? c : beta * c;
+}
+
+/* One call, c (m, n) = op(a) op(b) + beta c with strides, as plain loops. */
+static void ref_call(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                     const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  unsigned char g[HASWELL_P / 8 + 1];
+  for (int64_t r = 0; r < m; r++)
+    for (int64_t col = 0; col < n; col++) c[r * ldc + col] = start_of(beta, c[r * ldc + col]);
+  for (int64_t l0 = 0, kb; l0 < k; l0 += kb) {
+    kb = cut(k - l0, HASWELL_Q);
+    int64_t main_k = kb / 8 * 8;
+    for (int64_t i0 = 0, nb; i0 < n; i0 += nb) {
+      nb = cut(n - i0, HASWELL_P);
+      for (int64_t r = 0; r < m; r++) {
+        split_groups(nb, row_kind(m, r, i0 > 0), g);
+        for (int64_t i = 0; i < nb; i++) {
+          int64_t col = i0 + i;
+          float even = 0.0f, odd = 0.0f;
+          for (int64_t q = 0; q < kb; q++) {
+            int64_t l = l0 + q;
+            float x = ta ? a[l * lda + r] : a[r * lda + l], y = tb ? b[col * ldb + l] : b[l * ldb + col];
+            if (g[i / 8] && q < main_k && (q & 1)) odd = fmaf(x, y, odd);
+            else even = fmaf(x, y, even);
+          }
+          float *cp = c + r * ldc + col;
+          *cp = fmaf(g[i / 8] ? odd + even : even, 1.0f, *cp);
+        }
+      }
+    }
+  }
+}
+
+/* A product cut into calls: tiles of tm rows and tn columns. */
+typedef struct {
+  int ta, tb;
+  int64_t m, n, k, tm, tn;
+  const float *a, *b;
+  float beta;
+  float *c;
+  /* the kernel's state */
+  const float *pb, *pa;   /* op(b) (k, np), op(a) (m, k) when ta */
+  int64_t np, maxg;
+  int dense;              /* op(b) holds a non-finite entry: skip no zeros */
+  struct layout *lay;     /* 16, by row_key */
+} gemm_ctx;
+
+/* The 8-column groups of a row of c, single (0) and split (1), for one key
+** of row (the row's kinds in the first and the later column blocks). */
+typedef struct layout { int ng[2]; int64_t *off[2]; int *len[2]; } layout;
+
+static int row_key(const gemm_ctx *u, int64_t r) {
+  int64_t r0 = r / u->tm * u->tm, rows = min64(u->m - r0, u->tm);
+  return 4 * row_kind(rows, r - r0, 0) + row_kind(rows, r - r0, 1);
+}
+
+static void make_layout(const gemm_ctx *u, int key, layout *L) {
+  unsigned char g[HASWELL_P / 8 + 1];
+  L->ng[0] = L->ng[1] = 0;
+  for (int64_t c0 = 0; c0 < u->n; c0 += u->tn) {
+    int64_t cols = min64(u->n - c0, u->tn);
+    for (int64_t i0 = 0, nb; i0 < cols; i0 += nb) {
+      nb = cut(cols - i0, HASWELL_P);
+      split_groups(nb, i0 > 0 ? key % 4 : key / 4, g);
+      for (int64_t p = 0; p < nb; p += 8) {
+        int s = g[p / 8];
+        L->off[s][L->ng[s]] = c0 + i0 + p, L->len[s][L->ng[s]++] = (int)min64(nb - p, 8);
+      }
+    }
+  }
+}
+
+#if defined(__x86_64__)
+#define OWN_KERNEL 1
+#define AVX __attribute__((target("avx2,fma")))
+
+/* The kernel's buffers, kept by the calling thread between calls. */
+static _Thread_local char *buf;
+static _Thread_local size_t buf_cap;
+
+/* For each 8-bit mask, the lanes it selects, first: the permutation that
+** packs a vector's chosen entries to its front. */
+static int32_t pack_perm[256][8];
+
+__attribute__((constructor)) static void init_perm(void) {
+  for (int mask = 0; mask < 256; mask++) {
+    int n = 0;
+    for (int i = 0; i < 8; i++) if (mask >> i & 1) pack_perm[mask][n++] = i;
+    while (n < 8) pack_perm[mask][n++] = 0;
+  }
+}
+
+/* acc[0..G) = chains over the listed rows of pb (offsets in floats), at the
+** groups' column offsets. G is a constant at each call. */
+static inline __attribute__((always_inline)) AVX void chain(int G, const float *pb,
+    const int32_t *at, const float *v, int64_t cnt, const int64_t *off, __m256 *acc) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+  for (int64_t t = 0; t < cnt; t++) {
+    __m256 x = _mm256_broadcast_ss(v + t);
+    const float *row = pb + at[t];
+    s0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[0]), s0);
+    if (G > 1) s1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[1]), s1);
+    if (G > 2) s2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[2]), s2);
+    if (G > 3) s3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[3]), s3);
+    if (G > 4) s4 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[4]), s4);
+    if (G > 5) s5 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[5]), s5);
+    if (G > 6) s6 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[6]), s6);
+    if (G > 7) s7 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[7]), s7);
+  }
+  acc[0] = s0, acc[1] = s1, acc[2] = s2, acc[3] = s3;
+  acc[4] = s4, acc[5] = s5, acc[6] = s6, acc[7] = s7;
+}
+
+static AVX void chains(int G, const float *pb, const int32_t *at, const float *v, int64_t cnt,
+                       const int64_t *off, __m256 *acc) {
+  switch (G) {
+  case 1: chain(1, pb, at, v, cnt, off, acc); break;
+  case 2: chain(2, pb, at, v, cnt, off, acc); break;
+  case 3: chain(3, pb, at, v, cnt, off, acc); break;
+  case 4: chain(4, pb, at, v, cnt, off, acc); break;
+  case 5: chain(5, pb, at, v, cnt, off, acc); break;
+  case 6: chain(6, pb, at, v, cnt, off, acc); break;
+  case 7: chain(7, pb, at, v, cnt, off, acc); break;
+  default: chain(8, pb, at, v, cnt, off, acc); break;
+  }
+}
+
+/* c[off, off + len) = fma(acc, 1, start) for G groups. */
+static AVX void store(int G, const __m256 *acc, const int64_t *off, const int *len, float beta,
+                      float *c) {
+  const __m256 one = _mm256_set1_ps(1.0f), bv = _mm256_set1_ps(beta);
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int i = 0; i < G; i++) {
+    float *p = c + off[i];
+    __m256 c0 = _mm256_setzero_ps();
+    if (len[i] == 8) {
+      if (beta != 0.0f) c0 = beta == 1.0f ? _mm256_loadu_ps(p) : _mm256_mul_ps(_mm256_loadu_ps(p), bv);
+      _mm256_storeu_ps(p, _mm256_fmadd_ps(acc[i], one, c0));
+      continue;
+    }
+    __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(len[i]), lanes);
+    if (beta != 0.0f) {
+      c0 = _mm256_maskload_ps(p, mask);
+      if (beta != 1.0f) c0 = _mm256_mul_ps(c0, bv);
+    }
+    _mm256_maskstore_ps(p, mask, _mm256_fmadd_ps(acc[i], one, c0));
+  }
+}
+
+/* Lists the entries of x[0..kb) the chains take (the nonzeros, or all when
+** dense) with their rows' offsets in pb: all of them in at[0], v[0]; when
+** split, the even ones below 8 floor(kb/8) and all from there on in at[1],
+** the odd ones below it in at[2]. The counts go to cnt. */
+static AVX void list_row(const float *x, int64_t kb, int64_t np, int dense, int split,
+                         int32_t *at[3], float *v[3], int64_t cnt[3]) {
+  int64_t main_k = kb / 8 * 8;
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 zero = _mm256_setzero_ps();
+  cnt[0] = cnt[1] = cnt[2] = 0;
+  for (int64_t i = 0; i < kb; i += 8) {
+    int valid = kb - i >= 8 ? 0xff : (1 << (kb - i)) - 1;
+    __m256i vm = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)min64(kb - i, 8)), lanes);
+    __m256 xv = _mm256_maskload_ps(x + i, vm);
+    int nz = dense ? valid : _mm256_movemask_ps(_mm256_cmp_ps(xv, zero, _CMP_NEQ_UQ)) & valid;
+    __m256i iv = _mm256_mullo_epi32(_mm256_add_epi32(_mm256_set1_epi32((int)i), lanes),
+                                    _mm256_set1_epi32((int)np));
+    int masks[3] = { nz, nz & (i < main_k ? 0x55 : 0xff), nz & (i < main_k ? 0xaa : 0) };
+    for (int l = 0; l < (split ? 3 : 1); l++) {
+      __m256i p = _mm256_loadu_si256((const __m256i *)pack_perm[masks[l]]);
+      _mm256_storeu_ps(v[l] + cnt[l], _mm256_permutevar8x32_ps(xv, p));
+      _mm256_storeu_si256((__m256i *)(at[l] + cnt[l]), _mm256_permutevar8x32_epi32(iv, p));
+      cnt[l] += __builtin_popcount((unsigned)masks[l]);
+    }
+  }
+}
+
+/* Rows [16 lo, 16 hi) of c, each of them whole. */
+static AVX void own_rows(void *p, int64_t lo, int64_t hi) {
+  const gemm_ctx *u = p;
+  int64_t k = u->k, cnt[3], slots = u->k + 8;
+  int32_t ibuf[3 * slots];   /* k <= MAX_LIST */
+  float fbuf[3 * slots];
+  int32_t *at[3] = { ibuf, ibuf + slots, ibuf + 2 * slots };
+  float *v[3] = { fbuf, fbuf + slots, fbuf + 2 * slots };
+  __m256 acc[8], odd[8];
+  lo *= 16, hi = min64(hi * 16, u->m);
+  for (int64_t r = lo; r < hi; r++) {
+    const layout *L = u->lay + row_key(u, r);
+    const float *x = u->ta ? u->pa + r * k : u->a + r * k;
+    float *cr = u->c + r * u->n;
+    for (int64_t l0 = 0, kb; l0 < k; l0 += kb) {
+      kb = cut(k - l0, HASWELL_Q);
+      float beta = l0 == 0 ? u->beta : 1.0f;
+      const float *pb = u->pb + l0 * u->np;
+      list_row(x + l0, kb, u->np, u->dense, L->ng[1] > 0, at, v, cnt);
+      for (int i = 0; i < L->ng[0]; i += 8) {
+        int G = (int)min64(L->ng[0] - i, 8);
+        chains(G, pb, at[0], v[0], cnt[0], L->off[0] + i, acc);
+        store(G, acc, L->off[0] + i, L->len[0] + i, beta, cr);
+      }
+      for (int i = 0; i < L->ng[1]; i += 8) {
+        int G = (int)min64(L->ng[1] - i, 8);
+        chains(G, pb, at[1], v[1], cnt[1], L->off[1] + i, acc);
+        chains(G, pb, at[2], v[2], cnt[2], L->off[1] + i, odd);
+        for (int q = 0; q < G; q++) acc[q] = _mm256_add_ps(odd[q], acc[q]);
+        store(G, acc, L->off[1] + i, L->len[1] + i, beta, cr);
+      }
+    }
+  }
+}
+
+/* Copies op(b) into pb (k rows np floats apart, zero-padded) and, when ta,
+** op(a) into pa (m rows of k); returns whether op(b) is all finite. */
+static AVX int pack(const gemm_ctx *u, float *pb, float *pa) {
+  int64_t n = u->n, k = u->k, np = u->np;
+  __m256 z = _mm256_setzero_ps(), bad = z;
+  if (u->tb) {   /* b is (n, k): transpose it in blocks of 8 x 8 */
+    for (int64_t i = 0; i < k; i++) memset(pb + i * np + n, 0, (size_t)(np - n) * sizeof(float));
+    for (int64_t i0 = 0; i0 < k; i0 += 8)
+      for (int64_t c0 = 0; c0 < n; c0 += 8)
+        for (int64_t col = c0; col < min64(c0 + 8, n); col++)
+          for (int64_t i = i0; i < min64(i0 + 8, k); i++) pb[i * np + col] = u->b[col * k + i];
+  } else {
+    for (int64_t i = 0; i < k; i++) {
+      memcpy(pb + i * np, u->b + i * n, (size_t)n * sizeof(float));
+      memset(pb + i * np + n, 0, (size_t)(np - n) * sizeof(float));
+    }
+  }
+  for (int64_t i = 0; i < k; i++)
+    for (int64_t col = 0; col < np; col += 8)   /* x * 0 is NaN where x is not finite */
+      bad = _mm256_add_ps(bad, _mm256_mul_ps(_mm256_loadu_ps(pb + i * np + col), z));
+  if (u->ta)
+    for (int64_t i = 0; i < k; i++)
+      for (int64_t r = 0; r < u->m; r++) pa[r * k + i] = u->a[i * u->m + r];
+  return _mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q)) == 0;
+}
+
+/* The whole product by the kernel, rows spread over threads when par;
+** 0 when memory runs out. */
+static int own_gemm(gemm_ctx *u, int par) {
+  u->np = (u->n + 7) / 8 * 8 + 8;   /* a group may start off the 8-grid */
+  u->maxg = u->n / 8 + 2 * ((u->n + u->tn - 1) / u->tn) * ((u->tn + HASWELL_P - 1) / HASWELL_P + 1);
+  size_t fl = (size_t)(u->k * u->np + (u->ta ? u->m * u->k : 0));
+  size_t lay_bytes = 16 * sizeof(layout) + 16 * 2 * (size_t)u->maxg * (sizeof(int64_t) + sizeof(int));
+  size_t need = fl * sizeof(float) + lay_bytes + 64;
+  if (need > buf_cap) {
+    char *p = realloc(buf, need);
+    if (!p) return 0;
+    buf = p, buf_cap = need;
+  }
+  float *pb = (float *)buf, *pa = pb + u->k * u->np;
+  layout *lay = (layout *)(((uintptr_t)(pb + fl) + 63) & ~(uintptr_t)63);
+  int64_t *offs = (int64_t *)(lay + 16);
+  int *lens = (int *)(offs + 16 * 2 * u->maxg);
+  int used[16] = { 0 };
+  for (int64_t r = 0; r < u->m; r++) used[row_key(u, r)] = 1;
+  for (int q = 0; q < 16; q++) {
+    for (int s = 0; s < 2; s++)
+      lay[q].off[s] = offs + (2 * q + s) * u->maxg, lay[q].len[s] = lens + (2 * q + s) * u->maxg;
+    if (used[q]) make_layout(u, q, lay + q);
+  }
+  u->pb = pb, u->pa = pa, u->lay = lay;
+  u->dense = !pack(u, pb, pa);
+  if (par) bbb_parallel_each((u->m + 15) / 16, own_rows, u);
+  else own_rows(u, 0, (u->m + 15) / 16);
+  return 1;
+}
+
+static int avx2_fma;
+
+__attribute__((constructor)) static void find_avx2_fma(void) {
+  __builtin_cpu_init();
+  avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
+/* The call for tile t (rows or columns, as the product is cut). */
+static void tile(void *p, int64_t t, int64_t t1) {
+  const gemm_ctx *u = p;
+  (void)t1;
+  int by_rows = u->tm < u->m;
+  int64_t lo = t * (by_rows ? u->tm : u->tn);
+  int64_t hi = min64(lo + (by_rows ? u->tm : u->tn), by_rows ? u->m : u->n);
+  const float *a = u->a, *b = u->b;
+  float *c = u->c;
+  int64_t m = u->m, n = u->n;
+  if (by_rows) {
+    a += u->ta ? lo : lo * u->k;
+    c += lo * u->n;
+    m = hi - lo;
+  } else {
+    b += u->tb ? lo * u->k : lo;
+    c += lo;
+    n = hi - lo;
+  }
+  int64_t lda = u->ta ? u->m : u->k, ldb = u->tb ? u->k : u->n;
+  if (kind != BBB_GEMM_OPENBLAS && m <= MAX_ROWS)
+    ref_call(u->ta, u->tb, m, n, u->k, a, lda, b, ldb, u->beta, c, u->n);
+  else
+    cblas_sgemm(CblasRowMajor, u->ta ? CblasTrans : CblasNoTrans, u->tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)u->k, 1.0f, a, (int)lda, b, (int)ldb, u->beta, c, (int)u->n);
+}
+
+/* The product as calls of tm rows and tn columns; par: over threads. */
+static void product(gemm_ctx *u, int par) {
+  int64_t tiles = u->tm < u->m ? (u->m + u->tm - 1) / u->tm : (u->n + u->tn - 1) / u->tn;
+  if (u->m == 0 || u->n == 0) return;
+#if OWN_KERNEL
+  if (kind == BBB_GEMM_HASWELL && u->k > 0 && u->k <= MAX_LIST && u->tm <= MAX_ROWS &&
+      avx2_fma && own_gemm(u, par))
+    return;
+#endif
+  if (par) bbb_parallel_each(tiles, tile, u);
+  else for (int64_t t = 0; t < tiles; t++) tile(u, t, t + 1);
+}
+
+/* c (m, n) = op(a) op(b) + beta c, all row-major contiguous. */
+void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+              float beta, float *c) {
+  gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, NULL };
+  int64_t side = m >= n ? m : n, step = (side + TILES - 1) / TILES;
+  if (step < MIN_TILE) step = MIN_TILE;
+  step = (step + 3) / 4 * 4;
+  if (m >= n) u.tm = step; else u.tn = step;
+  product(&u, 1);
+}
+
+void bbb_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+               float beta, float *c) {
+  gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, NULL };
+  product(&u, 0);
+}

@@ -1,0 +1,25 @@
+/*
+** gemm.h: which code forms matrix products (gemm.c), and one product.
+*/
+#ifndef BBB_GEMM_H
+#define BBB_GEMM_H
+
+#include <stdint.h>
+
+enum {
+  BBB_GEMM_OPENBLAS,   /* OpenBLAS, with the kernels it picked for the CPU (the default) */
+  BBB_GEMM_HASWELL,    /* the rounding of OpenBLAS 0.3.21's Haswell kernel on any CPU:
+                          gemm.c's kernel (AVX2 and FMA), else its plain loops */
+  BBB_GEMM_REFERENCE,  /* the same rounding, always by the plain loops (the kernel's check) */
+  BBB_GEMM_KINDS
+};
+
+/* Sets the kind (when kind >= 0) and returns the one before. */
+int bbb_gemm_kind(int kind);
+
+/* c (m, n) = op(a) op(b) + beta c, row-major contiguous, as one call on
+** this thread (bbb_gemm in ops.h cuts a product into tiles over threads). */
+void bbb_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+               float beta, float *c);
+
+#endif
