@@ -8,6 +8,7 @@ local recipe = require "bbb.recipe"
 local cli = require "bbb.cli"
 local bandit = require "bbb.bandit"
 local bl = require "bbb.benchlib"
+local bench = require "bbb.bench"
 local fused = require "bbb.nn.fused"
 
 local parser = recipe.parser("bench_bandit.lua", "Time the bandit agents' minibatch updates "
@@ -79,6 +80,12 @@ local cores = args.cores or bbb.sys.nproc()
 print(("bbb %s, %d thread(s), network %s at batch %d, Adam, Gaussian likelihood; medians of %d updates")
   :format(bbb.version, args.threads, table.concat(SIZES, "-"), B, args.updates))
 local gemm = gemm_floor(201)
+-- how near the GEMMs run to the core's ceiling: its 8-wide fma rate, timed here
+local flop, peak = 0, bench.fma_peak(21)
+for _, g in ipairs(bl.gemms(SIZES, { batch = B })) do flop = flop + 2 * g[1] * g[2] * g[3] end
+print(("an update's GEMMs: %.2f Mflop in %.3f ms, %.0f Gflop/s%s"):format(flop / 1e6, gemm * 1e3,
+  flop / gemm / 1e9, peak and (", %.0f%% of this core's fma peak (%.0f Gflop/s)"):format(
+  100 * flop / gemm / peak, peak / 1e9) or ""))
 print(("%-13s %10s %10s %8s %10s %9s %9s %9s"):format("network", "update ms", "GEMMs ms", "ratio",
   "updates/s", "fwd ms", "bwd ms", "opt ms"))
 print("(fused: the graph-free step the bandit's agents run; graph: elbo:loss and backward, the same numbers;"
@@ -145,8 +152,10 @@ local function schedule(cost)
 end
 local wall = schedule(function(m) return step[m.name] end)
 local floor = schedule(function(m) return m.net and 64 * gemm or 0 end)
+local at_peak = peak and schedule(function(m) return m.net and 64 * flop / peak or 0 end)
 local passes = schedule(function(m) return m.net and 64 * (m.name == "bbb" and bayes_floor or gemm) or 0 end)
 print(("paper protocol (%d agents x %d seeds x 50,000 steps of 64 updates) on %d core(s): projected %.0f min "
   .. "(target: at most 60 min); its network agents' GEMMs alone: %.0f min; with BBB's own passes "
-  .. "(the floor above): %.0f min"):format(#MAKE, SEEDS, cores, wall / 60, floor / 60, passes / 60))
+  .. "(the floor above): %.0f min%s"):format(#MAKE, SEEDS, cores, wall / 60, floor / 60, passes / 60,
+  at_peak and ("; the GEMMs at the fma peak: %.0f min"):format(at_peak / 60) or ""))
 print("the machine may be shared with other work: these timings are noisy")

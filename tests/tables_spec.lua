@@ -284,16 +284,17 @@ describe("the table scripts", function()
     -- its first epoch is the search's (doc/results/table1_paper_400_mixture_grid.csv, rung 1 of the
     -- chosen setting: validation error 5.70%, test error 5.97% with posterior means). The search
     -- ran on OpenBLAS's Haswell kernels, and the last bits of a GEMM depend on the kernels: the
-    -- replay pins them (any x86-64 CPU with AVX2 and FMA runs them)
+    -- replay forms its products with their roundings (BBB_GEMM=haswell, bbb's own AVX2 kernel;
+    -- without AVX2 and FMA its plain loops would take hours)
     local f = io.open("/proc/cpuinfo")
     local cpu = f and f:read("a") or ""
     if f then f:close() end
     if not (cpu:find("%savx2%s") and cpu:find("%sfma%s")) then
-      pending("replaying the search's first epoch needs the Haswell kernels (AVX2 and FMA)")
+      pending("replaying the search's first epoch needs AVX2 and FMA (BBB_GEMM=haswell's kernel)")
       return
     end
     local status, out = run("scripts/mnist.lua --preset paper-400 --epochs 1 --test-samples 2 --threads 1",
-      "OPENBLAS_CORETYPE=Haswell")
+      "BBB_GEMM=haswell")
     assert.are.equal(0, status, out)
     has(out, "val 94.30%")
     has(out, "posterior means 94.03%")

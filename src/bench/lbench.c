@@ -108,6 +108,47 @@ static int l_bench_sgemm(lua_State *L) {
   return 1;
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* iters rounds of 12 independent 8-wide fmas: enough chains to cover an
+** fma's latency on two pipes, so the loop runs at the core's fma rate. */
+__attribute__((target("avx2,fma"), noinline))
+static float fma_loop(int64_t iters) {
+  __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f), s[12];
+  for (int i = 0; i < 12; i++) s[i] = _mm256_set1_ps((float)i);
+  for (int64_t t = 0; t < iters; t++)
+    for (int i = 0; i < 12; i++) s[i] = _mm256_fmadd_ps(s[i], a, b);
+  __m256 sum = s[0];
+  for (int i = 1; i < 12; i++) sum = _mm256_add_ps(sum, s[i]);
+  return _mm256_cvtss_f32(sum);
+}
+#endif
+
+/* fma_peak(reps) -> flops per second of one core at its 8-wide fma rate
+** (AVX2 and FMA; nil without them): the ceiling of any float32 GEMM on
+** one thread of this machine. */
+static int l_bench_fma_peak(lua_State *L) {
+  int reps = check_reps(L, 1);
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    const int64_t iters = 2000000;   /* 384 Mflop, about 4 ms at 100 Gflop/s */
+    double t[MAX_REPS];
+    volatile float sink = 0;
+    for (int r = -1; r < reps; r++) {
+      double t0 = now_seconds();
+      sink += fma_loop(iters);
+      if (r >= 0) t[r] = now_seconds() - t0;
+    }
+    (void)sink;
+    lua_pushnumber(L, (double)iters * 12 * 8 * 2 / median(t, reps));
+    return 1;
+  }
+#endif
+  lua_pushnil(L);
+  return 1;
+}
+
 /* The baseline a softplus kernel must beat: one libm call pair per element,
 ** kept scalar so it stands for the plain C loop anyone would write. */
 __attribute__((noinline, optimize("no-tree-vectorize")))
@@ -340,7 +381,7 @@ static int l_bench_blas(lua_State *L) {
 }
 
 static const luaL_Reg bench_funcs[] = {
-  {"sgemm", l_bench_sgemm}, {"softplus_libm", l_bench_softplus_libm},
+  {"sgemm", l_bench_sgemm}, {"fma_peak", l_bench_fma_peak}, {"softplus_libm", l_bench_softplus_libm},
   {"vmath", l_bench_vmath}, {"vmath_ulp", l_bench_vmath_ulp},
   {"clock", l_clock}, {"blas", l_bench_blas}, {NULL, NULL}
 };
