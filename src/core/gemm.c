@@ -33,14 +33,16 @@
 ** it against OpenBLAS itself under OPENBLAS_CORETYPE=Haswell.
 **
 ** A zero in op(a) adds fma(0, b, acc) = acc exactly when b is finite (acc
-** is never -0: it starts at +0 and x + -x rounds to +0), so the kernel skips
-** them; when op(b) holds an infinity or a NaN it skips none.
+** is never -0: it starts at +0 and x + -x rounds to +0), so the kernel may
+** skip them; when op(b) holds an infinity or a NaN it skips none.
 **
-** The kernel: op(b) is copied once into a zero-padded buffer; each row of
-** c is formed on its own from the list of the nonzeros of op(a)'s row, 8
-** columns per AVX register, up to 8 registers at a time, the single groups
-** of the row in one pass, the split ones in two. About half OpenBLAS's
-** speed on dense products: a way to replay, not the fast path.
+** The kernel: op(b) is copied once into a zero-padded buffer (transposed
+** through registers when tb). Rows of c that share their places go up to 6
+** at a time, 2 groups of 8 columns at a time (12 AVX accumulators), the
+** single groups in one pass, the split ones in two (even k, then odd).
+** When op(a) is mostly zeros (one-hot inputs) each pass runs over the list
+** of the k where one of the rows is nonzero, else over every k. About half
+** OpenBLAS's speed on dense products: a way to replay, not the fast path.
 */
 #include <cblas.h>
 #include <immintrin.h>
@@ -57,7 +59,6 @@
 #define HASWELL_P 320  /* OpenBLAS 0.3.21, Haswell: SGEMM_DEFAULT_P (columns per block) */
 #define HASWELL_Q 320  /* SGEMM_DEFAULT_Q (k per block) */
 #define MAX_ROWS 8192  /* rows of one call the rounding is known for (below sgemm_r) */
-#define MAX_LIST 8192  /* the kernel's k: its lists of a row's nonzeros live on the stack */
 
 static int kind = BBB_GEMM_OPENBLAS;
 
@@ -152,6 +153,7 @@ typedef struct {
   const float *pb, *pa;   /* op(b) (k, np), op(a) (m, k) when ta */
   int64_t np, maxg;
   int dense;              /* op(b) holds a non-finite entry: skip no zeros */
+  int dense_a;            /* op(a) is mostly nonzero: no lists, every entry */
   struct layout *lay;     /* 16, by row_key */
 } gemm_ctx;
 
@@ -200,38 +202,86 @@ __attribute__((constructor)) static void init_perm(void) {
   }
 }
 
-/* acc[0..G) = chains over the listed rows of pb (offsets in floats), at the
-** groups' column offsets. G is a constant at each call. */
-static inline __attribute__((always_inline)) AVX void chain(int G, const float *pb,
-    const int32_t *at, const float *v, int64_t cnt, const int64_t *off, __m256 *acc) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+/* acc[r][g] = chains over the listed rows of pb (offsets in floats) for
+** R rows of c at once (their entries in v, vs apart) and G groups at the
+** groups' column offsets: each row of pb loaded once for R rows. R and G
+** are constants at each call; the accumulators are named variables, as
+** arrays of them end up in memory. */
+#define MAX_R 6
+#define MAX_G 2
+static inline __attribute__((always_inline)) AVX void chain(int R, int G, const float *pb,
+    const int32_t *at, const float *v, int64_t vs, int64_t cnt, const int64_t *off,
+    __m256 acc[MAX_R][MAX_G]) {
+  __m256 s00 = _mm256_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00, s40 = s00, s41 = s00, s50 = s00, s51 = s00;
   for (int64_t t = 0; t < cnt; t++) {
-    __m256 x = _mm256_broadcast_ss(v + t);
     const float *row = pb + at[t];
-    s0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[0]), s0);
-    if (G > 1) s1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[1]), s1);
-    if (G > 2) s2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[2]), s2);
-    if (G > 3) s3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[3]), s3);
-    if (G > 4) s4 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[4]), s4);
-    if (G > 5) s5 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[5]), s5);
-    if (G > 6) s6 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[6]), s6);
-    if (G > 7) s7 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + off[7]), s7);
+    __m256 b0 = _mm256_loadu_ps(row + off[0]);
+    __m256 b1 = G > 1 ? _mm256_loadu_ps(row + off[1]) : b0;
+#define ROW(r)                                                       \
+    if (R > r) {                                                     \
+      __m256 xb = _mm256_broadcast_ss(v + r * vs + t);                     \
+      s##r##0 = _mm256_fmadd_ps(xb, b0, s##r##0);                    \
+      if (G > 1) s##r##1 = _mm256_fmadd_ps(xb, b1, s##r##1);         \
+    }
+    ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
   }
-  acc[0] = s0, acc[1] = s1, acc[2] = s2, acc[3] = s3;
-  acc[4] = s4, acc[5] = s5, acc[6] = s6, acc[7] = s7;
+  acc[0][0] = s00, acc[0][1] = s01, acc[1][0] = s10, acc[1][1] = s11, acc[2][0] = s20, acc[2][1] = s21, acc[3][0] = s30, acc[3][1] = s31, acc[4][0] = s40, acc[4][1] = s41, acc[5][0] = s50, acc[5][1] = s51;
 }
 
-static AVX void chains(int G, const float *pb, const int32_t *at, const float *v, int64_t cnt,
-                       const int64_t *off, __m256 *acc) {
-  switch (G) {
-  case 1: chain(1, pb, at, v, cnt, off, acc); break;
-  case 2: chain(2, pb, at, v, cnt, off, acc); break;
-  case 3: chain(3, pb, at, v, cnt, off, acc); break;
-  case 4: chain(4, pb, at, v, cnt, off, acc); break;
-  case 5: chain(5, pb, at, v, cnt, off, acc); break;
-  case 6: chain(6, pb, at, v, cnt, off, acc); break;
-  case 7: chain(7, pb, at, v, cnt, off, acc); break;
-  default: chain(8, pb, at, v, cnt, off, acc); break;
+/* The same chains on dense rows, without lists: acc[r][g] (as given) gains
+** x[r][q] times pb's row q for q = q0, q0 + step, ... (cnt of them). */
+static inline __attribute__((always_inline)) AVX void chain_dense(int R, int G, const float *pb,
+    int64_t np, const float *const *x, int64_t q0, int64_t step, int64_t cnt, const int64_t *off,
+    __m256 acc[MAX_R][MAX_G]) {
+  __m256 s00 = acc[0][0], s01 = acc[0][1], s10 = acc[1][0], s11 = acc[1][1], s20 = acc[2][0], s21 = acc[2][1], s30 = acc[3][0], s31 = acc[3][1], s40 = acc[4][0], s41 = acc[4][1], s50 = acc[5][0], s51 = acc[5][1];
+  const float *x0 = R > 0 ? x[0] : x[0], *x1 = R > 1 ? x[1] : x[0], *x2 = R > 2 ? x[2] : x[0], *x3 = R > 3 ? x[3] : x[0], *x4 = R > 4 ? x[4] : x[0], *x5 = R > 5 ? x[5] : x[0];
+  for (int64_t t = 0, q = q0; t < cnt; t++, q += step) {
+    const float *row = pb + q * np;
+    __m256 b0 = _mm256_loadu_ps(row + off[0]);
+    __m256 b1 = G > 1 ? _mm256_loadu_ps(row + off[1]) : b0;
+#define ROW(r)                                                       \
+    if (R > r) {                                                     \
+      __m256 xb = _mm256_broadcast_ss(x##r + q);                     \
+      s##r##0 = _mm256_fmadd_ps(xb, b0, s##r##0);                    \
+      if (G > 1) s##r##1 = _mm256_fmadd_ps(xb, b1, s##r##1);         \
+    }
+    ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
+  }
+  acc[0][0] = s00, acc[0][1] = s01, acc[1][0] = s10, acc[1][1] = s11, acc[2][0] = s20, acc[2][1] = s21, acc[3][0] = s30, acc[3][1] = s31, acc[4][0] = s40, acc[4][1] = s41, acc[5][0] = s50, acc[5][1] = s51;
+}
+
+#define DENSE_G(R) switch (G) {                                                     \
+  case 1: chain_dense(R, 1, pb, np, x, q0, step, cnt, off, acc); break;             \
+  default: chain_dense(R, 2, pb, np, x, q0, step, cnt, off, acc); break; }
+
+static AVX void chains_dense(int R, int G, const float *pb, int64_t np, const float *const *x,
+                             int64_t q0, int64_t step, int64_t cnt, const int64_t *off,
+                             __m256 acc[MAX_R][MAX_G]) {
+  switch (R) {
+  case 1: DENSE_G(1) break;
+  case 2: DENSE_G(2) break;
+  case 3: DENSE_G(3) break;
+  case 4: DENSE_G(4) break;
+  case 5: DENSE_G(5) break;
+  default: DENSE_G(6) break;
+  }
+}
+
+#define CHAIN_G(R) switch (G) {                                         \
+  case 1: chain(R, 1, pb, at, v, vs, cnt, off, acc); break;             \
+  default: chain(R, 2, pb, at, v, vs, cnt, off, acc); break; }
+
+static AVX void chains(int R, int G, const float *pb, const int32_t *at, const float *v,
+                       int64_t vs, int64_t cnt, const int64_t *off, __m256 acc[MAX_R][MAX_G]) {
+  switch (R) {
+  case 1: CHAIN_G(1) break;
+  case 2: CHAIN_G(2) break;
+  case 3: CHAIN_G(3) break;
+  case 4: CHAIN_G(4) break;
+  case 5: CHAIN_G(5) break;
+  default: CHAIN_G(6) break;
   }
 }
 
@@ -257,66 +307,138 @@ static AVX void store(int G, const __m256 *acc, const int64_t *off, const int *l
   }
 }
 
-/* Lists the entries of x[0..kb) the chains take (the nonzeros, or all when
-** dense) with their rows' offsets in pb: all of them in at[0], v[0]; when
-** split, the even ones below 8 floor(kb/8) and all from there on in at[1],
-** the odd ones below it in at[2]. The counts go to cnt. */
-static AVX void list_row(const float *x, int64_t kb, int64_t np, int dense, int split,
-                         int32_t *at[3], float *v[3], int64_t cnt[3]) {
+/* Lists the entries of R rows x[r][0..kb) that the chains take (where one
+** of the rows is nonzero, or all when dense) with their rows' offsets in
+** pb: all of them in at[0], v[0]; when split, the even ones below
+** 8 floor(kb/8) and all from there on in at[1], v[1], the odd ones below it
+** in at[2], v[2]. Row r's values are at v[l] + r vs. The counts go to cnt. */
+static AVX void list_rows(const float *const *x, int R, int64_t kb, int64_t np, int dense,
+                          int split, int32_t *at[3], float *v[3], int64_t vs, int64_t cnt[3]) {
   int64_t main_k = kb / 8 * 8;
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 zero = _mm256_setzero_ps();
   cnt[0] = cnt[1] = cnt[2] = 0;
   for (int64_t i = 0; i < kb; i += 8) {
-    int valid = kb - i >= 8 ? 0xff : (1 << (kb - i)) - 1;
+    int valid = kb - i >= 8 ? 0xff : (1 << (kb - i)) - 1, nz = dense ? valid : 0;
     __m256i vm = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)min64(kb - i, 8)), lanes);
-    __m256 xv = _mm256_maskload_ps(x + i, vm);
-    int nz = dense ? valid : _mm256_movemask_ps(_mm256_cmp_ps(xv, zero, _CMP_NEQ_UQ)) & valid;
+    __m256 xv[MAX_R];
+    for (int r = 0; r < R; r++) {
+      xv[r] = _mm256_maskload_ps(x[r] + i, vm);
+      nz |= _mm256_movemask_ps(_mm256_cmp_ps(xv[r], zero, _CMP_NEQ_UQ)) & valid;
+    }
     __m256i iv = _mm256_mullo_epi32(_mm256_add_epi32(_mm256_set1_epi32((int)i), lanes),
                                     _mm256_set1_epi32((int)np));
     int masks[3] = { nz, nz & (i < main_k ? 0x55 : 0xff), nz & (i < main_k ? 0xaa : 0) };
-    for (int l = 0; l < (split ? 3 : 1); l++) {
+    for (int l = split ? 1 : 0; l < (split ? 3 : 1); l++) {
       __m256i p = _mm256_loadu_si256((const __m256i *)pack_perm[masks[l]]);
-      _mm256_storeu_ps(v[l] + cnt[l], _mm256_permutevar8x32_ps(xv, p));
+      for (int r = 0; r < R; r++)
+        _mm256_storeu_ps(v[l] + r * vs + cnt[l], _mm256_permutevar8x32_ps(xv[r], p));
       _mm256_storeu_si256((__m256i *)(at[l] + cnt[l]), _mm256_permutevar8x32_epi32(iv, p));
       cnt[l] += __builtin_popcount((unsigned)masks[l]);
     }
   }
 }
 
-/* Rows [16 lo, 16 hi) of c, each of them whole. */
-static AVX void own_rows(void *p, int64_t lo, int64_t hi) {
-  const gemm_ctx *u = p;
-  int64_t k = u->k, cnt[3], slots = u->k + 8;
-  int32_t ibuf[3 * slots];   /* k <= MAX_LIST */
-  float fbuf[3 * slots];
-  int32_t *at[3] = { ibuf, ibuf + slots, ibuf + 2 * slots };
-  float *v[3] = { fbuf, fbuf + slots, fbuf + 2 * slots };
-  __m256 acc[8], odd[8];
-  lo *= 16, hi = min64(hi * 16, u->m);
-  for (int64_t r = lo; r < hi; r++) {
-    const layout *L = u->lay + row_key(u, r);
-    const float *x = u->ta ? u->pa + r * k : u->a + r * k;
-    float *cr = u->c + r * u->n;
-    for (int64_t l0 = 0, kb; l0 < k; l0 += kb) {
-      kb = cut(k - l0, HASWELL_Q);
-      float beta = l0 == 0 ? u->beta : 1.0f;
-      const float *pb = u->pb + l0 * u->np;
-      list_row(x + l0, kb, u->np, u->dense, L->ng[1] > 0, at, v, cnt);
-      for (int i = 0; i < L->ng[0]; i += 8) {
-        int G = (int)min64(L->ng[0] - i, 8);
-        chains(G, pb, at[0], v[0], cnt[0], L->off[0] + i, acc);
-        store(G, acc, L->off[0] + i, L->len[0] + i, beta, cr);
+/* Up to MAX_R rows of c from r0 that share a layout, each of them whole. */
+static AVX void own_block(const gemm_ctx *u, int64_t r0, int R, const layout *L) {
+  int64_t k = u->k, cnt[3], vs = min64(k, HASWELL_Q) + 8;
+  int32_t ibuf[3 * vs];
+  float fbuf[3 * MAX_R * vs];
+  int32_t *at[3] = { ibuf, ibuf + vs, ibuf + 2 * vs };
+  float *v[3] = { fbuf, fbuf + MAX_R * vs, fbuf + 2 * MAX_R * vs };
+  const float *x[MAX_R];
+  __m256 acc[MAX_R][MAX_G], odd[MAX_R][MAX_G];
+  for (int64_t l0 = 0, kb; l0 < k; l0 += kb) {
+    kb = cut(k - l0, HASWELL_Q);
+    float beta = l0 == 0 ? u->beta : 1.0f;
+    const float *pb = u->pb + l0 * u->np;
+    for (int r = 0; r < R; r++) x[r] = (u->ta ? u->pa : u->a) + (r0 + r) * k + l0;
+    if (u->dense_a) {   /* no lists: most entries are nonzero */
+      int64_t main_k = kb / 8 * 8, np = u->np;
+      for (int s = 0; s < 2; s++)
+        for (int i = 0; i < L->ng[s]; i += MAX_G) {
+          int G = (int)min64(L->ng[s] - i, MAX_G);
+          const int64_t *off = L->off[s] + i;
+          memset(acc, 0, sizeof acc);
+          if (s == 0) chains_dense(R, G, pb, np, x, 0, 1, kb, off, acc);
+          else {
+            memset(odd, 0, sizeof odd);
+            chains_dense(R, G, pb, np, x, 0, 2, main_k / 2, off, acc);
+            chains_dense(R, G, pb, np, x, main_k, 1, kb - main_k, off, acc);
+            chains_dense(R, G, pb, np, x, 1, 2, main_k / 2, off, odd);
+            for (int r = 0; r < R; r++)
+              for (int q = 0; q < G; q++) acc[r][q] = _mm256_add_ps(odd[r][q], acc[r][q]);
+          }
+          for (int r = 0; r < R; r++) store(G, acc[r], off, L->len[s] + i, beta, u->c + (r0 + r) * u->n);
+        }
+      continue;
+    }
+    if (L->ng[0]) {
+      list_rows(x, R, kb, u->np, u->dense, 0, at, v, vs, cnt);
+      for (int i = 0; i < L->ng[0]; i += MAX_G) {
+        int G = (int)min64(L->ng[0] - i, MAX_G);
+        chains(R, G, pb, at[0], v[0], vs, cnt[0], L->off[0] + i, acc);
+        for (int r = 0; r < R; r++) store(G, acc[r], L->off[0] + i, L->len[0] + i, beta, u->c + (r0 + r) * u->n);
       }
-      for (int i = 0; i < L->ng[1]; i += 8) {
-        int G = (int)min64(L->ng[1] - i, 8);
-        chains(G, pb, at[1], v[1], cnt[1], L->off[1] + i, acc);
-        chains(G, pb, at[2], v[2], cnt[2], L->off[1] + i, odd);
-        for (int q = 0; q < G; q++) acc[q] = _mm256_add_ps(odd[q], acc[q]);
-        store(G, acc, L->off[1] + i, L->len[1] + i, beta, cr);
+    }
+    if (L->ng[1]) {
+      list_rows(x, R, kb, u->np, u->dense, 1, at, v, vs, cnt);
+      for (int i = 0; i < L->ng[1]; i += MAX_G) {
+        int G = (int)min64(L->ng[1] - i, MAX_G);
+        chains(R, G, pb, at[1], v[1], vs, cnt[1], L->off[1] + i, acc);
+        chains(R, G, pb, at[2], v[2], vs, cnt[2], L->off[1] + i, odd);
+        for (int r = 0; r < R; r++) {
+          for (int q = 0; q < G; q++) acc[r][q] = _mm256_add_ps(odd[r][q], acc[r][q]);
+          store(G, acc[r], L->off[1] + i, L->len[1] + i, beta, u->c + (r0 + r) * u->n);
+        }
       }
     }
   }
+}
+
+/* Rows [12 lo, 12 hi) of c (12: a chunk of rows, two runs of 6 with one
+** layout each), MAX_R at a time. */
+static void own_rows(void *p, int64_t lo, int64_t hi) {
+  const gemm_ctx *u = p;
+  lo *= 12, hi = min64(hi * 12, u->m);
+  int most = u->dense_a ? MAX_R : 2;   /* sparse rows: a union of fewer rows skips more */
+  for (int64_t r = lo; r < hi;) {
+    int key = row_key(u, r), R = 1;
+    while (R < most && r + R < hi && row_key(u, r + R) == key) R++;
+    own_block(u, r, R, u->lay + key);
+    r += R;
+  }
+}
+
+/* dst[j][i] = src[i][j] for i < rows, j < cols (row strides lds, ldd), in
+** blocks of 8 x 8 through registers. */
+static AVX void transpose(const float *src, int64_t rows, int64_t cols, int64_t lds, float *dst,
+                          int64_t ldd) {
+  for (int64_t i0 = 0; i0 < rows; i0 += 8)
+    for (int64_t j0 = 0; j0 < cols; j0 += 8) {
+      if (i0 + 8 > rows || j0 + 8 > cols) {
+        for (int64_t i = i0; i < min64(i0 + 8, rows); i++)
+          for (int64_t j = j0; j < min64(j0 + 8, cols); j++) dst[j * ldd + i] = src[i * lds + j];
+        continue;
+      }
+      __m256 r[8], t[8];
+      for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(src + (i0 + q) * lds + j0);
+      for (int q = 0; q < 8; q += 2) {
+        t[q] = _mm256_unpacklo_ps(r[q], r[q + 1]);
+        t[q + 1] = _mm256_unpackhi_ps(r[q], r[q + 1]);
+      }
+      for (int q = 0; q < 8; q += 4) {
+        r[q] = _mm256_shuffle_ps(t[q], t[q + 2], 0x44);
+        r[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], 0xee);
+        r[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0x44);
+        r[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0xee);
+      }
+      for (int q = 0; q < 4; q++) {
+        t[q] = _mm256_permute2f128_ps(r[q], r[q + 4], 0x20);
+        t[q + 4] = _mm256_permute2f128_ps(r[q], r[q + 4], 0x31);
+      }
+      for (int q = 0; q < 8; q++) _mm256_storeu_ps(dst + (j0 + q) * ldd + i0, t[q]);   /* column j0 + q */
+    }
 }
 
 /* Copies op(b) into pb (k rows np floats apart, zero-padded) and, when ta,
@@ -324,24 +446,15 @@ static AVX void own_rows(void *p, int64_t lo, int64_t hi) {
 static AVX int pack(const gemm_ctx *u, float *pb, float *pa) {
   int64_t n = u->n, k = u->k, np = u->np;
   __m256 z = _mm256_setzero_ps(), bad = z;
-  if (u->tb) {   /* b is (n, k): transpose it in blocks of 8 x 8 */
-    for (int64_t i = 0; i < k; i++) memset(pb + i * np + n, 0, (size_t)(np - n) * sizeof(float));
-    for (int64_t i0 = 0; i0 < k; i0 += 8)
-      for (int64_t c0 = 0; c0 < n; c0 += 8)
-        for (int64_t col = c0; col < min64(c0 + 8, n); col++)
-          for (int64_t i = i0; i < min64(i0 + 8, k); i++) pb[i * np + col] = u->b[col * k + i];
-  } else {
-    for (int64_t i = 0; i < k; i++) {
-      memcpy(pb + i * np, u->b + i * n, (size_t)n * sizeof(float));
-      memset(pb + i * np + n, 0, (size_t)(np - n) * sizeof(float));
-    }
-  }
-  for (int64_t i = 0; i < k; i++)
+  if (u->tb) transpose(u->b, n, k, k, pb, np);   /* b is (n, k) */
+  else
+    for (int64_t i = 0; i < k; i++) memcpy(pb + i * np, u->b + i * n, (size_t)n * sizeof(float));
+  for (int64_t i = 0; i < k; i++) {
+    memset(pb + i * np + n, 0, (size_t)(np - n) * sizeof(float));
     for (int64_t col = 0; col < np; col += 8)   /* x * 0 is NaN where x is not finite */
       bad = _mm256_add_ps(bad, _mm256_mul_ps(_mm256_loadu_ps(pb + i * np + col), z));
-  if (u->ta)
-    for (int64_t i = 0; i < k; i++)
-      for (int64_t r = 0; r < u->m; r++) pa[r * k + i] = u->a[i * u->m + r];
+  }
+  if (u->ta) transpose(u->a, k, u->m, u->m, pa, k);   /* a is (k, m) */
   return _mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q)) == 0;
 }
 
@@ -371,8 +484,11 @@ static int own_gemm(gemm_ctx *u, int par) {
   }
   u->pb = pb, u->pa = pa, u->lay = lay;
   u->dense = !pack(u, pb, pa);
-  if (par) bbb_parallel_each((u->m + 15) / 16, own_rows, u);
-  else own_rows(u, 0, (u->m + 15) / 16);
+  int64_t nz = 0;
+  for (int64_t i = 0; i < u->m * u->k; i++) nz += u->a[i] != 0.0f;
+  u->dense_a = 2 * nz > u->m * u->k;
+  if (par) bbb_parallel_each((u->m + 11) / 12, own_rows, u);
+  else own_rows(u, 0, (u->m + 11) / 12);
   return 1;
 }
 
@@ -416,7 +532,7 @@ static void product(gemm_ctx *u, int par) {
   int64_t tiles = u->tm < u->m ? (u->m + u->tm - 1) / u->tm : (u->n + u->tn - 1) / u->tn;
   if (u->m == 0 || u->n == 0) return;
 #if OWN_KERNEL
-  if (kind == BBB_GEMM_HASWELL && u->k > 0 && u->k <= MAX_LIST && u->tm <= MAX_ROWS &&
+  if (kind == BBB_GEMM_HASWELL && u->k > 0 && u->tm <= MAX_ROWS &&
       avx2_fma && own_gemm(u, par))
     return;
 #endif
@@ -427,7 +543,7 @@ static void product(gemm_ctx *u, int par) {
 /* c (m, n) = op(a) op(b) + beta c, all row-major contiguous. */
 void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
               float beta, float *c) {
-  gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, NULL };
+  gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, 0, NULL };
   int64_t side = m >= n ? m : n, step = (side + TILES - 1) / TILES;
   if (step < MIN_TILE) step = MIN_TILE;
   step = (step + 3) / 4 * 4;
@@ -437,6 +553,6 @@ void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, c
 
 void bbb_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
                float beta, float *c) {
-  gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, NULL };
+  gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, 0, NULL };
   product(&u, 0);
 }
