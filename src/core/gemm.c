@@ -41,8 +41,8 @@
 ** at a time, 2 groups of 8 columns at a time (12 AVX accumulators), the
 ** single groups in one pass, the split ones in two (even k, then odd).
 ** When op(a) is mostly zeros (one-hot inputs) each pass runs over the list
-** of the k where one of the rows is nonzero, else over every k. About half
-** OpenBLAS's speed on dense products: a way to replay, not the fast path.
+** of the k where one of the rows is nonzero, else over every k. About 0.6
+** of OpenBLAS's speed on dense products: a way to replay, not the fast path.
 */
 #include <cblas.h>
 #include <immintrin.h>
