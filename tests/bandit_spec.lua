@@ -544,6 +544,34 @@ describe("scripts/bandit.lua", function()
     assert.truthy(tonumber(d) > 0 and tonumber(smp) > 0 and tonumber(a) > 0 and tonumber(ratio) >= 1, text)
   end)
 
+  it("replays the recorded regrets at step 1,000 on any CPU, with the recorded runs' GEMM roundings", function()
+    -- the recorded runs were made on OpenBLAS's Haswell kernels; BBB_GEMM=haswell forms every
+    -- product with their roundings (bbb's own AVX2 kernel: its plain loops would take hours)
+    local f = io.open("/proc/cpuinfo")
+    local cpu = f and f:read("a") or ""
+    if f then f:close() end
+    if not (cpu:find("%savx2%s") and cpu:find("%sfma%s")) then
+      pending("the replay needs AVX2 and FMA (BBB_GEMM=haswell's kernel)")
+      return
+    end
+    local want = {}
+    for line in io.lines("doc/results/bandit_reproduce_1k_haswell.csv") do
+      local agent, seed, recorded = line:match("^(%w+),(%d+),(%d+),")
+      if seed == "1" then want[agent] = tonumber(recorded) end
+    end
+    local status, text = run("scripts/bandit.lua --agents bbb,eps0,neurallinear --steps 1000 --jobs 2 --out "
+      .. out .. "-1k", "BBB_GEMM=haswell")
+    assert.are.equal(0, status, text)
+    for _, agent in ipairs { "bbb", "eps0", "neurallinear" } do
+      local last
+      for line in io.lines(out .. "-1k/raw/" .. agent .. "_r0.csv") do
+        last = line:match("^1000,(%-?%d+),") or last
+      end
+      assert.are.equal(want[agent], tonumber(last), agent)
+    end
+    os.execute("rm -rf '" .. out .. "-1k'")
+  end)
+
   it("runs every agent on tiny settings, writes the table, the CSV and the plot, and resumes", function()
     local args = "scripts/bandit.lua --steps 120 --updates 2 --batch 8 --buffer 64 --checkpoint-every 50 --out " .. out
     local status, text = run(args)
