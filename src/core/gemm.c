@@ -14,7 +14,7 @@
 ** That rounding, in row-major terms. OpenBLAS sees c^T = op(b)^T op(a)^T:
 ** its M is our n (columns), its N our m (rows).
 ** - c starts as 0 when beta = 0 (it zeroes c first), else beta c.
-** - k is cut into blocks (kcut): 320 while 640 remain, then the rest, or
+** - k is cut into blocks (cut()): 320 while 640 remain, then the rest, or
 **   half of it rounded up to 8 when more than 320. For each block every
 **   entry gets c = fma(acc, 1, c), acc a chain of fmas over the block's k in
 **   ascending order from +0.
@@ -29,8 +29,9 @@
 **   columns [0, 8) and one more group of 8 near the end, the last six rows
 **   one group of 8 near the end (split_groups walks the kernel's loop).
 ** bbb_gemm cuts a product into tiles by shape alone (TILES), each one call,
-** so these places are places in a tile. tests/gemm_spec.lua checks all of
-** it against OpenBLAS itself under OPENBLAS_CORETYPE=Haswell.
+** so these places are places in a tile. tests/c/test_gemm.c checks all of
+** it against OpenBLAS itself under OPENBLAS_CORETYPE=Haswell. Calls of more
+** than MAX_ROWS rows, past what was checked, go to OpenBLAS in every kind.
 **
 ** A zero in op(a) adds fma(0, b, acc) = acc exactly when b is finite (acc
 ** is never -0: it starts at +0 and x + -x rounds to +0), so the kernel may
@@ -54,8 +55,8 @@
 #include "ops.h"
 #include "parallel.h"
 
-#define TILES 4        /* bbb_gemm's cut: at most TILES tiles along c's longer side, */
-#define MIN_TILE 32    /* each at least MIN_TILE rows or columns (a multiple of 4) */
+#define TILES 4        /* bbb_gemm's cut (see there) */
+#define MIN_TILE 32
 #define HASWELL_P 320  /* OpenBLAS 0.3.21, Haswell: SGEMM_DEFAULT_P (columns per block) */
 #define HASWELL_Q 320  /* SGEMM_DEFAULT_Q (k per block) */
 #define MAX_ROWS 8192  /* rows of one call the rounding is known for (below sgemm_r) */
@@ -152,7 +153,7 @@ typedef struct {
   /* the kernel's state */
   const float *pb, *pa;   /* op(b) (k, np), op(a) (m, k) when ta */
   int64_t np, maxg;
-  int dense;              /* op(b) holds a non-finite entry: skip no zeros */
+  int keep_zeros;         /* op(b) holds a non-finite entry: skip no zeros of op(a) */
   int dense_a;            /* op(a) is mostly nonzero: no lists, every entry */
   struct layout *lay;     /* 16, by row_key */
 } gemm_ctx;
@@ -308,18 +309,18 @@ static AVX void store(int G, const __m256 *acc, const int64_t *off, const int *l
 }
 
 /* Lists the entries of R rows x[r][0..kb) that the chains take (where one
-** of the rows is nonzero, or all when dense) with their rows' offsets in
+** of the rows is nonzero, or all when keep_zeros) with their rows' offsets in
 ** pb: all of them in at[0], v[0]; when split, the even ones below
 ** 8 floor(kb/8) and all from there on in at[1], v[1], the odd ones below it
 ** in at[2], v[2]. Row r's values are at v[l] + r vs. The counts go to cnt. */
-static AVX void list_rows(const float *const *x, int R, int64_t kb, int64_t np, int dense,
+static AVX void list_rows(const float *const *x, int R, int64_t kb, int64_t np, int keep_zeros,
                           int split, int32_t *at[3], float *v[3], int64_t vs, int64_t cnt[3]) {
   int64_t main_k = kb / 8 * 8;
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 zero = _mm256_setzero_ps();
   cnt[0] = cnt[1] = cnt[2] = 0;
   for (int64_t i = 0; i < kb; i += 8) {
-    int valid = kb - i >= 8 ? 0xff : (1 << (kb - i)) - 1, nz = dense ? valid : 0;
+    int valid = kb - i >= 8 ? 0xff : (1 << (kb - i)) - 1, nz = keep_zeros ? valid : 0;
     __m256i vm = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)min64(kb - i, 8)), lanes);
     __m256 xv[MAX_R];
     for (int r = 0; r < R; r++) {
@@ -374,7 +375,7 @@ static AVX void own_block(const gemm_ctx *u, int64_t r0, int R, const layout *L)
       continue;
     }
     if (L->ng[0]) {
-      list_rows(x, R, kb, u->np, u->dense, 0, at, v, vs, cnt);
+      list_rows(x, R, kb, u->np, u->keep_zeros, 0, at, v, vs, cnt);
       for (int i = 0; i < L->ng[0]; i += MAX_G) {
         int G = (int)min64(L->ng[0] - i, MAX_G);
         chains(R, G, pb, at[0], v[0], vs, cnt[0], L->off[0] + i, acc);
@@ -382,7 +383,7 @@ static AVX void own_block(const gemm_ctx *u, int64_t r0, int R, const layout *L)
       }
     }
     if (L->ng[1]) {
-      list_rows(x, R, kb, u->np, u->dense, 1, at, v, vs, cnt);
+      list_rows(x, R, kb, u->np, u->keep_zeros, 1, at, v, vs, cnt);
       for (int i = 0; i < L->ng[1]; i += MAX_G) {
         int G = (int)min64(L->ng[1] - i, MAX_G);
         chains(R, G, pb, at[1], v[1], vs, cnt[1], L->off[1] + i, acc);
@@ -483,7 +484,7 @@ static int own_gemm(gemm_ctx *u, int par) {
     if (used[q]) make_layout(u, q, lay + q);
   }
   u->pb = pb, u->pa = pa, u->lay = lay;
-  u->dense = !pack(u, pb, pa);
+  u->keep_zeros = !pack(u, pb, pa);
   int64_t nz = 0;
   for (int64_t i = 0; i < u->m * u->k; i++) nz += u->a[i] != 0.0f;
   u->dense_a = 2 * nz > u->m * u->k;
@@ -540,7 +541,13 @@ static void product(gemm_ctx *u, int par) {
   else for (int64_t t = 0; t < tiles; t++) tile(u, t, t + 1);
 }
 
-/* c (m, n) = op(a) op(b) + beta c, all row-major contiguous. */
+/* c (m, n) = op(a) op(b) + beta c, all row-major contiguous. The product
+** is cut into at most TILES tiles along the longer side of c, each at least
+** MIN_TILE rows or columns (a multiple of 4): a cut that depends on the
+** shape alone. Each tile is one single-thread call (OpenBLAS runs on one
+** thread inside a parallel region, and bbb keeps its own count at one), so
+** a product has the same bits on any number of threads, and the count may
+** change from one op to the next (parallel.c follows the load). */
 void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
               float beta, float *c) {
   gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, 0, NULL };
