@@ -89,7 +89,8 @@ describe("the haswell kernel gives the reference's bits", function()
         local got = under(KINDS, forward_backward(function()
           return { a0:clone():requires_grad(true), b0:clone():requires_grad(true) }
         end, function(a, b) return bbb.matmul(a, b, f[1], f[2]) end))
-        assert.are.same(got.reference, got.haswell, ("%dx%dx%d %s"):format(m, n, k, tostring(f[1]) .. tostring(f[2])))
+        local what = ("%dx%dx%d, transposes %s %s"):format(m, n, k, tostring(f[1]), tostring(f[2]))
+        assert.are.same(got.reference, got.haswell, what)
       end
     end
   end)
@@ -99,7 +100,8 @@ describe("the haswell kernel gives the reference's bits", function()
       helpers.with_threads(threads, function()
         local x0, w0, b0 = rand({ 70, 119 }, true), rand({ 100, 119 }), rand({ 100 })
         local got = under(KINDS, forward_backward(function()
-          return { x0:clone():requires_grad(true), w0:clone():requires_grad(true), b0:clone():requires_grad(true) }
+          return { x0:clone():requires_grad(true), w0:clone():requires_grad(true),
+                   b0:clone():requires_grad(true) }
         end, bbb.linear))
         assert.are.same(got.reference, got.haswell)
       end)

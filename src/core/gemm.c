@@ -213,21 +213,24 @@ __attribute__((constructor)) static void init_perm(void) {
 static inline __attribute__((always_inline)) AVX void chain(int R, int G, const float *pb,
     const int32_t *at, const float *v, int64_t vs, int64_t cnt, const int64_t *off,
     __m256 acc[MAX_R][MAX_G]) {
-  __m256 s00 = _mm256_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00, s40 = s00, s41 = s00, s50 = s00, s51 = s00;
+  __m256 s00 = _mm256_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00;
+  __m256 s30 = s00, s31 = s00, s40 = s00, s41 = s00, s50 = s00, s51 = s00;
   for (int64_t t = 0; t < cnt; t++) {
     const float *row = pb + at[t];
     __m256 b0 = _mm256_loadu_ps(row + off[0]);
     __m256 b1 = G > 1 ? _mm256_loadu_ps(row + off[1]) : b0;
-#define ROW(r)                                                       \
-    if (R > r) {                                                     \
-      __m256 xb = _mm256_broadcast_ss(v + r * vs + t);                     \
-      s##r##0 = _mm256_fmadd_ps(xb, b0, s##r##0);                    \
-      if (G > 1) s##r##1 = _mm256_fmadd_ps(xb, b1, s##r##1);         \
+#define ROW(r)                                                 \
+    if (R > r) {                                               \
+      __m256 xb = _mm256_broadcast_ss(v + r * vs + t);         \
+      s##r##0 = _mm256_fmadd_ps(xb, b0, s##r##0);              \
+      if (G > 1) s##r##1 = _mm256_fmadd_ps(xb, b1, s##r##1);   \
     }
     ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
 #undef ROW
   }
-  acc[0][0] = s00, acc[0][1] = s01, acc[1][0] = s10, acc[1][1] = s11, acc[2][0] = s20, acc[2][1] = s21, acc[3][0] = s30, acc[3][1] = s31, acc[4][0] = s40, acc[4][1] = s41, acc[5][0] = s50, acc[5][1] = s51;
+  acc[0][0] = s00, acc[0][1] = s01, acc[1][0] = s10, acc[1][1] = s11;
+  acc[2][0] = s20, acc[2][1] = s21, acc[3][0] = s30, acc[3][1] = s31;
+  acc[4][0] = s40, acc[4][1] = s41, acc[5][0] = s50, acc[5][1] = s51;
 }
 
 /* The same chains on dense rows, without lists: acc[r][g] (as given) gains
@@ -235,22 +238,27 @@ static inline __attribute__((always_inline)) AVX void chain(int R, int G, const 
 static inline __attribute__((always_inline)) AVX void chain_dense(int R, int G, const float *pb,
     int64_t np, const float *const *x, int64_t q0, int64_t step, int64_t cnt, const int64_t *off,
     __m256 acc[MAX_R][MAX_G]) {
-  __m256 s00 = acc[0][0], s01 = acc[0][1], s10 = acc[1][0], s11 = acc[1][1], s20 = acc[2][0], s21 = acc[2][1], s30 = acc[3][0], s31 = acc[3][1], s40 = acc[4][0], s41 = acc[4][1], s50 = acc[5][0], s51 = acc[5][1];
-  const float *x0 = R > 0 ? x[0] : x[0], *x1 = R > 1 ? x[1] : x[0], *x2 = R > 2 ? x[2] : x[0], *x3 = R > 3 ? x[3] : x[0], *x4 = R > 4 ? x[4] : x[0], *x5 = R > 5 ? x[5] : x[0];
+  __m256 s00 = acc[0][0], s01 = acc[0][1], s10 = acc[1][0], s11 = acc[1][1];
+  __m256 s20 = acc[2][0], s21 = acc[2][1], s30 = acc[3][0], s31 = acc[3][1];
+  __m256 s40 = acc[4][0], s41 = acc[4][1], s50 = acc[5][0], s51 = acc[5][1];
+  const float *x0 = x[0], *x1 = R > 1 ? x[1] : x0, *x2 = R > 2 ? x[2] : x0;
+  const float *x3 = R > 3 ? x[3] : x0, *x4 = R > 4 ? x[4] : x0, *x5 = R > 5 ? x[5] : x0;
   for (int64_t t = 0, q = q0; t < cnt; t++, q += step) {
     const float *row = pb + q * np;
     __m256 b0 = _mm256_loadu_ps(row + off[0]);
     __m256 b1 = G > 1 ? _mm256_loadu_ps(row + off[1]) : b0;
-#define ROW(r)                                                       \
-    if (R > r) {                                                     \
-      __m256 xb = _mm256_broadcast_ss(x##r + q);                     \
-      s##r##0 = _mm256_fmadd_ps(xb, b0, s##r##0);                    \
-      if (G > 1) s##r##1 = _mm256_fmadd_ps(xb, b1, s##r##1);         \
+#define ROW(r)                                                 \
+    if (R > r) {                                               \
+      __m256 xb = _mm256_broadcast_ss(x##r + q);               \
+      s##r##0 = _mm256_fmadd_ps(xb, b0, s##r##0);              \
+      if (G > 1) s##r##1 = _mm256_fmadd_ps(xb, b1, s##r##1);   \
     }
     ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
 #undef ROW
   }
-  acc[0][0] = s00, acc[0][1] = s01, acc[1][0] = s10, acc[1][1] = s11, acc[2][0] = s20, acc[2][1] = s21, acc[3][0] = s30, acc[3][1] = s31, acc[4][0] = s40, acc[4][1] = s41, acc[5][0] = s50, acc[5][1] = s51;
+  acc[0][0] = s00, acc[0][1] = s01, acc[1][0] = s10, acc[1][1] = s11;
+  acc[2][0] = s20, acc[2][1] = s21, acc[3][0] = s30, acc[3][1] = s31;
+  acc[4][0] = s40, acc[4][1] = s41, acc[5][0] = s50, acc[5][1] = s51;
 }
 
 #define DENSE_G(R) switch (G) {                                                     \
@@ -379,7 +387,8 @@ static AVX void own_block(const gemm_ctx *u, int64_t r0, int R, const layout *L)
       for (int i = 0; i < L->ng[0]; i += MAX_G) {
         int G = (int)min64(L->ng[0] - i, MAX_G);
         chains(R, G, pb, at[0], v[0], vs, cnt[0], L->off[0] + i, acc);
-        for (int r = 0; r < R; r++) store(G, acc[r], L->off[0] + i, L->len[0] + i, beta, u->c + (r0 + r) * u->n);
+        for (int r = 0; r < R; r++)
+          store(G, acc[r], L->off[0] + i, L->len[0] + i, beta, u->c + (r0 + r) * u->n);
       }
     }
     if (L->ng[1]) {
@@ -438,7 +447,8 @@ static AVX void transpose(const float *src, int64_t rows, int64_t cols, int64_t 
         t[q] = _mm256_permute2f128_ps(r[q], r[q + 4], 0x20);
         t[q + 4] = _mm256_permute2f128_ps(r[q], r[q + 4], 0x31);
       }
-      for (int q = 0; q < 8; q++) _mm256_storeu_ps(dst + (j0 + q) * ldd + i0, t[q]);   /* column j0 + q */
+      for (int q = 0; q < 8; q++)   /* t[q]: column j0 + q */
+        _mm256_storeu_ps(dst + (j0 + q) * ldd + i0, t[q]);
     }
 }
 

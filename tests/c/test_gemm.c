@@ -94,7 +94,7 @@ int main(void) {
   int vs_openblas = core && strcmp(core, "Haswell") == 0 && config && strstr(config, "0.3.21");
   printf("OpenBLAS %s, core %s: %s\n", config ? config : "?", core ? core : "?",
          vs_openblas ? "checking against cblas_sgemm too"
-                     : "skipped: the check against cblas_sgemm (it needs 0.3.21 on its Haswell kernels)");
+                     : "skipped: the check against cblas_sgemm (needs 0.3.21 on Haswell kernels)");
   int64_t shapes = 0, vs = 0;
   for (int t = 0; t < 260; t++) {
     /* mostly small (the bandit's sizes), some past the 320-wide blocks */
