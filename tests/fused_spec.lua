@@ -21,6 +21,12 @@ local function make(kind, o)
   if kind == "plain" then net = bbb.nn.mlp(o.sizes or SIZES, { generator = gen })
   elseif kind == "dropout" then net = bbb.nn.mlp(o.sizes or SIZES, { generator = gen, dropout = 0.3 })
   else net = bbb.nn.bayes_mlp(o.sizes or SIZES, { prior = prior_of(kind), generator = gen, rho_init = -3 }) end
+  if o.rho_spread then   -- rho of both signs: sigma from 0.02 to 3, and chunks on either path of the sample
+    local g = bbb.Generator(11)
+    for _, p in ipairs(net:named_parameters()) do
+      if p[1]:find("rho") then p[2]:copy(bbb.rand(p[2].shape, -4, 3, g)) end
+    end
+  end
   local elbo = bbb.elbo.ELBO{ n_data = 200, batch_size = B, likelihood = "gaussian", sigma = o.sigma or 0.7,
     kl_weight = B / 200 }
   return net, bbb.optim.Adam(net, { lr = 1e-2 }), elbo
@@ -66,6 +72,12 @@ describe("the fused step", function()
       assert.are.equal(0, compare(kind, 6))
     end)
   end
+
+  it("does so with rho of both signs, where the sample takes its other path", function()
+    for _, kind in ipairs { "gaussian", "mixture" } do
+      assert.are.equal(0, compare(kind, 4, { rho_spread = true }))
+    end
+  end)
 
   it("does so on two threads", function()
     local was = bbb.get_num_threads()
