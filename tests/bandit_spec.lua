@@ -547,10 +547,7 @@ describe("scripts/bandit.lua", function()
   it("replays the recorded regrets at step 1,000 on any CPU, with the recorded runs' GEMM roundings", function()
     -- the recorded runs were made on OpenBLAS's Haswell kernels; BBB_GEMM=haswell forms every
     -- product with their roundings (bbb's own AVX2 kernel: its plain loops would take hours)
-    local f = io.open("/proc/cpuinfo")
-    local cpu = f and f:read("a") or ""
-    if f then f:close() end
-    if not (cpu:find("%savx2%s") and cpu:find("%sfma%s")) then
+    if not helpers.avx2_fma() then
       pending("the replay needs AVX2 and FMA (BBB_GEMM=haswell's kernel)")
       return
     end

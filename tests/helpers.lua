@@ -69,6 +69,15 @@ function helpers.write(path, s)
   f:close()
 end
 
+--- avx2_fma() -> whether this CPU has AVX2 and FMA (what BBB_GEMM=haswell's
+-- kernel needs; without them its plain loops are far too slow for a replay)
+function helpers.avx2_fma()
+  local f = io.open("/proc/cpuinfo")
+  local cpu = f and f:read("a") or ""
+  if f then f:close() end
+  return cpu:find("%savx2%s") ~= nil and cpu:find("%sfma%s") ~= nil
+end
+
 --- with_threads(n, fn) -> fn() run on n threads of bbb, the previous count
 -- put back even on error (so a failure cannot slow or skew later specs).
 function helpers.with_threads(n, fn)

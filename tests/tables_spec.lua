@@ -286,10 +286,7 @@ describe("the table scripts", function()
     -- ran on OpenBLAS's Haswell kernels, and the last bits of a GEMM depend on the kernels: the
     -- replay forms its products with their roundings (BBB_GEMM=haswell, bbb's own AVX2 kernel;
     -- without AVX2 and FMA its plain loops would take hours)
-    local f = io.open("/proc/cpuinfo")
-    local cpu = f and f:read("a") or ""
-    if f then f:close() end
-    if not (cpu:find("%savx2%s") and cpu:find("%sfma%s")) then
+    if not helpers.avx2_fma() then
       pending("replaying the search's first epoch needs AVX2 and FMA (BBB_GEMM=haswell's kernel)")
       return
     end

@@ -203,53 +203,31 @@ __attribute__((constructor)) static void init_perm(void) {
   }
 }
 
-/* acc[r][g] = chains over the listed rows of pb (offsets in floats) for
-** R rows of c at once (their entries in v, vs apart) and G groups at the
-** groups' column offsets: each row of pb loaded once for R rows. R and G
-** are constants at each call; the accumulators are named variables, as
-** arrays of them end up in memory. */
+/* acc[r][g] (as given) gains a chain of fmas for R rows of c at once and G
+** groups of 8 columns (at the groups' offsets off), each row of pb loaded
+** once for the R rows. listed: over the k in a list, entry t taking row
+** at[t] of pb (an offset in floats) and x[r][t] for row r; else over every
+** k = q0, q0 + step, ... (cnt of them), taking row k of pb (np apart) and
+** x[r][k]. R, G and listed are constants at each call; the accumulators are
+** named variables, as arrays of them end up in memory. */
 #define MAX_R 6
 #define MAX_G 2
-static inline __attribute__((always_inline)) AVX void chain(int R, int G, const float *pb,
-    const int32_t *at, const float *v, int64_t vs, int64_t cnt, const int64_t *off,
-    __m256 acc[MAX_R][MAX_G]) {
-  __m256 s00 = _mm256_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00;
-  __m256 s30 = s00, s31 = s00, s40 = s00, s41 = s00, s50 = s00, s51 = s00;
-  for (int64_t t = 0; t < cnt; t++) {
-    const float *row = pb + at[t];
-    __m256 b0 = _mm256_loadu_ps(row + off[0]);
-    __m256 b1 = G > 1 ? _mm256_loadu_ps(row + off[1]) : b0;
-#define ROW(r)                                                 \
-    if (R > r) {                                               \
-      __m256 xb = _mm256_broadcast_ss(v + r * vs + t);         \
-      s##r##0 = _mm256_fmadd_ps(xb, b0, s##r##0);              \
-      if (G > 1) s##r##1 = _mm256_fmadd_ps(xb, b1, s##r##1);   \
-    }
-    ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-#undef ROW
-  }
-  acc[0][0] = s00, acc[0][1] = s01, acc[1][0] = s10, acc[1][1] = s11;
-  acc[2][0] = s20, acc[2][1] = s21, acc[3][0] = s30, acc[3][1] = s31;
-  acc[4][0] = s40, acc[4][1] = s41, acc[5][0] = s50, acc[5][1] = s51;
-}
-
-/* The same chains on dense rows, without lists: acc[r][g] (as given) gains
-** x[r][q] times pb's row q for q = q0, q0 + step, ... (cnt of them). */
-static inline __attribute__((always_inline)) AVX void chain_dense(int R, int G, const float *pb,
-    int64_t np, const float *const *x, int64_t q0, int64_t step, int64_t cnt, const int64_t *off,
-    __m256 acc[MAX_R][MAX_G]) {
+static inline __attribute__((always_inline)) AVX void chain(int R, int G, int listed,
+    const float *pb, const float *const *x, const int32_t *at, int64_t np, int64_t q0, int64_t step,
+    int64_t cnt, const int64_t *off, __m256 acc[MAX_R][MAX_G]) {
   __m256 s00 = acc[0][0], s01 = acc[0][1], s10 = acc[1][0], s11 = acc[1][1];
   __m256 s20 = acc[2][0], s21 = acc[2][1], s30 = acc[3][0], s31 = acc[3][1];
   __m256 s40 = acc[4][0], s41 = acc[4][1], s50 = acc[5][0], s51 = acc[5][1];
   const float *x0 = x[0], *x1 = R > 1 ? x[1] : x0, *x2 = R > 2 ? x[2] : x0;
   const float *x3 = R > 3 ? x[3] : x0, *x4 = R > 4 ? x[4] : x0, *x5 = R > 5 ? x[5] : x0;
   for (int64_t t = 0, q = q0; t < cnt; t++, q += step) {
-    const float *row = pb + q * np;
+    const float *row = pb + (listed ? at[t] : q * np);
+    int64_t i = listed ? t : q;
     __m256 b0 = _mm256_loadu_ps(row + off[0]);
     __m256 b1 = G > 1 ? _mm256_loadu_ps(row + off[1]) : b0;
 #define ROW(r)                                                 \
     if (R > r) {                                               \
-      __m256 xb = _mm256_broadcast_ss(x##r + q);               \
+      __m256 xb = _mm256_broadcast_ss(x##r + i);               \
       s##r##0 = _mm256_fmadd_ps(xb, b0, s##r##0);              \
       if (G > 1) s##r##1 = _mm256_fmadd_ps(xb, b1, s##r##1);   \
     }
@@ -261,37 +239,21 @@ static inline __attribute__((always_inline)) AVX void chain_dense(int R, int G, 
   acc[4][0] = s40, acc[4][1] = s41, acc[5][0] = s50, acc[5][1] = s51;
 }
 
-#define DENSE_G(R) switch (G) {                                                     \
-  case 1: chain_dense(R, 1, pb, np, x, q0, step, cnt, off, acc); break;             \
-  default: chain_dense(R, 2, pb, np, x, q0, step, cnt, off, acc); break; }
+#define CHAIN_G(R, L) switch (G) {                                                      \
+  case 1: chain(R, 1, L, pb, x, at, np, q0, step, cnt, off, acc); break;               \
+  default: chain(R, 2, L, pb, x, at, np, q0, step, cnt, off, acc); break; }
+#define CHAIN_R(L) switch (R) {                                                         \
+  case 1: CHAIN_G(1, L) break;                                                          \
+  case 2: CHAIN_G(2, L) break;                                                          \
+  case 3: CHAIN_G(3, L) break;                                                          \
+  case 4: CHAIN_G(4, L) break;                                                          \
+  case 5: CHAIN_G(5, L) break;                                                          \
+  default: CHAIN_G(6, L) break; }
 
-static AVX void chains_dense(int R, int G, const float *pb, int64_t np, const float *const *x,
-                             int64_t q0, int64_t step, int64_t cnt, const int64_t *off,
-                             __m256 acc[MAX_R][MAX_G]) {
-  switch (R) {
-  case 1: DENSE_G(1) break;
-  case 2: DENSE_G(2) break;
-  case 3: DENSE_G(3) break;
-  case 4: DENSE_G(4) break;
-  case 5: DENSE_G(5) break;
-  default: DENSE_G(6) break;
-  }
-}
-
-#define CHAIN_G(R) switch (G) {                                         \
-  case 1: chain(R, 1, pb, at, v, vs, cnt, off, acc); break;             \
-  default: chain(R, 2, pb, at, v, vs, cnt, off, acc); break; }
-
-static AVX void chains(int R, int G, const float *pb, const int32_t *at, const float *v,
-                       int64_t vs, int64_t cnt, const int64_t *off, __m256 acc[MAX_R][MAX_G]) {
-  switch (R) {
-  case 1: CHAIN_G(1) break;
-  case 2: CHAIN_G(2) break;
-  case 3: CHAIN_G(3) break;
-  case 4: CHAIN_G(4) break;
-  case 5: CHAIN_G(5) break;
-  default: CHAIN_G(6) break;
-  }
+static AVX void chains(int R, int G, int listed, const float *pb, const float *const *x,
+                       const int32_t *at, int64_t np, int64_t q0, int64_t step, int64_t cnt,
+                       const int64_t *off, __m256 acc[MAX_R][MAX_G]) {
+  if (listed) { CHAIN_R(1) } else { CHAIN_R(0) }
 }
 
 /* c[off, off + len) = fma(acc, 1, start) for G groups. */
@@ -355,7 +317,9 @@ static AVX void own_block(const gemm_ctx *u, int64_t r0, int R, const layout *L)
   float fbuf[3 * MAX_R * vs];
   int32_t *at[3] = { ibuf, ibuf + vs, ibuf + 2 * vs };
   float *v[3] = { fbuf, fbuf + MAX_R * vs, fbuf + 2 * MAX_R * vs };
-  const float *x[MAX_R];
+  const float *x[MAX_R], *xl[3][MAX_R];   /* the rows of op(a); each list's values by row */
+  for (int l = 0; l < 3; l++)
+    for (int r = 0; r < MAX_R; r++) xl[l][r] = v[l] + r * vs;
   __m256 acc[MAX_R][MAX_G], odd[MAX_R][MAX_G];
   for (int64_t l0 = 0, kb; l0 < k; l0 += kb) {
     kb = cut(k - l0, HASWELL_Q);
@@ -369,12 +333,12 @@ static AVX void own_block(const gemm_ctx *u, int64_t r0, int R, const layout *L)
           int G = (int)min64(L->ng[s] - i, MAX_G);
           const int64_t *off = L->off[s] + i;
           memset(acc, 0, sizeof acc);
-          if (s == 0) chains_dense(R, G, pb, np, x, 0, 1, kb, off, acc);
+          if (s == 0) chains(R, G, 0, pb, x, NULL, np, 0, 1, kb, off, acc);
           else {
             memset(odd, 0, sizeof odd);
-            chains_dense(R, G, pb, np, x, 0, 2, main_k / 2, off, acc);
-            chains_dense(R, G, pb, np, x, main_k, 1, kb - main_k, off, acc);
-            chains_dense(R, G, pb, np, x, 1, 2, main_k / 2, off, odd);
+            chains(R, G, 0, pb, x, NULL, np, 0, 2, main_k / 2, off, acc);
+            chains(R, G, 0, pb, x, NULL, np, main_k, 1, kb - main_k, off, acc);
+            chains(R, G, 0, pb, x, NULL, np, 1, 2, main_k / 2, off, odd);
             for (int r = 0; r < R; r++)
               for (int q = 0; q < G; q++) acc[r][q] = _mm256_add_ps(odd[r][q], acc[r][q]);
           }
@@ -386,7 +350,8 @@ static AVX void own_block(const gemm_ctx *u, int64_t r0, int R, const layout *L)
       list_rows(x, R, kb, u->np, u->keep_zeros, 0, at, v, vs, cnt);
       for (int i = 0; i < L->ng[0]; i += MAX_G) {
         int G = (int)min64(L->ng[0] - i, MAX_G);
-        chains(R, G, pb, at[0], v[0], vs, cnt[0], L->off[0] + i, acc);
+        memset(acc, 0, sizeof acc);
+        chains(R, G, 1, pb, xl[0], at[0], 0, 0, 1, cnt[0], L->off[0] + i, acc);
         for (int r = 0; r < R; r++)
           store(G, acc[r], L->off[0] + i, L->len[0] + i, beta, u->c + (r0 + r) * u->n);
       }
@@ -395,8 +360,10 @@ static AVX void own_block(const gemm_ctx *u, int64_t r0, int R, const layout *L)
       list_rows(x, R, kb, u->np, u->keep_zeros, 1, at, v, vs, cnt);
       for (int i = 0; i < L->ng[1]; i += MAX_G) {
         int G = (int)min64(L->ng[1] - i, MAX_G);
-        chains(R, G, pb, at[1], v[1], vs, cnt[1], L->off[1] + i, acc);
-        chains(R, G, pb, at[2], v[2], vs, cnt[2], L->off[1] + i, odd);
+        memset(acc, 0, sizeof acc);
+        memset(odd, 0, sizeof odd);
+        chains(R, G, 1, pb, xl[1], at[1], 0, 0, 1, cnt[1], L->off[1] + i, acc);
+        chains(R, G, 1, pb, xl[2], at[2], 0, 0, 1, cnt[2], L->off[1] + i, odd);
         for (int r = 0; r < R; r++) {
           for (int q = 0; q < G; q++) acc[r][q] = _mm256_add_ps(odd[r][q], acc[r][q]);
           store(G, acc[r], L->off[1] + i, L->len[1] + i, beta, u->c + (r0 + r) * u->n);
