@@ -155,7 +155,8 @@ typedef struct {
   int64_t np, maxg;
   int keep_zeros;         /* op(b) holds a non-finite entry: skip no zeros of op(a) */
   int dense_a;            /* op(a) is mostly nonzero: no lists, every entry */
-  struct layout *lay;     /* 16, by row_key */
+  const struct layout *lay;     /* 16, by row_key */
+  const unsigned char *keys;    /* row_key of each row */
 } gemm_ctx;
 
 /* The 8-column groups of a row of c, single (0) and split (1), for one key
@@ -373,98 +374,423 @@ static AVX void own_block(const gemm_ctx *u, int64_t r0, int R, const layout *L)
   }
 }
 
+/* The sparse path: rows of c one or two at a time, over the lists of their
+** own nonzero k. batch() forms G groups of 8 columns (group g at offset
+** off[g] of a row, len[g] wide) by two chains, A and B, each entry t of a
+** chain taking the row of pb at offset at[t] (in floats) times v[t]; one
+** loop runs both while both have entries, so that 2 G independent chains
+** are in flight (one chain alone waits on the fma's latency). split: A and
+** B are one row's even and odd k, stored as B + A into c0; else they are
+** two rows' (B's into c1 when given). */
+#define MAX_P 6
+typedef struct { const int32_t *at; const float *x; int64_t cnt; } list;   /* k, x[k] */
+
+static inline __attribute__((always_inline)) AVX void store8(__m256 acc, float *p, int len, float beta) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  if (len == 8) {
+    __m256 c0 = beta == 0.0f ? _mm256_setzero_ps() : beta == 1.0f ? _mm256_loadu_ps(p)
+              : _mm256_mul_ps(_mm256_loadu_ps(p), _mm256_set1_ps(beta));
+    _mm256_storeu_ps(p, _mm256_fmadd_ps(acc, one, c0));
+    return;
+  }
+  __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(len), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256 c0 = _mm256_setzero_ps();
+  if (beta != 0.0f) {
+    c0 = _mm256_maskload_ps(p, mask);
+    if (beta != 1.0f) c0 = _mm256_mul_ps(c0, _mm256_set1_ps(beta));
+  }
+  _mm256_maskstore_ps(p, mask, _mm256_fmadd_ps(acc, one, c0));
+}
+
+static inline __attribute__((always_inline)) AVX void batch(int G, int split, const float *pb,
+    int64_t np, const int64_t *off, const int *len, list A, list B, float beta, float *c0, float *c1) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+  __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;
+  const float *p0 = pb + off[0], *p1 = G > 1 ? pb + off[1] : p0, *p2 = G > 2 ? pb + off[2] : p0;
+  const float *p3 = G > 3 ? pb + off[3] : p0, *p4 = G > 4 ? pb + off[4] : p0;
+  const float *p5 = G > 5 ? pb + off[5] : p0;
+  int64_t both = A.cnt < B.cnt ? A.cnt : B.cnt, t = 0;
+#define GROUP(s, g, o, xb) if (G > g) s##g = _mm256_fmadd_ps(xb, _mm256_loadu_ps(p##g + o), s##g);
+#define GROUPS(s, o, xb) GROUP(s, 0, o, xb) GROUP(s, 1, o, xb) GROUP(s, 2, o, xb) \
+                         GROUP(s, 3, o, xb) GROUP(s, 4, o, xb) GROUP(s, 5, o, xb)
+  for (; t < both; t++) {
+    int64_t ka = A.at[t], kb = B.at[t], oa = ka * np, ob = kb * np;
+    __m256 xa = _mm256_broadcast_ss(A.x + ka), xb = _mm256_broadcast_ss(B.x + kb);
+    GROUPS(a, oa, xa) GROUPS(b, ob, xb)
+  }
+  for (int64_t q = t; q < A.cnt; q++) {
+    int64_t ka = A.at[q], oa = ka * np;
+    __m256 xa = _mm256_broadcast_ss(A.x + ka);
+    GROUPS(a, oa, xa)
+  }
+  for (int64_t q = t; q < B.cnt; q++) {
+    int64_t kb = B.at[q], ob = kb * np;
+    __m256 xb = _mm256_broadcast_ss(B.x + kb);
+    GROUPS(b, ob, xb)
+  }
+#undef GROUPS
+#undef GROUP
+#define OUT(g)                                                                            \
+  if (G > g) {                                                                            \
+    if (split) store8(_mm256_add_ps(b##g, a##g), c0 + off[g], len[g], beta);   /* odd + even */ \
+    else {                                                                                \
+      store8(a##g, c0 + off[g], len[g], beta);                                            \
+      if (c1) store8(b##g, c1 + off[g], len[g], beta);                                    \
+    }                                                                                     \
+  }
+  OUT(0) OUT(1) OUT(2) OUT(3) OUT(4) OUT(5)
+#undef OUT
+}
+
+static AVX void batches(int G, int split, const float *pb, int64_t np, const int64_t *off,
+                        const int *len, list A, list B, float beta, float *c0, float *c1) {
+#define CASE(g) case g: { if (split) batch(g, 1, pb, np, off, len, A, B, beta, c0, c1); \
+                          else batch(g, 0, pb, np, off, len, A, B, beta, c0, c1); } break;
+  switch (G) {
+  CASE(1) CASE(2) CASE(3) CASE(4) CASE(5)
+  default:
+  CASE(6)
+  }
+#undef CASE
+}
+
+/* Lists the k of one row x[0..kb) the chains take (nonzero, or all when
+** keep_zeros): all of them in list 0 when single, and when split the even
+** ones below 8 floor(kb/8) and all from there on in list 1, the odd ones
+** below it in list 2. The row's nonzeros become bits, 64 at a time, and
+** the bits entries. */
+static void list_bits(uint64_t bits, int64_t base, int32_t *at, int64_t *cnt) {
+  int64_t c = *cnt;
+  for (; bits; bits &= bits - 1) at[c++] = (int32_t)(base + __builtin_ctzll(bits));
+  *cnt = c;
+}
+
+static AVX void list_row(const float *x, int64_t kb, int keep_zeros, int single, int split,
+                         int32_t *at[3], int64_t cnt[3]) {
+  int64_t main_k = kb / 8 * 8;
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 zero = _mm256_setzero_ps();
+  cnt[0] = cnt[1] = cnt[2] = 0;
+  for (int64_t base = 0; base < kb; base += 64) {
+    uint64_t bits = 0;
+    int64_t end = min64(kb, base + 64);
+    for (int64_t i = base; i < end; i += 8) {
+      int valid = end - i >= 8 ? 0xff : (1 << (end - i)) - 1, nz = valid;
+      if (!keep_zeros) {
+        __m256 xv = end - i >= 8 ? _mm256_loadu_ps(x + i)
+          : _mm256_maskload_ps(x + i, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(end - i)), lanes));
+        nz &= _mm256_movemask_ps(_mm256_cmp_ps(xv, zero, _CMP_NEQ_UQ));
+      }
+      bits |= (uint64_t)nz << (i - base);
+    }
+    if (single) list_bits(bits, base, at[0], &cnt[0]);
+    if (split) {   /* odd k below main_k: bits at odd places (base is even) */
+      uint64_t below = main_k - base >= 64 ? ~0ull : main_k <= base ? 0 : (1ull << (main_k - base)) - 1;
+      uint64_t odd = bits & below & 0xaaaaaaaaaaaaaaaaull;
+      list_bits(bits & ~odd, base, at[1], &cnt[1]);
+      list_bits(odd, base, at[2], &cnt[2]);
+    }
+  }
+}
+
+/* Rows r0 .. r0 + R - 1 of c (R 1 or 2, one layout), whole, by the sparse
+** path: the single groups of the two rows as chains A and B, the split
+** groups of each row with its even k as A and its odd k as B. */
+static AVX void own_rows_sparse(const gemm_ctx *u, int64_t r0, int R, const layout *L) {
+  int64_t k = u->k, vs = min64(k, HASWELL_Q) + 8, cnt[2][3] = { { 0 } };
+  int32_t ibuf[2][3 * vs];
+  int32_t *at[2][3];
+  for (int r = 0; r < 2; r++)
+    for (int l = 0; l < 3; l++) at[r][l] = ibuf[r] + l * vs;
+  float *c0 = u->c + r0 * u->n, *c1 = R > 1 ? c0 + u->n : NULL;
+  const float *x[2];
+  for (int64_t l0 = 0, kb; l0 < k; l0 += kb) {
+    kb = cut(k - l0, HASWELL_Q);
+    float beta = l0 == 0 ? u->beta : 1.0f;
+    const float *pb = u->pb + l0 * u->np;
+    for (int r = 0; r < 2; r++) x[r] = (u->ta ? u->pa : u->a) + (r0 + (r < R ? r : 0)) * k + l0;
+    for (int r = 0; r < R; r++) list_row(x[r], kb, u->keep_zeros, L->ng[0] > 0, L->ng[1] > 0, at[r], cnt[r]);
+    for (int s = 0; s < 2; s++) {
+      int ng = L->ng[s], nbat = (ng + MAX_P - 1) / MAX_P;
+      for (int b = 0, i = 0; b < nbat; b++) {
+        int G = ng / nbat + (b < ng % nbat);
+        const int64_t *off = L->off[s] + i;
+        const int *len = L->len[s] + i;
+        if (s == 0) {
+          list A = { at[0][0], x[0], cnt[0][0] }, B = { at[1][0], x[1], cnt[1][0] };
+          batches(G, 0, pb, u->np, off, len, A, B, beta, c0, c1);
+        } else
+          for (int r = 0; r < R; r++) {
+            list A = { at[r][1], x[r], cnt[r][1] }, B = { at[r][2], x[r], cnt[r][2] };
+            batches(G, 1, pb, u->np, off, len, A, B, beta, r ? c1 : c0, NULL);
+          }
+        i += G;
+      }
+    }
+  }
+}
+
 /* Rows [12 lo, 12 hi) of c (12: a chunk of rows, two runs of 6 with one
 ** layout each), MAX_R at a time. */
 static void own_rows(void *p, int64_t lo, int64_t hi) {
   const gemm_ctx *u = p;
   lo *= 12, hi = min64(hi * 12, u->m);
-  int most = u->dense_a ? MAX_R : 2;   /* sparse rows: a union of fewer rows skips more */
+  if (!u->dense_a) {
+    for (int64_t r = lo; r < hi;) {
+      int key = u->keys[r], R = r + 1 < hi && u->keys[r + 1] == key ? 2 : 1;
+      own_rows_sparse(u, r, R, u->lay + key);
+      r += R;
+    }
+    return;
+  }
   for (int64_t r = lo; r < hi;) {
-    int key = row_key(u, r), R = 1;
-    while (R < most && r + R < hi && row_key(u, r + R) == key) R++;
+    int key = u->keys[r], R = 1;
+    while (R < MAX_R && r + R < hi && u->keys[r + R] == key) R++;
     own_block(u, r, R, u->lay + key);
     r += R;
   }
 }
 
+/* r[q][i] becomes r[i][q], for an 8 x 8 block in registers. */
+static inline __attribute__((always_inline)) AVX void transpose8(__m256 r[8]) {
+  __m256 t[8];
+  for (int q = 0; q < 8; q += 2) {
+    t[q] = _mm256_unpacklo_ps(r[q], r[q + 1]);
+    t[q + 1] = _mm256_unpackhi_ps(r[q], r[q + 1]);
+  }
+  for (int q = 0; q < 8; q += 4) {
+    r[q] = _mm256_shuffle_ps(t[q], t[q + 2], 0x44);
+    r[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], 0xee);
+    r[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0x44);
+    r[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0xee);
+  }
+  for (int q = 0; q < 4; q++) {
+    __m256 lo = _mm256_permute2f128_ps(r[q], r[q + 4], 0x20);
+    __m256 hi = _mm256_permute2f128_ps(r[q], r[q + 4], 0x31);
+    t[q] = lo, t[q + 4] = hi;
+  }
+  for (int q = 0; q < 8; q++) r[q] = t[q];
+}
+
 /* dst[j][i] = src[i][j] for i < rows, j < cols (row strides lds, ldd), in
-** blocks of 8 x 8 through registers. */
+** blocks of 8 x 8 through registers, the edges masked. */
 static AVX void transpose(const float *src, int64_t rows, int64_t cols, int64_t lds, float *dst,
                           int64_t ldd) {
-  for (int64_t i0 = 0; i0 < rows; i0 += 8)
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t i0 = 0; i0 < rows; i0 += 8) {
+    int ni = (int)min64(rows - i0, 8);
+    __m256i smask = _mm256_cmpgt_epi32(_mm256_set1_epi32(ni), lanes);
     for (int64_t j0 = 0; j0 < cols; j0 += 8) {
-      if (i0 + 8 > rows || j0 + 8 > cols) {
-        for (int64_t i = i0; i < min64(i0 + 8, rows); i++)
-          for (int64_t j = j0; j < min64(j0 + 8, cols); j++) dst[j * ldd + i] = src[i * lds + j];
-        continue;
+      int nj = (int)min64(cols - j0, 8);
+      __m256i lmask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nj), lanes);
+      __m256 t[8];
+      for (int q = 0; q < 8; q++)
+        t[q] = q >= ni ? _mm256_setzero_ps() : nj == 8 ? _mm256_loadu_ps(src + (i0 + q) * lds + j0)
+                                              : _mm256_maskload_ps(src + (i0 + q) * lds + j0, lmask);
+      transpose8(t);
+      for (int q = 0; q < nj; q++) {   /* t[q]: column j0 + q */
+        if (ni == 8) _mm256_storeu_ps(dst + (j0 + q) * ldd + i0, t[q]);
+        else _mm256_maskstore_ps(dst + (j0 + q) * ldd + i0, smask, t[q]);
       }
-      __m256 r[8], t[8];
-      for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(src + (i0 + q) * lds + j0);
-      for (int q = 0; q < 8; q += 2) {
-        t[q] = _mm256_unpacklo_ps(r[q], r[q + 1]);
-        t[q + 1] = _mm256_unpackhi_ps(r[q], r[q + 1]);
-      }
-      for (int q = 0; q < 8; q += 4) {
-        r[q] = _mm256_shuffle_ps(t[q], t[q + 2], 0x44);
-        r[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], 0xee);
-        r[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0x44);
-        r[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0xee);
-      }
-      for (int q = 0; q < 4; q++) {
-        t[q] = _mm256_permute2f128_ps(r[q], r[q + 4], 0x20);
-        t[q + 4] = _mm256_permute2f128_ps(r[q], r[q + 4], 0x31);
-      }
-      for (int q = 0; q < 8; q++)   /* t[q]: column j0 + q */
-        _mm256_storeu_ps(dst + (j0 + q) * ldd + i0, t[q]);
     }
+  }
 }
 
 /* Copies op(b) into pb (k rows np floats apart, zero-padded) and, when ta,
 ** op(a) into pa (m rows of k); returns whether op(b) is all finite. */
 static AVX int pack(const gemm_ctx *u, float *pb, float *pa) {
   int64_t n = u->n, k = u->k, np = u->np;
-  __m256 z = _mm256_setzero_ps(), bad = z;
-  if (u->tb) transpose(u->b, n, k, k, pb, np);   /* b is (n, k) */
-  else
-    for (int64_t i = 0; i < k; i++) memcpy(pb + i * np, u->b + i * n, (size_t)n * sizeof(float));
-  for (int64_t i = 0; i < k; i++) {
-    memset(pb + i * np + n, 0, (size_t)(np - n) * sizeof(float));
-    for (int64_t col = 0; col < np; col += 8)   /* x * 0 is NaN where x is not finite */
-      bad = _mm256_add_ps(bad, _mm256_mul_ps(_mm256_loadu_ps(pb + i * np + col), z));
-  }
+  const __m256 z = _mm256_setzero_ps();
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  int64_t last = n / 8 * 8;   /* the group holding column n, and the one after it, get zeros past n */
+  __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - last)), lanes);
+  __m256 bad = z, bad2 = z;   /* x * 0 is NaN where x is not finite; two ors in flight */
+  if (u->tb) {
+    transpose(u->b, n, k, k, pb, np);   /* b is (n, k) */
+    for (int64_t i = 0; i < k; i++) {
+      float *row = pb + i * np;
+      _mm256_storeu_ps(row + last, _mm256_and_ps(_mm256_loadu_ps(row + last), _mm256_castsi256_ps(keep)));
+      if (last + 8 < np) _mm256_storeu_ps(row + last + 8, z);
+      int64_t col = 0;
+      for (; col + 16 <= np; col += 16) {
+        bad = _mm256_or_ps(bad, _mm256_mul_ps(_mm256_loadu_ps(row + col), z));
+        bad2 = _mm256_or_ps(bad2, _mm256_mul_ps(_mm256_loadu_ps(row + col + 8), z));
+      }
+      if (col < np) bad = _mm256_or_ps(bad, _mm256_mul_ps(_mm256_loadu_ps(row + col), z));
+    }
+  } else
+    for (int64_t i = 0; i < k; i++) {   /* copied and checked in one pass */
+      const float *src = u->b + i * n;
+      float *row = pb + i * np;
+      int64_t col = 0;
+      for (; col + 16 <= last; col += 16) {
+        __m256 x0 = _mm256_loadu_ps(src + col), x1 = _mm256_loadu_ps(src + col + 8);
+        _mm256_storeu_ps(row + col, x0), _mm256_storeu_ps(row + col + 8, x1);
+        bad = _mm256_or_ps(bad, _mm256_mul_ps(x0, z)), bad2 = _mm256_or_ps(bad2, _mm256_mul_ps(x1, z));
+      }
+      for (; col < last; col += 8) {
+        __m256 x0 = _mm256_loadu_ps(src + col);
+        _mm256_storeu_ps(row + col, x0);
+        bad = _mm256_or_ps(bad, _mm256_mul_ps(x0, z));
+      }
+      __m256 x0 = _mm256_maskload_ps(src + last, keep);   /* zeros past n */
+      _mm256_storeu_ps(row + last, x0);
+      bad = _mm256_or_ps(bad, _mm256_mul_ps(x0, z));
+      if (last + 8 < np) _mm256_storeu_ps(row + last + 8, z);
+    }
   if (u->ta) transpose(u->a, k, u->m, u->m, pa, k);   /* a is (k, m) */
-  return _mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q)) == 0;
+  /* an or of +-0s and NaNs has all its exponent bits set where a NaN was */
+  __m256i e = _mm256_and_si256(_mm256_castps_si256(_mm256_or_ps(bad, bad2)), _mm256_set1_epi32(0x7f800000));
+  return _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_set1_epi32(0x7f800000)))) == 0;
+}
+
+/* How many of x[0..n) are nonzero. */
+static AVX int64_t nonzeros(const float *x, int64_t n) {
+  int64_t nz = 0, i = 0;
+  const __m256 zero = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8)
+    nz += __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), zero, _CMP_NEQ_UQ)));
+  for (; i < n; i++) nz += x[i] != 0.0f;
+  return nz;
+}
+
+/* Products fewer than 8 columns wide: no entry is split (a split needs a
+** block of 8 columns or more), so each is one chain over every k of a
+** block. Here 8 rows go at a time, one vector per column of c, every k
+** taken (no list, no pb). Blocks lo .. hi - 1 of 8 rows. */
+static AVX void narrow_rows(void *p, int64_t lo, int64_t hi) {
+  const gemm_ctx *u = p;
+  int64_t m = u->m, n = u->n, k = u->k;
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  float tmp[8];
+  for (int64_t blk = lo; blk < hi; blk++) {
+    int64_t r0 = blk * 8;
+    int nr = (int)min64(m - r0, 8);
+    __m256i rmask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lanes);
+    __m256 cv[8], acc[8], av[8];
+    for (int64_t j = 0; j < n; j++) {
+      for (int q = 0; q < 8; q++) tmp[q] = q < nr ? start_of(u->beta, u->c[(r0 + q) * n + j]) : 0.0f;
+      cv[j] = _mm256_loadu_ps(tmp);
+    }
+    for (int64_t l0 = 0, kb; l0 < k; l0 += kb) {
+      kb = cut(k - l0, HASWELL_Q);
+      for (int64_t j = 0; j < n; j++) acc[j] = _mm256_setzero_ps();
+      for (int64_t kk = l0; kk < l0 + kb; kk += 8) {
+        int nq = (int)min64(l0 + kb - kk, 8);
+        if (u->ta)   /* a is (k, m): op(a)'s column kk + q is a row of a */
+          for (int q = 0; q < nq; q++) av[q] = _mm256_maskload_ps(u->a + (kk + q) * m + r0, rmask);
+        else {
+          __m256i kmask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nq), lanes);
+          for (int q = 0; q < 8; q++)
+            av[q] = q < nr ? _mm256_maskload_ps(u->a + (r0 + q) * k + kk, kmask) : _mm256_setzero_ps();
+          transpose8(av);
+        }
+        for (int q = 0; q < nq; q++)
+          for (int64_t j = 0; j < n; j++) {
+            float y = u->tb ? u->b[j * k + kk + q] : u->b[(kk + q) * n + j];
+            acc[j] = _mm256_fmadd_ps(av[q], _mm256_set1_ps(y), acc[j]);
+          }
+      }
+      for (int64_t j = 0; j < n; j++) cv[j] = _mm256_fmadd_ps(acc[j], one, cv[j]);
+    }
+    for (int64_t j = 0; j < n; j++) {
+      _mm256_storeu_ps(tmp, cv[j]);
+      for (int q = 0; q < nr; q++) u->c[(r0 + q) * n + j] = tmp[q];
+    }
+  }
+}
+
+/* Products over one k: entry (r, j) is fma(x, y, +0) for x = op(a)[r][0],
+** y = op(b)[0][j] (a[r] and b[j] for every transpose), plus +0 first where
+** it is split (the odd chain, empty), then added to the start. Rows lo .. hi - 1. */
+static AVX void k1_rows(void *p, int64_t lo, int64_t hi) {
+  const gemm_ctx *u = p;
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t r = lo; r < hi; r++) {
+    const layout *L = u->lay + u->keys[r];
+    __m256 x = _mm256_set1_ps(u->a[r]);
+    for (int s = 0; s < 2; s++)
+      for (int i = 0; i < L->ng[s]; i++) {
+        int64_t off = L->off[s][i];
+        int len = L->len[s][i];
+        __m256 y = len == 8 ? _mm256_loadu_ps(u->b + off)
+                            : _mm256_maskload_ps(u->b + off, _mm256_cmpgt_epi32(_mm256_set1_epi32(len), lanes));
+        __m256 e = _mm256_fmadd_ps(x, y, zero);
+        store8(s ? _mm256_add_ps(zero, e) : e, u->c + r * u->n + off, len, u->beta);
+      }
+  }
+}
+
+/* The layouts and row keys of a shape (m, n cut into tm, tn), kept by the
+** calling thread for the last few shapes it met: an update makes the same
+** few products again and again. */
+#define SHAPES 8
+typedef struct {
+  int64_t m, n, tm, tn;
+  unsigned char *keys;   /* row_key of each row */
+  layout lay[16];
+  void *mem;
+} shape;
+static _Thread_local shape shapes[SHAPES];
+static _Thread_local int shapes_next;
+
+static const shape *shape_of(const gemm_ctx *u) {
+  for (int i = 0; i < SHAPES; i++) {
+    const shape *e = &shapes[i];
+    if (e->mem && e->m == u->m && e->n == u->n && e->tm == u->tm && e->tn == u->tn) return e;
+  }
+  shape *e = &shapes[shapes_next];
+  size_t ng = (size_t)u->maxg;
+  void *mem = malloc((size_t)u->m + 16 * 2 * ng * (sizeof(int64_t) + sizeof(int)) + 8);
+  if (!mem) return NULL;
+  free(e->mem);
+  shapes_next = (shapes_next + 1) % SHAPES;
+  int64_t *offs = (int64_t *)mem;
+  int *lens = (int *)(offs + 16 * 2 * ng);
+  e->keys = (unsigned char *)(lens + 16 * 2 * ng);
+  e->m = u->m, e->n = u->n, e->tm = u->tm, e->tn = u->tn, e->mem = mem;
+  int used[16] = { 0 };
+  for (int64_t r = 0; r < u->m; r++) used[e->keys[r] = (unsigned char)row_key(u, r)] = 1;
+  for (int q = 0; q < 16; q++) {
+    for (int s = 0; s < 2; s++)
+      e->lay[q].off[s] = offs + (2 * q + s) * ng, e->lay[q].len[s] = lens + (2 * q + s) * ng;
+    e->lay[q].ng[0] = e->lay[q].ng[1] = 0;
+    if (used[q]) make_layout(u, q, e->lay + q);
+  }
+  return e;
 }
 
 /* The whole product by the kernel, rows spread over threads when par;
 ** 0 when memory runs out. */
 static int own_gemm(gemm_ctx *u, int par) {
+  if (u->n < 8) {
+    if (par) bbb_parallel_each((u->m + 7) / 8, narrow_rows, u);
+    else narrow_rows(u, 0, (u->m + 7) / 8);
+    return 1;
+  }
   u->np = (u->n + 7) / 8 * 8 + 8;   /* a group may start off the 8-grid */
   u->maxg = u->n / 8 + 2 * ((u->n + u->tn - 1) / u->tn) * ((u->tn + HASWELL_P - 1) / HASWELL_P + 1);
   size_t fl = (size_t)(u->k * u->np + (u->ta ? u->m * u->k : 0));
-  size_t lay_bytes = 16 * sizeof(layout) + 16 * 2 * (size_t)u->maxg * (sizeof(int64_t) + sizeof(int));
-  size_t need = fl * sizeof(float) + lay_bytes + 64;
+  size_t need = fl * sizeof(float) + 64;
   if (need > buf_cap) {
     char *p = realloc(buf, need);
     if (!p) return 0;
     buf = p, buf_cap = need;
   }
   float *pb = (float *)buf, *pa = pb + u->k * u->np;
-  layout *lay = (layout *)(((uintptr_t)(pb + fl) + 63) & ~(uintptr_t)63);
-  int64_t *offs = (int64_t *)(lay + 16);
-  int *lens = (int *)(offs + 16 * 2 * u->maxg);
-  int used[16] = { 0 };
-  for (int64_t r = 0; r < u->m; r++) used[row_key(u, r)] = 1;
-  for (int q = 0; q < 16; q++) {
-    for (int s = 0; s < 2; s++)
-      lay[q].off[s] = offs + (2 * q + s) * u->maxg, lay[q].len[s] = lens + (2 * q + s) * u->maxg;
-    if (used[q]) make_layout(u, q, lay + q);
+  const shape *e = shape_of(u);
+  if (!e) return 0;
+  u->pb = pb, u->pa = pa, u->lay = e->lay, u->keys = e->keys;
+  if (u->k == 1) {
+    if (par) bbb_parallel_each(u->m, k1_rows, u);
+    else k1_rows(u, 0, u->m);
+    return 1;
   }
-  u->pb = pb, u->pa = pa, u->lay = lay;
   u->keep_zeros = !pack(u, pb, pa);
-  int64_t nz = 0;
-  for (int64_t i = 0; i < u->m * u->k; i++) nz += u->a[i] != 0.0f;
-  u->dense_a = 2 * nz > u->m * u->k;
+  int64_t all = u->m * u->k, seen = all < 1024 ? all : 1024;   /* a sample: the paths give the same bits */
+  u->dense_a = 2 * nonzeros(u->a + (all - seen) / 2, seen) > seen;
   if (par) bbb_parallel_each((u->m + 11) / 12, own_rows, u);
   else own_rows(u, 0, (u->m + 11) / 12);
   return 1;
@@ -527,7 +853,7 @@ static void product(gemm_ctx *u, int par) {
 ** change from one op to the next (parallel.c follows the load). */
 void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
               float beta, float *c) {
-  gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, 0, NULL };
+  gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, 0, NULL, NULL };
   int64_t side = m >= n ? m : n, step = (side + TILES - 1) / TILES;
   if (step < MIN_TILE) step = MIN_TILE;
   step = (step + 3) / 4 * 4;
@@ -537,6 +863,6 @@ void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, c
 
 void bbb_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
                float beta, float *c) {
-  gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, 0, NULL };
+  gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, 0, NULL, NULL };
   product(&u, 0);
 }

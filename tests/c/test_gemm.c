@@ -49,6 +49,10 @@ static float entry(int special) {
   return (float)(s * (unit() * 4 - 2));
 }
 
+/* An entry of a mostly-zero operand (one-hot inputs, ReLU activations and
+** their gradients): zero with probability 0.8, else entry(special). */
+static float sparse_entry(int special) { return unit() < 0.8 ? 0.0f : entry(special); }
+
 static int same(float x, float y) {
   return (isnan(x) && isnan(y)) || memcmp(&x, &y, sizeof x) == 0;
 }
@@ -95,17 +99,33 @@ int main(void) {
   printf("OpenBLAS %s, core %s: %s\n", config ? config : "?", core ? core : "?",
          vs_openblas ? "checking against cblas_sgemm too"
                      : "skipped: the check against cblas_sgemm (needs 0.3.21 on Haswell kernels)");
+  /* the products of a bandit update (119-100-100-1 at batch 64), as
+  ** ta, tb, m, n, k; after the random shapes, each with every beta, mostly
+  ** zero op(a) and not */
+  static const int64_t fixed[][5] = {
+    { 0, 1, 64, 100, 119 }, { 0, 1, 64, 100, 100 }, { 0, 1, 64, 1, 100 }, { 0, 0, 64, 100, 1 },
+    { 1, 0, 1, 100, 64 }, { 0, 0, 64, 100, 100 }, { 1, 0, 100, 100, 64 }, { 1, 0, 100, 119, 64 },
+    { 0, 1, 2, 100, 119 }, { 1, 1, 37, 5, 333 }, { 0, 0, 13, 7, 1 }, { 1, 1, 9, 300, 1 } };
+  const int nfixed = (int)(sizeof fixed / sizeof fixed[0]), nrandom = 260;
   int64_t shapes = 0, vs = 0;
-  for (int t = 0; t < 260; t++) {
-    /* mostly small (the bandit's sizes), some past the 320-wide blocks */
-    int big = t % 5 == 4;
-    int64_t m = upto(big ? 90 : 70), n = upto(big ? 700 : 140), k = upto(big ? 800 : 140);
+  for (int t = 0; t < nrandom + 6 * nfixed; t++) {
+    /* mostly small (the bandit's sizes), some past the 320-wide blocks; n
+    ** below 8 and k = 1 take their own paths */
+    int big = t % 5 == 4, f = t - nrandom;
+    int64_t m = upto(big ? 90 : 70), n = t % 11 == 5 ? upto(7) : upto(big ? 700 : 140);
+    int64_t k = t % 13 == 6 ? 1 : upto(big ? 800 : 140);
     int ta = (int)(next() & 1), tb = (int)(next() >> 1 & 1), special = t % 7 == 3;
+    int sparse = t % 4 == 1 || t % 4 == 2;   /* op(a) mostly zero: the lists of nonzero k */
     float beta = t % 3 == 0 ? 0.0f : t % 3 == 1 ? 1.0f : 0.5f;
+    if (f >= 0) {
+      const int64_t *x = fixed[f / 6];
+      ta = (int)x[0], tb = (int)x[1], m = x[2], n = x[3], k = x[4];
+      beta = f % 3 == 0 ? 0.0f : f % 3 == 1 ? 1.0f : 0.5f, sparse = f % 6 < 3, special = f % 4 == 3;
+    }
     float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
     float *c0 = malloc(sizeof(float) * (size_t)(m * n)), *c[4];
     for (int i = 0; i < 4; i++) c[i] = malloc(sizeof(float) * (size_t)(m * n));
-    for (int64_t i = 0; i < m * k; i++) a[i] = entry(special);
+    for (int64_t i = 0; i < m * k; i++) a[i] = sparse ? sparse_entry(special) : entry(special);
     for (int64_t i = 0; i < k * n; i++) b[i] = entry(special && t % 2);
     for (int64_t i = 0; i < m * n; i++) c0[i] = entry(0);
     gemm_fn one = bbb_sgemm, tiled = bbb_gemm;
@@ -143,6 +163,25 @@ int main(void) {
     shapes++;
     free(a), free(b), free(c0);
     for (int i = 0; i < 4; i++) free(c[i]);
+  }
+  /* products that underflow to -0 on -0 starts: a split entry's empty odd
+  ** chain turns them into +0 first (+0 + -0), a single one keeps -0 */
+  for (int t = 0; t < 4; t++) {
+    int64_t m = 4 + 8 * t, n = 40, k = t % 2 ? 1 : 9;
+    float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
+    float *c0 = malloc(sizeof(float) * (size_t)(m * n)), *c[2];
+    for (int i = 0; i < 2; i++) c[i] = malloc(sizeof(float) * (size_t)(m * n));
+    for (int64_t i = 0; i < m * k; i++) a[i] = i % 3 ? 1e-30f : 0.0f;
+    for (int64_t i = 0; i < k * n; i++) b[i] = -1e-30f;
+    for (int64_t i = 0; i < m * n; i++) c0[i] = -0.0f;
+    run(BBB_GEMM_HASWELL, bbb_sgemm, 0, 0, m, n, k, a, b, 1.0f, c0, c[0]);
+    run(BBB_GEMM_REFERENCE, bbb_sgemm, 0, 0, m, n, k, a, b, 1.0f, c0, c[1]);
+    check(differ(c[0], c[1], m * n) == 0, "-0 from underflow: kernel = loops", 0, 0, m, n, k, 1.0f);
+    if (vs_openblas) {
+      run(BBB_GEMM_OPENBLAS, cblas_call, 0, 0, m, n, k, a, b, 1.0f, c0, c[1]);
+      check(differ(c[0], c[1], m * n) == 0, "-0 from underflow: kernel = cblas_sgemm", 0, 0, m, n, k, 1.0f);
+    }
+    free(a), free(b), free(c0), free(c[0]), free(c[1]);
   }
   printf("%lld shapes (%lld against cblas_sgemm), %d checks, %d failed\n", (long long)shapes,
          (long long)vs, checks, failed);
