@@ -493,38 +493,61 @@ static AVX void list_row(const float *x, int64_t kb, int keep_zeros, int single,
   }
 }
 
-/* Rows r0 .. r0 + R - 1 of c (R 1 or 2, one layout), whole, by the sparse
-** path: the single groups of the two rows as chains A and B, the split
-** groups of each row with its even k as A and its odd k as B. */
-static AVX void own_rows_sparse(const gemm_ctx *u, int64_t r0, int R, const layout *L) {
-  int64_t k = u->k, vs = min64(k, HASWELL_Q) + 8, cnt[2][3] = { { 0 } };
-  int32_t ibuf[2][3 * vs];
-  int32_t *at[2][3];
-  for (int r = 0; r < 2; r++)
+/* Rows lo .. hi - 1 of c (at most 12), whole, by the sparse path. For each
+** block of k the rows' lists are made first; then rows of one layout go
+** two at a time, those with lists of like length together (a chain that
+** runs on alone waits on the fma's latency): their single groups as
+** chains A and B, the split groups of each row with its even k as A and
+** its odd k as B. Which rows go together changes no bit. */
+static AVX void own_chunk_sparse(const gemm_ctx *u, int64_t lo, int64_t hi) {
+  int64_t k = u->k, vs = min64(k, HASWELL_Q) + 8, cnt[12][3];
+  int nr = (int)(hi - lo), order[12];
+  int32_t ibuf[12][3 * vs];
+  int32_t *at[12][3];
+  const float *x[12];
+  for (int r = 0; r < nr; r++)
     for (int l = 0; l < 3; l++) at[r][l] = ibuf[r] + l * vs;
-  float *c0 = u->c + r0 * u->n, *c1 = R > 1 ? c0 + u->n : NULL;
-  const float *x[2];
   for (int64_t l0 = 0, kb; l0 < k; l0 += kb) {
     kb = cut(k - l0, HASWELL_Q);
     float beta = l0 == 0 ? u->beta : 1.0f;
     const float *pb = u->pb + l0 * u->np;
-    for (int r = 0; r < 2; r++) x[r] = (u->ta ? u->pa : u->a) + (r0 + (r < R ? r : 0)) * k + l0;
-    for (int r = 0; r < R; r++) list_row(x[r], kb, u->keep_zeros, L->ng[0] > 0, L->ng[1] > 0, at[r], cnt[r]);
-    for (int s = 0; s < 2; s++) {
-      int ng = L->ng[s], nbat = (ng + MAX_P - 1) / MAX_P;
-      for (int b = 0, i = 0; b < nbat; b++) {
-        int G = ng / nbat + (b < ng % nbat);
-        const int64_t *off = L->off[s] + i;
-        const int *len = L->len[s] + i;
-        if (s == 0) {
-          list A = { at[0][0], x[0], cnt[0][0] }, B = { at[1][0], x[1], cnt[1][0] };
-          batches(G, 0, pb, u->np, off, len, A, B, beta, c0, c1);
-        } else
-          for (int r = 0; r < R; r++) {
-            list A = { at[r][1], x[r], cnt[r][1] }, B = { at[r][2], x[r], cnt[r][2] };
-            batches(G, 1, pb, u->np, off, len, A, B, beta, r ? c1 : c0, NULL);
-          }
-        i += G;
+    int64_t len_of[12];
+    for (int r = 0; r < nr; r++) {
+      const layout *L = u->lay + u->keys[lo + r];
+      x[r] = (u->ta ? u->pa : u->a) + (lo + r) * k + l0;
+      list_row(x[r], kb, u->keep_zeros, L->ng[0] > 0, L->ng[1] > 0, at[r], cnt[r]);
+      len_of[r] = L->ng[0] ? cnt[r][0] : cnt[r][1];
+      int q = r;   /* insertion by (layout, length) */
+      for (; q > 0; q--) {
+        int p = order[q - 1], kp = u->keys[lo + p], kr = u->keys[lo + r];
+        if (kp < kr || (kp == kr && len_of[p] <= len_of[r])) break;
+        order[q] = p;
+      }
+      order[q] = r;
+    }
+    for (int i = 0; i < nr;) {
+      int ra = order[i], R = i + 1 < nr && u->keys[lo + order[i + 1]] == u->keys[lo + ra] ? 2 : 1;
+      int rb = R > 1 ? order[i + 1] : ra, rows[2] = { ra, rb };
+      i += R;
+      const layout *L = u->lay + u->keys[lo + ra];
+      float *c0 = u->c + (lo + ra) * u->n, *c1 = R > 1 ? u->c + (lo + rb) * u->n : NULL;
+      for (int s = 0; s < 2; s++) {
+        int ng = L->ng[s], nbat = (ng + MAX_P - 1) / MAX_P;
+        for (int b = 0, g0 = 0; b < nbat; b++) {
+          int G = ng / nbat + (b < ng % nbat);
+          const int64_t *off = L->off[s] + g0;
+          const int *len = L->len[s] + g0;
+          if (s == 0) {
+            list A = { at[ra][0], x[ra], cnt[ra][0] }, B = { at[rb][0], x[rb], R > 1 ? cnt[rb][0] : 0 };
+            batches(G, 0, pb, u->np, off, len, A, B, beta, c0, c1);
+          } else
+            for (int q = 0; q < R; q++) {
+              int r = rows[q];
+              list A = { at[r][1], x[r], cnt[r][1] }, B = { at[r][2], x[r], cnt[r][2] };
+              batches(G, 1, pb, u->np, off, len, A, B, beta, q ? c1 : c0, NULL);
+            }
+          g0 += G;
+        }
       }
     }
   }
@@ -536,11 +559,7 @@ static void own_rows(void *p, int64_t lo, int64_t hi) {
   const gemm_ctx *u = p;
   lo *= 12, hi = min64(hi * 12, u->m);
   if (!u->dense_a) {
-    for (int64_t r = lo; r < hi;) {
-      int key = u->keys[r], R = r + 1 < hi && u->keys[r + 1] == key ? 2 : 1;
-      own_rows_sparse(u, r, R, u->lay + key);
-      r += R;
-    }
+    for (int64_t r = lo; r < hi; r += 12) own_chunk_sparse(u, r, min64(r + 12, hi));
     return;
   }
   for (int64_t r = lo; r < hi;) {
@@ -661,6 +680,8 @@ static AVX int64_t nonzeros(const float *x, int64_t n) {
 static AVX void narrow_rows(void *p, int64_t lo, int64_t hi) {
   const gemm_ctx *u = p;
   int64_t m = u->m, n = u->n, k = u->k;
+  const float *restrict b = u->b;
+  int64_t sk = u->tb ? 1 : n, sj = u->tb ? k : 1;   /* op(b)[l][j] = b[l sk + j sj] */
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 one = _mm256_set1_ps(1.0f);
   float tmp[8];
@@ -686,11 +707,10 @@ static AVX void narrow_rows(void *p, int64_t lo, int64_t hi) {
             av[q] = q < nr ? _mm256_maskload_ps(u->a + (r0 + q) * k + kk, kmask) : _mm256_setzero_ps();
           transpose8(av);
         }
-        for (int q = 0; q < nq; q++)
-          for (int64_t j = 0; j < n; j++) {
-            float y = u->tb ? u->b[j * k + kk + q] : u->b[(kk + q) * n + j];
-            acc[j] = _mm256_fmadd_ps(av[q], _mm256_set1_ps(y), acc[j]);
-          }
+        for (int q = 0; q < nq; q++) {
+          const float *y = b + (kk + q) * sk;
+          for (int64_t j = 0; j < n; j++) acc[j] = _mm256_fmadd_ps(av[q], _mm256_set1_ps(y[j * sj]), acc[j]);
+        }
       }
       for (int64_t j = 0; j < n; j++) cv[j] = _mm256_fmadd_ps(acc[j], one, cv[j]);
     }
@@ -720,6 +740,63 @@ static AVX void k1_rows(void *p, int64_t lo, int64_t hi) {
         __m256 e = _mm256_fmadd_ps(x, y, zero);
         store8(s ? _mm256_add_ps(zero, e) : e, u->c + r * u->n + off, len, u->beta);
       }
+  }
+}
+
+/* Products over one k with beta 0: a split entry adds its empty odd chain
+** (+0) first and every entry adds +0 last, and x + 0 + 0 = x + 0, so every
+** entry is fma(x, y, +0) + 0 (-0 becomes +0), whatever its place. */
+static AVX void outer_rows(void *p, int64_t lo, int64_t hi) {
+  const gemm_ctx *u = p;
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 zero = _mm256_setzero_ps();
+  int64_t n = u->n, last = n / 8 * 8;
+  __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - last)), lanes);
+  for (int64_t r = lo; r < hi; r++) {
+    __m256 x = _mm256_set1_ps(u->a[r]);
+    float *c = u->c + r * n;
+    for (int64_t j = 0; j < last; j += 8)
+      _mm256_storeu_ps(c + j, _mm256_add_ps(_mm256_fmadd_ps(x, _mm256_loadu_ps(u->b + j), zero), zero));
+    if (last < n)
+      _mm256_maskstore_ps(c + last, tail,
+                          _mm256_add_ps(_mm256_fmadd_ps(x, _mm256_maskload_ps(u->b + last, tail), zero), zero));
+  }
+}
+
+/* One row of c, op(b) = b, within one block of columns: a call of one row
+** has no split entry, so each is one chain over every k of a block; up to
+** 12 groups of 8 columns at a time, b's rows read in place. */
+static AVX void one_row(const gemm_ctx *u) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t n = u->n, k = u->k, groups = (n + 7) / 8;
+  __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - (groups - 1) * 8)), lanes);
+  for (int64_t g0 = 0; g0 < groups; g0 += 12) {
+    int G = (int)min64(groups - g0, 12);
+    __m256 cv[12], acc[12];
+    for (int g = 0; g < G; g++) {
+      int64_t j = (g0 + g) * 8;
+      __m256i mask = g0 + g == groups - 1 ? tail : _mm256_set1_epi32(-1);
+      __m256 c0 = _mm256_maskload_ps(u->c + j, mask);
+      cv[g] = u->beta == 0.0f ? _mm256_setzero_ps() : u->beta == 1.0f ? c0 : _mm256_mul_ps(c0, _mm256_set1_ps(u->beta));
+    }
+    for (int64_t l0 = 0, kb; l0 < k; l0 += kb) {
+      kb = cut(k - l0, HASWELL_Q);
+      for (int g = 0; g < G; g++) acc[g] = _mm256_setzero_ps();
+      for (int64_t l = l0; l < l0 + kb; l++) {
+        __m256 x = _mm256_set1_ps(u->a[l]);   /* op(a) is a's one row or column */
+        const float *row = u->b + l * n + g0 * 8;
+        for (int g = 0; g < G; g++) {
+          __m256 y = g0 + g == groups - 1 ? _mm256_maskload_ps(row + 8 * g, tail) : _mm256_loadu_ps(row + 8 * g);
+          acc[g] = _mm256_fmadd_ps(x, y, acc[g]);
+        }
+      }
+      for (int g = 0; g < G; g++) cv[g] = _mm256_fmadd_ps(acc[g], one, cv[g]);
+    }
+    for (int g = 0; g < G; g++) {
+      __m256i mask = g0 + g == groups - 1 ? tail : _mm256_set1_epi32(-1);
+      _mm256_maskstore_ps(u->c + (g0 + g) * 8, mask, cv[g]);
+    }
   }
 }
 
@@ -768,6 +845,15 @@ static int own_gemm(gemm_ctx *u, int par) {
   if (u->n < 8) {
     if (par) bbb_parallel_each((u->m + 7) / 8, narrow_rows, u);
     else narrow_rows(u, 0, (u->m + 7) / 8);
+    return 1;
+  }
+  if (u->k == 1 && u->beta == 0.0f) {   /* every entry is fma(x, y, +0) (+ +0 where split) + +0 */
+    if (par) bbb_parallel_each(u->m, outer_rows, u);
+    else outer_rows(u, 0, u->m);
+    return 1;
+  }
+  if (u->m == 1 && !u->tb && u->n <= HASWELL_P) {
+    one_row(u);
     return 1;
   }
   u->np = (u->n + 7) / 8 * 8 + 8;   /* a group may start off the 8-grid */

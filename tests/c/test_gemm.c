@@ -166,20 +166,21 @@ int main(void) {
   }
   /* products that underflow to -0 on -0 starts: a split entry's empty odd
   ** chain turns them into +0 first (+0 + -0), a single one keeps -0 */
-  for (int t = 0; t < 4; t++) {
-    int64_t m = 4 + 8 * t, n = 40, k = t % 2 ? 1 : 9;
+  for (int t = 0; t < 8; t++) {
+    int64_t m = t == 7 ? 1 : 4 + 8 * (t % 4), n = 40, k = t % 2 ? 1 : 9;
+    float beta = t < 4 ? 1.0f : 0.0f;
     float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
     float *c0 = malloc(sizeof(float) * (size_t)(m * n)), *c[2];
     for (int i = 0; i < 2; i++) c[i] = malloc(sizeof(float) * (size_t)(m * n));
     for (int64_t i = 0; i < m * k; i++) a[i] = i % 3 ? 1e-30f : 0.0f;
     for (int64_t i = 0; i < k * n; i++) b[i] = -1e-30f;
     for (int64_t i = 0; i < m * n; i++) c0[i] = -0.0f;
-    run(BBB_GEMM_HASWELL, bbb_sgemm, 0, 0, m, n, k, a, b, 1.0f, c0, c[0]);
-    run(BBB_GEMM_REFERENCE, bbb_sgemm, 0, 0, m, n, k, a, b, 1.0f, c0, c[1]);
-    check(differ(c[0], c[1], m * n) == 0, "-0 from underflow: kernel = loops", 0, 0, m, n, k, 1.0f);
+    run(BBB_GEMM_HASWELL, bbb_sgemm, 0, 0, m, n, k, a, b, beta, c0, c[0]);
+    run(BBB_GEMM_REFERENCE, bbb_sgemm, 0, 0, m, n, k, a, b, beta, c0, c[1]);
+    check(differ(c[0], c[1], m * n) == 0, "-0 from underflow: kernel = loops", 0, 0, m, n, k, beta);
     if (vs_openblas) {
-      run(BBB_GEMM_OPENBLAS, cblas_call, 0, 0, m, n, k, a, b, 1.0f, c0, c[1]);
-      check(differ(c[0], c[1], m * n) == 0, "-0 from underflow: kernel = cblas_sgemm", 0, 0, m, n, k, 1.0f);
+      run(BBB_GEMM_OPENBLAS, cblas_call, 0, 0, m, n, k, a, b, beta, c0, c[1]);
+      check(differ(c[0], c[1], m * n) == 0, "-0 from underflow: kernel = cblas_sgemm", 0, 0, m, n, k, beta);
     }
     free(a), free(b), free(c0), free(c[0]), free(c[1]);
   }
