@@ -17,6 +17,10 @@ enum {
 /* Sets the kind (when kind >= 0) and returns the one before. */
 int bbb_gemm_kind(int kind);
 
+/* Whether BBB_GEMM_HASWELL runs on gemm.c's kernel here (the CPU has AVX2
+** and FMA), not on the plain loops. */
+int bbb_gemm_own_kernel(void);
+
 /* c (m, n) = op(a) op(b) + beta c, row-major contiguous, as one call on
 ** this thread (bbb_gemm in ops.h cuts a product into tiles over threads). */
 void bbb_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,

@@ -61,6 +61,14 @@ static int l_gemm_kernel(lua_State *L) {
   return 1;
 }
 
+/** gemm_own_kernel() -> boolean
+** Whether "haswell" runs on bbb's own kernel here (the CPU has AVX2 and
+** FMA); elsewhere it runs on the plain loops, far slower. */
+static int l_gemm_own_kernel(lua_State *L) {
+  lua_pushboolean(L, bbb_gemm_own_kernel());
+  return 1;
+}
+
 /** bytes_allocated() -> integer
 ** Bytes of tensor storage currently held. */
 static int l_bytes_allocated(lua_State *L) {
@@ -87,6 +95,7 @@ static const luaL_Reg funcs[] = {
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
   {"threads_in_use", l_threads_in_use},
   {"max_threads", l_max_threads}, {"gemm_kernel", l_gemm_kernel},
+  {"gemm_own_kernel", l_gemm_own_kernel},
   {"bytes_allocated", l_bytes_allocated}, {"clock", l_clock},
   {"last_error", lbbb_last_error}, {NULL, NULL}
 };

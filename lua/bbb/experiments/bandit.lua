@@ -127,6 +127,11 @@ function M.parser()
   recipe.declare(parser, { "seed" })
   parser:option("--repeats", "Runs per agent (seeds seed, seed+1, ...); curves are averaged (default 1; 5 with --paper).")
     :convert(cli.positive_integer())
+  parser:option("--gemm", "The networks' products: haswell (bbb's own kernel with the roundings of OpenBLAS "
+    .. "0.3.21's Haswell sgemm, on which the recorded runs were made: their regrets on any CPU), openblas (the "
+    .. "kernels OpenBLAS picks for this CPU) or reference (haswell's roundings as plain loops). Default: "
+    .. "BBB_GEMM when set, else haswell where the CPU has AVX2 and FMA, else openblas.")
+    :convert(cli.choice{ "haswell", "openblas", "reference" })
   parser:option("--jobs", "Worker processes at once (default: the number of cores)."):convert(cli.positive_integer())
   parser:option("--out", "Output directory.", "out/bandit"):convert(cli.output_dir())
   parser:option("--data", "The Mushroom .rda file (default: data/mushroom/Mushroom.rda).")
@@ -170,7 +175,14 @@ function M.run(args)
     end
     prior_mix = m
   end
+  -- BBB_GEMM set the kind when bbb loaded; without it, the recorded roundings
+  -- where they run at speed
+  local env_gemm = os.getenv("BBB_GEMM")
+  local gemm = args.gemm or (env_gemm and env_gemm ~= "" and bbb.gemm_kernel())
+    or (bbb.gemm_own_kernel() and "haswell" or "openblas")
+  bbb.gemm_kernel(gemm)
   local cfg = {
+    gemm = gemm,
     steps = args.paper and PAPER_STEPS or args.steps or DEFAULT_STEPS,
     updates = args.updates, batch = args.batch, buffer = args.buffer, lr = args.lr, sigma = args.sigma,
     seed = args.seed, repeats = args.repeats, every = args.checkpoint_every, rho_init = args.rho_init,
@@ -183,7 +195,7 @@ function M.run(args)
   end
   -- the settings above that the workers need besides the ones the coordinator passes on
   local worker_args = { "--kl", cfg.kl, "--decide-samples", cfg.decide_samples, "--dropout", cfg.dropout,
-    "--refit", cfg.refit, "--noise-model", args.noise_model }
+    "--refit", cfg.refit, "--noise-model", args.noise_model, "--gemm", cfg.gemm }
   if prior_mix then worker_args[#worker_args + 1] = "--prior-mix"; worker_args[#worker_args + 1] = args.prior_mix end
   if cfg.learn_sigma then worker_args[#worker_args + 1] = "--learn-sigma" end
   worker_args[#worker_args + 1] = "--prior-sigma-in"
@@ -249,8 +261,10 @@ function M.run(args)
     end
     for _, k in ipairs { "updates", "batch", "buffer", "lr", "sigma", "rho_init", "prior_sigma", "seed", "kl",
                          "learn_sigma", "decide_samples", "prior_mix", "dropout", "refit", "hetero", "sigma_final", "sigma_steps",
-                         "prior_sigma_in" } do
+                         "prior_sigma_in", "gemm" } do
       local saved, now = meta.config[k], cfg[k]
+      -- a checkpoint from before --gemm does not say its kind: not checked
+      if k == "gemm" and saved == nil then saved = now end
       -- the input layer's own prior is BBB's alone; none (a checkpoint from
       -- before it, or 0) is --prior-sigma's
       if k == "prior_sigma_in" then saved, now = saved or 0, now or 0 end
@@ -372,8 +386,8 @@ function M.run(args)
   end
 
   print(("Mushroom bandit: %s; %d steps, %d updates of %d per step, buffer %d, %d repeat(s); "
-    .. "%d worker(s) at once, 1 thread each"):format(table.concat(names, ", "), cfg.steps, cfg.updates,
-    cfg.batch, cfg.buffer, cfg.repeats, math.min(jobs, #runs)))
+    .. "%d worker(s) at once, 1 thread each; products: %s"):format(table.concat(names, ", "), cfg.steps, cfg.updates,
+    cfg.batch, cfg.buffer, cfg.repeats, math.min(jobs, #runs), cfg.gemm))
   io.stdout:flush()
   local t0 = bbb.core.clock()
   for i, r in ipairs(bbb.sys.run_all(argvs, jobs, { stdin = "/dev/null" })) do
