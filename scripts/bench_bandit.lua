@@ -22,8 +22,13 @@ parser:option("--steps", "Timed bandit steps (64 updates each) per agent.", "20"
   :convert(cli.positive_integer())
 parser:option("--cores", "Cores to project the paper protocol on (default: this machine's).")
   :convert(cli.positive_integer())
+parser:option("--late", "Steps each agent plays before its steps are timed again, late in training (sparser "
+  .. "activations; the projection's step times).", "2000"):convert(cli.nonnegative_integer())
+parser:option("--gemm", "The products' kernel: haswell, openblas or reference (default: bandit.lua's).")
+  :convert(cli.choice{ "haswell", "openblas", "reference" })
 local args = cli.parse(parser)
 bbb.set_num_threads(args.threads)
+bbb.gemm_kernel(args.gemm or require("bbb.experiments.bandit").gemm_default())
 local clock = bbb.core.clock
 local B, SIZES = 64, { 119, 100, 100, 1 }
 
@@ -61,24 +66,30 @@ local function time_updates(kind, how)
   return { all = median(ph.all), fwd = median(ph.fwd), bwd = median(ph.bwd), opt = median(ph.opt) }
 end
 
--- Median time of whole bandit steps (decide, act, store, 64 updates).
+-- Median times of whole bandit steps (decide, act, store, 64 updates): early
+-- (after 5 steps) and late (after --late more).
 local function time_steps(make)
   local env = bandit.Mushroom{ seed = 1 }
   local agent = make()
-  local times = {}
-  bandit.run(env, agent, 5)   -- warm up
-  for _ = 1, args.steps do
-    local t0 = clock()
-    bandit.run(env, agent, 1)
-    times[#times + 1] = clock() - t0
+  local function timed()
+    local times = {}
+    for _ = 1, args.steps do
+      local t0 = clock()
+      bandit.run(env, agent, 1)
+      times[#times + 1] = clock() - t0
+    end
+    return median(times)
   end
-  return median(times)
+  bandit.run(env, agent, 5)   -- warm up
+  local early = timed()
+  bandit.run(env, agent, args.late)
+  return early, timed()
 end
 
 local cores = args.cores or bbb.sys.nproc()
 
-print(("bbb %s, %d thread(s), network %s at batch %d, Adam, Gaussian likelihood; medians of %d updates")
-  :format(bbb.version, args.threads, table.concat(SIZES, "-"), B, args.updates))
+print(("bbb %s, %d thread(s), products by %s, network %s at batch %d, Adam, Gaussian likelihood; medians of %d updates")
+  :format(bbb.version, args.threads, bbb.gemm_kernel(), table.concat(SIZES, "-"), B, args.updates))
 local gemm = gemm_floor(201)
 -- how near the GEMMs run to the core's ceiling: its 8-wide fma rate, timed here
 local flop, peak = 0, bench.fma_peak(21)
@@ -127,12 +138,19 @@ local MAKE = {
   { name = "dropout", net = true, make = function() return bandit.MCDropout{ seed = 2 } end },
   { name = "neurallinear", net = true, make = function() return bandit.NeuralLinear{ seed = 2 } end },
 }
-local step, line = {}, {}
+local step, early, line, late_line = {}, {}, {}, {}
 for _, m in ipairs(MAKE) do
-  step[m.name] = m.same and step[m.same] or time_steps(m.make)
-  line[#line + 1] = ("%s %.1f"):format(m.name, step[m.name] * 1e3)
+  if m.same then early[m.name], step[m.name] = early[m.same], step[m.same]
+  else early[m.name], step[m.name] = time_steps(m.make) end
+  line[#line + 1] = ("%s %.1f"):format(m.name, early[m.name] * 1e3)
+  late_line[#late_line + 1] = ("%s %.1f"):format(m.name, step[m.name] * 1e3)
 end
-print("bandit step (decide + 64 updates) ms: " .. table.concat(line, ", "))
+print(("bandit step (decide + 64 updates) ms, products by %s: %s"):format(bbb.gemm_kernel(), table.concat(line, ", ")))
+print(("the same after %d more steps (the projection's): %s"):format(args.late, table.concat(late_line, ", ")))
+-- an update as the agents run it: a late step (its decision and minibatch
+-- draws included) over its 64 updates, against the bare GEMMs above
+print(("an update late in training (a step / 64): bbb %.3f ms = %.1fx its GEMMs, greedy %.3f ms = %.1fx (target "
+  .. "for bbb: 2.0x)"):format(step.bbb / 64 * 1e3, step.bbb / 64 / gemm, step.eps0 / 64 * 1e3, step.eps0 / 64 / gemm))
 
 local SEEDS, STEPS = 5, 50000
 local function schedule(cost)

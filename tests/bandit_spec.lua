@@ -526,8 +526,10 @@ describe("scripts/bandit.lua", function()
   end)
 
   it("bench_bandit projects the paper protocol for every agent and 5 seeds, never below its GEMMs alone", function()
-    local status, text = run("scripts/bench_bandit.lua --updates 20 --steps 1")
+    local status, text = run("scripts/bench_bandit.lua --updates 20 --steps 1 --late 10")
     assert.are.equal(0, status, text)
+    has(text, "the same after 10 more steps (the projection's): bbb ")
+    assert.truthy(text:match("an update late in training %(a step / 64%): bbb [%d.]+ ms = [%d.]+x its GEMMs"), text)
     has(text, "bbb ")
     has(text, "neurallinear ")
     local wall, floor = text:match("8 agents x 5 seeds x 50,000 steps of 64 updates%) on %d+ core%(s%): projected (%d+) min"
@@ -544,11 +546,12 @@ describe("scripts/bandit.lua", function()
     assert.truthy(tonumber(d) > 0 and tonumber(smp) > 0 and tonumber(a) > 0 and tonumber(ratio) >= 1, text)
   end)
 
-  it("replays the recorded regrets at step 1,000 on any CPU, with the recorded runs' GEMM roundings", function()
-    -- the recorded runs were made on OpenBLAS's Haswell kernels; BBB_GEMM=haswell forms every
-    -- product with their roundings (bbb's own AVX2 kernel: its plain loops would take hours)
+  it("replays the recorded regrets at step 1,000 on any CPU by default, with the recorded runs' GEMM roundings", function()
+    -- the recorded runs were made on OpenBLAS's Haswell kernels; where the CPU has AVX2 and
+    -- FMA, bandit.lua forms every product with their roundings (--gemm haswell, bbb's own
+    -- kernel; its plain loops elsewhere would take hours)
     if not helpers.avx2_fma() then
-      pending("the replay needs AVX2 and FMA (BBB_GEMM=haswell's kernel)")
+      pending("the replay needs AVX2 and FMA (--gemm haswell's kernel)")
       return
     end
     local want = {}
@@ -557,8 +560,9 @@ describe("scripts/bandit.lua", function()
       if seed == "1" then want[agent] = tonumber(recorded) end
     end
     local status, text = run("scripts/bandit.lua --agents bbb,eps0,neurallinear --steps 1000 --jobs 2 --out "
-      .. out .. "-1k", "BBB_GEMM=haswell")
+      .. out .. "-1k", "env -u BBB_GEMM")
     assert.are.equal(0, status, text)
+    has(text, "products: haswell")
     for _, agent in ipairs { "bbb", "eps0", "neurallinear" } do
       local last
       for line in io.lines(out .. "-1k/raw/" .. agent .. "_r0.csv") do
@@ -620,6 +624,11 @@ describe("scripts/bandit.lua", function()
     assert.are_not.equal(0, status8, text8)
     has(text8, "bbb_r0.safetensors was written with --prior-sigma-in ")
     has(text8, ", this run has 0.5")
+    -- so is another kernel for the products (their roundings differ)
+    local status9, text9 = run(more:gsub("--steps 150", "--steps 160") .. " --resume --gemm reference")
+    assert.are_not.equal(0, status9, text9)
+    has(text9, "_r0.safetensors was written with --gemm ")
+    has(text9, ", this run has reference")
     -- (the refused --sigma-final run above took the other agents on to step 160)
     local status7, text7 = run(more:gsub("--steps 150", "--steps 170"):gsub("bbb,", "") .. " --resume --decide-samples 3")
     assert.are.equal(0, status7, text7)
@@ -726,6 +735,7 @@ describe("scripts/bandit.lua", function()
       ["--sigma-final 0"] = "--sigma-final: number '0' is out of range",
       ["--sigma-steps 0"] = "--sigma-steps: integer '0' is out of range",
       ["--noise-model learned"] = "--noise-model: expected one of fixed, hetero, got 'learned'",
+      ["--gemm blis"] = "--gemm: expected one of haswell, openblas, reference, got 'blis'",
       ["--noise-model hetero --learn-sigma"] = "--learn-sigma learns one noise for every reward",
       ["--prior-sigma-in -1"] = "--prior-sigma-in: number '-1' is out of range",
       ["--prior-sigma-in wide"] = "--prior-sigma-in: expected a number, got 'wide'",

@@ -64,6 +64,10 @@ describe("bbb.gemm_kernel", function()
     assert.are.equal("openblas", bbb.gemm_kernel())
   end)
 
+  it("says whether haswell runs on its own kernel here: where the CPU has AVX2 and FMA", function()
+    assert.are.equal(helpers.avx2_fma(), bbb.gemm_own_kernel())
+  end)
+
   it("takes its kind from BBB_GEMM, and refuses a wrong one before any work", function()
     local status, out = run([[-e "print(require('bbb').gemm_kernel())"]], "BBB_GEMM=haswell")
     assert.are.equal(0, status, out)

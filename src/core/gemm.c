@@ -37,13 +37,25 @@
 ** is never -0: it starts at +0 and x + -x rounds to +0), so the kernel may
 ** skip them; when op(b) holds an infinity or a NaN it skips none.
 **
-** The kernel: op(b) is copied once into a zero-padded buffer (transposed
-** through registers when tb). Rows of c that share their places go up to 6
-** at a time, 2 groups of 8 columns at a time (12 AVX accumulators), the
-** single groups in one pass, the split ones in two (even k, then odd).
-** When op(a) is mostly zeros (one-hot inputs) each pass runs over the list
-** of the k where one of the rows is nonzero, else over every k. About 0.6
-** of OpenBLAS's speed on dense products: a way to replay, not the fast path.
+** The kernel (AVX2 and FMA). op(b) is copied once into a zero-padded buffer
+** pb (transposed through registers when tb); the layouts of a shape (which
+** 8-column groups of a row are split) are kept per thread for the last few
+** shapes. Then, by what op(a) holds:
+** - mostly zeros (one-hot inputs, ReLU activations and their gradients: the
+**   bandit's products are about 80% zeros): rows one or two at a time, each
+**   over the list of its own nonzero k, up to 6 groups of 8 columns in
+**   registers per row; two chains run in one loop (two rows' single groups,
+**   or one row's even and odd k), rows with lists of like length paired.
+**   Each fma loads its own row of pb, so this runs at about one fma a
+**   cycle, and it beats a dense product only by the zeros it skips.
+** - mostly nonzero: rows that share their places up to 6 at a time, 2
+**   groups at a time (12 AVX accumulators) over every k; about 0.6 of
+**   OpenBLAS's speed.
+** - fewer than 8 columns (no entry split): 8 rows at a time in the lanes;
+**   one row (no entry split either); one k with beta 0 (every entry is
+**   fma(x, y, +0) + 0): an outer product.
+** On the products of a bandit update late in training it is about 0.85 of
+** OpenBLAS's time here (doc/bandit.md section 14).
 */
 #include <cblas.h>
 #include <immintrin.h>
@@ -192,38 +204,24 @@ static void make_layout(const gemm_ctx *u, int key, layout *L) {
 static _Thread_local char *buf;
 static _Thread_local size_t buf_cap;
 
-/* For each 8-bit mask, the lanes it selects, first: the permutation that
-** packs a vector's chosen entries to its front. */
-static int32_t pack_perm[256][8];
-
-__attribute__((constructor)) static void init_perm(void) {
-  for (int mask = 0; mask < 256; mask++) {
-    int n = 0;
-    for (int i = 0; i < 8; i++) if (mask >> i & 1) pack_perm[mask][n++] = i;
-    while (n < 8) pack_perm[mask][n++] = 0;
-  }
-}
-
 /* acc[r][g] (as given) gains a chain of fmas for R rows of c at once and G
 ** groups of 8 columns (at the groups' offsets off), each row of pb loaded
-** once for the R rows. listed: over the k in a list, entry t taking row
-** at[t] of pb (an offset in floats) and x[r][t] for row r; else over every
-** k = q0, q0 + step, ... (cnt of them), taking row k of pb (np apart) and
-** x[r][k]. R, G and listed are constants at each call; the accumulators are
-** named variables, as arrays of them end up in memory. */
+** once for the R rows: over k = q0, q0 + step, ... (cnt of them), taking
+** row k of pb (np apart) and x[r][k]. R and G are constants at each call;
+** the accumulators are named variables, as arrays of them end up in memory. */
 #define MAX_R 6
 #define MAX_G 2
-static inline __attribute__((always_inline)) AVX void chain(int R, int G, int listed,
-    const float *pb, const float *const *x, const int32_t *at, int64_t np, int64_t q0, int64_t step,
-    int64_t cnt, const int64_t *off, __m256 acc[MAX_R][MAX_G]) {
+static inline __attribute__((always_inline)) AVX void chain(int R, int G, const float *pb,
+    const float *const *x, int64_t np, int64_t q0, int64_t step, int64_t cnt, const int64_t *off,
+    __m256 acc[MAX_R][MAX_G]) {
   __m256 s00 = acc[0][0], s01 = acc[0][1], s10 = acc[1][0], s11 = acc[1][1];
   __m256 s20 = acc[2][0], s21 = acc[2][1], s30 = acc[3][0], s31 = acc[3][1];
   __m256 s40 = acc[4][0], s41 = acc[4][1], s50 = acc[5][0], s51 = acc[5][1];
   const float *x0 = x[0], *x1 = R > 1 ? x[1] : x0, *x2 = R > 2 ? x[2] : x0;
   const float *x3 = R > 3 ? x[3] : x0, *x4 = R > 4 ? x[4] : x0, *x5 = R > 5 ? x[5] : x0;
   for (int64_t t = 0, q = q0; t < cnt; t++, q += step) {
-    const float *row = pb + (listed ? at[t] : q * np);
-    int64_t i = listed ? t : q;
+    const float *row = pb + q * np;
+    int64_t i = q;
     __m256 b0 = _mm256_loadu_ps(row + off[0]);
     __m256 b1 = G > 1 ? _mm256_loadu_ps(row + off[1]) : b0;
 #define ROW(r)                                                 \
@@ -240,151 +238,24 @@ static inline __attribute__((always_inline)) AVX void chain(int R, int G, int li
   acc[4][0] = s40, acc[4][1] = s41, acc[5][0] = s50, acc[5][1] = s51;
 }
 
-#define CHAIN_G(R, L) switch (G) {                                                      \
-  case 1: chain(R, 1, L, pb, x, at, np, q0, step, cnt, off, acc); break;               \
-  default: chain(R, 2, L, pb, x, at, np, q0, step, cnt, off, acc); break; }
-#define CHAIN_R(L) switch (R) {                                                         \
-  case 1: CHAIN_G(1, L) break;                                                          \
-  case 2: CHAIN_G(2, L) break;                                                          \
-  case 3: CHAIN_G(3, L) break;                                                          \
-  case 4: CHAIN_G(4, L) break;                                                          \
-  case 5: CHAIN_G(5, L) break;                                                          \
-  default: CHAIN_G(6, L) break; }
+#define CHAIN_G(R) switch (G) {                                                         \
+  case 1: chain(R, 1, pb, x, np, q0, step, cnt, off, acc); break;                       \
+  default: chain(R, 2, pb, x, np, q0, step, cnt, off, acc); break; }
 
-static AVX void chains(int R, int G, int listed, const float *pb, const float *const *x,
-                       const int32_t *at, int64_t np, int64_t q0, int64_t step, int64_t cnt,
-                       const int64_t *off, __m256 acc[MAX_R][MAX_G]) {
-  if (listed) { CHAIN_R(1) } else { CHAIN_R(0) }
-}
-
-/* c[off, off + len) = fma(acc, 1, start) for G groups. */
-static AVX void store(int G, const __m256 *acc, const int64_t *off, const int *len, float beta,
-                      float *c) {
-  const __m256 one = _mm256_set1_ps(1.0f), bv = _mm256_set1_ps(beta);
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  for (int i = 0; i < G; i++) {
-    float *p = c + off[i];
-    __m256 c0 = _mm256_setzero_ps();
-    if (len[i] == 8) {
-      if (beta != 0.0f) c0 = beta == 1.0f ? _mm256_loadu_ps(p) : _mm256_mul_ps(_mm256_loadu_ps(p), bv);
-      _mm256_storeu_ps(p, _mm256_fmadd_ps(acc[i], one, c0));
-      continue;
-    }
-    __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(len[i]), lanes);
-    if (beta != 0.0f) {
-      c0 = _mm256_maskload_ps(p, mask);
-      if (beta != 1.0f) c0 = _mm256_mul_ps(c0, bv);
-    }
-    _mm256_maskstore_ps(p, mask, _mm256_fmadd_ps(acc[i], one, c0));
+static AVX void chains(int R, int G, const float *pb, const float *const *x, int64_t np, int64_t q0,
+                       int64_t step, int64_t cnt, const int64_t *off, __m256 acc[MAX_R][MAX_G]) {
+  switch (R) {
+  case 1: CHAIN_G(1) break;
+  case 2: CHAIN_G(2) break;
+  case 3: CHAIN_G(3) break;
+  case 4: CHAIN_G(4) break;
+  case 5: CHAIN_G(5) break;
+  default: CHAIN_G(6) break;
   }
 }
+#undef CHAIN_G
 
-/* Lists the entries of R rows x[r][0..kb) that the chains take (where one
-** of the rows is nonzero, or all when keep_zeros) with their rows' offsets in
-** pb: all of them in at[0], v[0]; when split, the even ones below
-** 8 floor(kb/8) and all from there on in at[1], v[1], the odd ones below it
-** in at[2], v[2]. Row r's values are at v[l] + r vs. The counts go to cnt. */
-static AVX void list_rows(const float *const *x, int R, int64_t kb, int64_t np, int keep_zeros,
-                          int split, int32_t *at[3], float *v[3], int64_t vs, int64_t cnt[3]) {
-  int64_t main_k = kb / 8 * 8;
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256 zero = _mm256_setzero_ps();
-  cnt[0] = cnt[1] = cnt[2] = 0;
-  for (int64_t i = 0; i < kb; i += 8) {
-    int valid = kb - i >= 8 ? 0xff : (1 << (kb - i)) - 1, nz = keep_zeros ? valid : 0;
-    __m256i vm = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)min64(kb - i, 8)), lanes);
-    __m256 xv[MAX_R];
-    for (int r = 0; r < R; r++) {
-      xv[r] = _mm256_maskload_ps(x[r] + i, vm);
-      nz |= _mm256_movemask_ps(_mm256_cmp_ps(xv[r], zero, _CMP_NEQ_UQ)) & valid;
-    }
-    __m256i iv = _mm256_mullo_epi32(_mm256_add_epi32(_mm256_set1_epi32((int)i), lanes),
-                                    _mm256_set1_epi32((int)np));
-    int masks[3] = { nz, nz & (i < main_k ? 0x55 : 0xff), nz & (i < main_k ? 0xaa : 0) };
-    for (int l = split ? 1 : 0; l < (split ? 3 : 1); l++) {
-      __m256i p = _mm256_loadu_si256((const __m256i *)pack_perm[masks[l]]);
-      for (int r = 0; r < R; r++)
-        _mm256_storeu_ps(v[l] + r * vs + cnt[l], _mm256_permutevar8x32_ps(xv[r], p));
-      _mm256_storeu_si256((__m256i *)(at[l] + cnt[l]), _mm256_permutevar8x32_epi32(iv, p));
-      cnt[l] += __builtin_popcount((unsigned)masks[l]);
-    }
-  }
-}
-
-/* Up to MAX_R rows of c from r0 that share a layout, each of them whole. */
-static AVX void own_block(const gemm_ctx *u, int64_t r0, int R, const layout *L) {
-  int64_t k = u->k, cnt[3], vs = min64(k, HASWELL_Q) + 8;
-  int32_t ibuf[3 * vs];
-  float fbuf[3 * MAX_R * vs];
-  int32_t *at[3] = { ibuf, ibuf + vs, ibuf + 2 * vs };
-  float *v[3] = { fbuf, fbuf + MAX_R * vs, fbuf + 2 * MAX_R * vs };
-  const float *x[MAX_R], *xl[3][MAX_R];   /* the rows of op(a); each list's values by row */
-  for (int l = 0; l < 3; l++)
-    for (int r = 0; r < MAX_R; r++) xl[l][r] = v[l] + r * vs;
-  __m256 acc[MAX_R][MAX_G], odd[MAX_R][MAX_G];
-  for (int64_t l0 = 0, kb; l0 < k; l0 += kb) {
-    kb = cut(k - l0, HASWELL_Q);
-    float beta = l0 == 0 ? u->beta : 1.0f;
-    const float *pb = u->pb + l0 * u->np;
-    for (int r = 0; r < R; r++) x[r] = (u->ta ? u->pa : u->a) + (r0 + r) * k + l0;
-    if (u->dense_a) {   /* no lists: most entries are nonzero */
-      int64_t main_k = kb / 8 * 8, np = u->np;
-      for (int s = 0; s < 2; s++)
-        for (int i = 0; i < L->ng[s]; i += MAX_G) {
-          int G = (int)min64(L->ng[s] - i, MAX_G);
-          const int64_t *off = L->off[s] + i;
-          memset(acc, 0, sizeof acc);
-          if (s == 0) chains(R, G, 0, pb, x, NULL, np, 0, 1, kb, off, acc);
-          else {
-            memset(odd, 0, sizeof odd);
-            chains(R, G, 0, pb, x, NULL, np, 0, 2, main_k / 2, off, acc);
-            chains(R, G, 0, pb, x, NULL, np, main_k, 1, kb - main_k, off, acc);
-            chains(R, G, 0, pb, x, NULL, np, 1, 2, main_k / 2, off, odd);
-            for (int r = 0; r < R; r++)
-              for (int q = 0; q < G; q++) acc[r][q] = _mm256_add_ps(odd[r][q], acc[r][q]);
-          }
-          for (int r = 0; r < R; r++) store(G, acc[r], off, L->len[s] + i, beta, u->c + (r0 + r) * u->n);
-        }
-      continue;
-    }
-    if (L->ng[0]) {
-      list_rows(x, R, kb, u->np, u->keep_zeros, 0, at, v, vs, cnt);
-      for (int i = 0; i < L->ng[0]; i += MAX_G) {
-        int G = (int)min64(L->ng[0] - i, MAX_G);
-        memset(acc, 0, sizeof acc);
-        chains(R, G, 1, pb, xl[0], at[0], 0, 0, 1, cnt[0], L->off[0] + i, acc);
-        for (int r = 0; r < R; r++)
-          store(G, acc[r], L->off[0] + i, L->len[0] + i, beta, u->c + (r0 + r) * u->n);
-      }
-    }
-    if (L->ng[1]) {
-      list_rows(x, R, kb, u->np, u->keep_zeros, 1, at, v, vs, cnt);
-      for (int i = 0; i < L->ng[1]; i += MAX_G) {
-        int G = (int)min64(L->ng[1] - i, MAX_G);
-        memset(acc, 0, sizeof acc);
-        memset(odd, 0, sizeof odd);
-        chains(R, G, 1, pb, xl[1], at[1], 0, 0, 1, cnt[1], L->off[1] + i, acc);
-        chains(R, G, 1, pb, xl[2], at[2], 0, 0, 1, cnt[2], L->off[1] + i, odd);
-        for (int r = 0; r < R; r++) {
-          for (int q = 0; q < G; q++) acc[r][q] = _mm256_add_ps(odd[r][q], acc[r][q]);
-          store(G, acc[r], L->off[1] + i, L->len[1] + i, beta, u->c + (r0 + r) * u->n);
-        }
-      }
-    }
-  }
-}
-
-/* The sparse path: rows of c one or two at a time, over the lists of their
-** own nonzero k. batch() forms G groups of 8 columns (group g at offset
-** off[g] of a row, len[g] wide) by two chains, A and B, each entry t of a
-** chain taking the row of pb at offset at[t] (in floats) times v[t]; one
-** loop runs both while both have entries, so that 2 G independent chains
-** are in flight (one chain alone waits on the fma's latency). split: A and
-** B are one row's even and odd k, stored as B + A into c0; else they are
-** two rows' (B's into c1 when given). */
-#define MAX_P 6
-typedef struct { const int32_t *at; const float *x; int64_t cnt; } list;   /* k, x[k] */
-
+/* c[0, len) = fma(acc, 1, start), start 0, c or beta c. */
 static inline __attribute__((always_inline)) AVX void store8(__m256 acc, float *p, int len, float beta) {
   const __m256 one = _mm256_set1_ps(1.0f);
   if (len == 8) {
@@ -401,6 +272,55 @@ static inline __attribute__((always_inline)) AVX void store8(__m256 acc, float *
   }
   _mm256_maskstore_ps(p, mask, _mm256_fmadd_ps(acc, one, c0));
 }
+
+/* The same for G groups at offsets off. */
+static AVX void store(int G, const __m256 *acc, const int64_t *off, const int *len, float beta,
+                      float *c) {
+  for (int i = 0; i < G; i++) store8(acc[i], c + off[i], len[i], beta);
+}
+
+/* The dense path: up to MAX_R rows of c from r0 that share a layout, each
+** of them whole, over every k. */
+static AVX void own_block(const gemm_ctx *u, int64_t r0, int R, const layout *L) {
+  int64_t k = u->k, np = u->np;
+  const float *x[MAX_R];   /* the rows of op(a) */
+  __m256 acc[MAX_R][MAX_G], odd[MAX_R][MAX_G];
+  for (int64_t l0 = 0, kb; l0 < k; l0 += kb) {
+    kb = cut(k - l0, HASWELL_Q);
+    float beta = l0 == 0 ? u->beta : 1.0f;
+    const float *pb = u->pb + l0 * np;
+    int64_t main_k = kb / 8 * 8;
+    for (int r = 0; r < R; r++) x[r] = (u->ta ? u->pa : u->a) + (r0 + r) * k + l0;
+    for (int s = 0; s < 2; s++)
+      for (int i = 0; i < L->ng[s]; i += MAX_G) {
+        int G = (int)min64(L->ng[s] - i, MAX_G);
+        const int64_t *off = L->off[s] + i;
+        memset(acc, 0, sizeof acc);
+        if (s == 0) chains(R, G, pb, x, np, 0, 1, kb, off, acc);
+        else {
+          memset(odd, 0, sizeof odd);
+          chains(R, G, pb, x, np, 0, 2, main_k / 2, off, acc);
+          chains(R, G, pb, x, np, main_k, 1, kb - main_k, off, acc);
+          chains(R, G, pb, x, np, 1, 2, main_k / 2, off, odd);
+          for (int r = 0; r < R; r++)
+            for (int q = 0; q < G; q++) acc[r][q] = _mm256_add_ps(odd[r][q], acc[r][q]);
+        }
+        for (int r = 0; r < R; r++) store(G, acc[r], off, L->len[s] + i, beta, u->c + (r0 + r) * u->n);
+      }
+  }
+}
+
+/* The sparse path: rows of c one or two at a time, over the lists of their
+** own nonzero k. batch() forms G groups of 8 columns (group g at offset
+** off[g] of a row, len[g] wide) by two chains, A and B, each entry t of a
+** chain taking k = at[t]: row k of pb (np floats apart) times x[k]; one
+** loop runs both while both have entries, so that 2 G independent chains
+** are in flight (one chain alone waits on the fma's latency). split: A and
+** B are one row's even and odd k, stored as B + A into c0; else they are
+** two rows' (B's into c1 when given). */
+#define MAX_P 6
+typedef struct { const int32_t *at; const float *x; int64_t cnt; } list;   /* k, x[k] */
+
 
 static inline __attribute__((always_inline)) AVX void batch(int G, int split, const float *pb,
     int64_t np, const int64_t *off, const int *len, list A, list B, float beta, float *c0, float *c1) {

@@ -50,7 +50,8 @@ static int l_threads_in_use(lua_State *L) {
 ** kernels OpenBLAS picks for this CPU, which round differently from one CPU
 ** to another), "haswell" (the roundings of OpenBLAS 0.3.21's Haswell
 ** kernel, on which the recorded results were made, on any CPU: bbb's own
-** kernel, about 0.6 of its speed) or "reference" (the same roundings as plain
+** kernel, faster than OpenBLAS where op(a) is mostly zeros, about 0.6 of its
+** speed where it is dense) or "reference" (the same roundings as plain
 ** loops). The environment variable BBB_GEMM sets it when bbb loads. Sets
 ** it when kind is given; returns the one before. */
 static const char *const gemm_kinds[] = { "openblas", "haswell", "reference", NULL };

@@ -143,6 +143,16 @@ function M.parser()
   return parser
 end
 
+--- M.gemm_default() -> the kernel kind the bandit's products use unless told:
+-- BBB_GEMM's when set (bbb took it when it loaded), else "haswell" (the
+-- recorded runs' roundings) where bbb's own kernel runs (AVX2 and FMA), else
+-- "openblas".
+function M.gemm_default()
+  local env = os.getenv("BBB_GEMM")
+  if env and env ~= "" then return bbb.gemm_kernel() end
+  return bbb.gemm_own_kernel() and "haswell" or "openblas"
+end
+
 --- M.parse([argv]) -> args: the command line, checked.
 function M.parse(argv)
   return (recipe.parse(M.parser(), argv))
@@ -175,11 +185,7 @@ function M.run(args)
     end
     prior_mix = m
   end
-  -- BBB_GEMM set the kind when bbb loaded; without it, the recorded roundings
-  -- where they run at speed
-  local env_gemm = os.getenv("BBB_GEMM")
-  local gemm = args.gemm or (env_gemm and env_gemm ~= "" and bbb.gemm_kernel())
-    or (bbb.gemm_own_kernel() and "haswell" or "openblas")
+  local gemm = args.gemm or M.gemm_default()
   bbb.gemm_kernel(gemm)
   local cfg = {
     gemm = gemm,
