@@ -474,7 +474,8 @@ static AVX void own_chunk_sparse(const gemm_ctx *u, int64_t lo, int64_t hi) {
 }
 
 /* Rows [12 lo, 12 hi) of c (12: a chunk of rows, two runs of 6 with one
-** layout each), MAX_R at a time. */
+** layout each): by the sparse path a chunk at a time, else MAX_R rows at a
+** time. */
 static void own_rows(void *p, int64_t lo, int64_t hi) {
   const gemm_ctx *u = p;
   lo *= 12, hi = min64(hi * 12, u->m);
