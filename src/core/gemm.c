@@ -689,18 +689,12 @@ static AVX void outer_rows(void *p, int64_t lo, int64_t hi) {
 ** 12 groups of 8 columns at a time, b's rows read in place. */
 static AVX void one_row(const gemm_ctx *u) {
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256 one = _mm256_set1_ps(1.0f);
   int64_t n = u->n, k = u->k, groups = (n + 7) / 8;
-  __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - (groups - 1) * 8)), lanes);
+  int last = (int)(n - (groups - 1) * 8);   /* the last group's width */
+  __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(last), lanes);
   for (int64_t g0 = 0; g0 < groups; g0 += 12) {
     int G = (int)min64(groups - g0, 12);
-    __m256 cv[12], acc[12];
-    for (int g = 0; g < G; g++) {
-      int64_t j = (g0 + g) * 8;
-      __m256i mask = g0 + g == groups - 1 ? tail : _mm256_set1_epi32(-1);
-      __m256 c0 = _mm256_maskload_ps(u->c + j, mask);
-      cv[g] = u->beta == 0.0f ? _mm256_setzero_ps() : u->beta == 1.0f ? c0 : _mm256_mul_ps(c0, _mm256_set1_ps(u->beta));
-    }
+    __m256 acc[12];
     for (int64_t l0 = 0, kb; l0 < k; l0 += kb) {
       kb = cut(k - l0, HASWELL_Q);
       for (int g = 0; g < G; g++) acc[g] = _mm256_setzero_ps();
@@ -712,11 +706,8 @@ static AVX void one_row(const gemm_ctx *u) {
           acc[g] = _mm256_fmadd_ps(x, y, acc[g]);
         }
       }
-      for (int g = 0; g < G; g++) cv[g] = _mm256_fmadd_ps(acc[g], one, cv[g]);
-    }
-    for (int g = 0; g < G; g++) {
-      __m256i mask = g0 + g == groups - 1 ? tail : _mm256_set1_epi32(-1);
-      _mm256_maskstore_ps(u->c + (g0 + g) * 8, mask, cv[g]);
+      for (int g = 0; g < G; g++)
+        store8(acc[g], u->c + (g0 + g) * 8, g0 + g == groups - 1 ? last : 8, l0 == 0 ? u->beta : 1.0f);
     }
   }
 }
