@@ -62,6 +62,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gemm.h"
 #include "ops.h"
@@ -857,6 +858,24 @@ static void product(gemm_ctx *u, int par) {
 ** thread inside a parallel region, and bbb keeps its own count at one), so
 ** a product has the same bits on any number of threads, and the count may
 ** change from one op to the next (parallel.c follows the load). */
+static _Thread_local int clock_on;
+static _Thread_local double clock_sec;
+static _Thread_local int64_t clock_calls;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double bbb_gemm_clock(int on, int64_t *calls) {
+  double sec = clock_sec;
+  if (calls) *calls = clock_calls;
+  if (on == 1) clock_sec = 0.0, clock_calls = 0;
+  if (on >= 0) clock_on = on;
+  return sec;
+}
+
 void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
               float beta, float *c) {
   gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, 0, NULL, NULL };
@@ -864,7 +883,13 @@ void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, c
   if (step < MIN_TILE) step = MIN_TILE;
   step = (step + 3) / 4 * 4;
   if (m >= n) u.tm = step; else u.tn = step;
+  if (!clock_on) {
+    product(&u, 1);
+    return;
+  }
+  double t0 = now();
   product(&u, 1);
+  clock_sec += now() - t0, clock_calls++;
 }
 
 void bbb_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,

@@ -70,6 +70,23 @@ static int l_gemm_own_kernel(lua_State *L) {
   return 1;
 }
 
+/** gemm_clock([on]) -> seconds, calls
+** The time spent in matrix products (matmul, linear, the fused step) on
+** this thread, and their count, since the clock was started: true starts
+** it from zero, false stops it, nothing reads it; returns what it held
+** before. It is off until started. */
+static int l_gemm_clock(lua_State *L) {
+  int on = -1;
+  if (!lua_isnoneornil(L, 1)) {
+    luaL_checktype(L, 1, LUA_TBOOLEAN);
+    on = lua_toboolean(L, 1);
+  }
+  int64_t calls;
+  lua_pushnumber(L, bbb_gemm_clock(on, &calls));
+  lua_pushinteger(L, (lua_Integer)calls);
+  return 2;
+}
+
 /** bytes_allocated() -> integer
 ** Bytes of tensor storage currently held. */
 static int l_bytes_allocated(lua_State *L) {
@@ -96,7 +113,7 @@ static const luaL_Reg funcs[] = {
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
   {"threads_in_use", l_threads_in_use},
   {"max_threads", l_max_threads}, {"gemm_kernel", l_gemm_kernel},
-  {"gemm_own_kernel", l_gemm_own_kernel},
+  {"gemm_own_kernel", l_gemm_own_kernel}, {"gemm_clock", l_gemm_clock},
   {"bytes_allocated", l_bytes_allocated}, {"clock", l_clock},
   {"last_error", lbbb_last_error}, {NULL, NULL}
 };
