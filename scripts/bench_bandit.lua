@@ -67,18 +67,21 @@ local function time_updates(kind, how)
 end
 
 -- Median times of whole bandit steps (decide, act, store, 64 updates): early
--- (after 5 steps) and late (after --late more).
+-- (after 5 steps) and late (after --late more), and the share of the late
+-- steps' time their products took (bbb.gemm_clock, in place).
 local function time_steps(make)
   local env = bandit.Mushroom{ seed = 1 }
   local agent = make()
   local function timed()
-    local times = {}
+    local times, all = {}, 0
+    bbb.gemm_clock(true)
     for _ = 1, args.steps do
       local t0 = clock()
       bandit.run(env, agent, 1)
       times[#times + 1] = clock() - t0
+      all = all + times[#times]
     end
-    return median(times)
+    return median(times), bbb.gemm_clock(false) / all
   end
   bandit.run(env, agent, 5)   -- warm up
   local early = timed()
@@ -138,15 +141,17 @@ local MAKE = {
   { name = "dropout", net = true, make = function() return bandit.MCDropout{ seed = 2 } end },
   { name = "neurallinear", net = true, make = function() return bandit.NeuralLinear{ seed = 2 } end },
 }
-local step, early, line, late_line = {}, {}, {}, {}
+local step, early, share, line, late_line, share_line = {}, {}, {}, {}, {}, {}
 for _, m in ipairs(MAKE) do
-  if m.same then early[m.name], step[m.name] = early[m.same], step[m.same]
-  else early[m.name], step[m.name] = time_steps(m.make) end
+  if m.same then early[m.name], step[m.name], share[m.name] = early[m.same], step[m.same], share[m.same]
+  else early[m.name], step[m.name], share[m.name] = time_steps(m.make) end
   line[#line + 1] = ("%s %.1f"):format(m.name, early[m.name] * 1e3)
   late_line[#late_line + 1] = ("%s %.1f"):format(m.name, step[m.name] * 1e3)
+  share_line[#share_line + 1] = ("%s %.0f%%"):format(m.name, 100 * share[m.name])
 end
 print(("bandit step (decide + 64 updates) ms, products by %s: %s"):format(bbb.gemm_kernel(), table.concat(line, ", ")))
 print(("the same after %d more steps (the projection's): %s"):format(args.late, table.concat(late_line, ", ")))
+print(("of which the products (matrix products, timed in place): %s"):format(table.concat(share_line, ", ")))
 -- an update as the agents run it: a late step (its decision and minibatch
 -- draws included) over its 64 updates, against the bare GEMMs above
 print(("an update late in training (a step / 64): bbb %.3f ms = %.1fx its GEMMs, greedy %.3f ms = %.1fx (target "
@@ -172,8 +177,12 @@ local wall = schedule(function(m) return step[m.name] end)
 local floor = schedule(function(m) return m.net and 64 * gemm or 0 end)
 local at_peak = peak and schedule(function(m) return m.net and 64 * flop / peak or 0 end)
 local passes = schedule(function(m) return m.net and 64 * (m.name == "bbb" and bayes_floor or gemm) or 0 end)
+-- the late steps less their products: what no kernel for these products can
+-- take away
+local rest = schedule(function(m) return step[m.name] * (1 - share[m.name]) end)
 print(("paper protocol (%d agents x %d seeds x 50,000 steps of 64 updates) on %d core(s): projected %.0f min "
   .. "(target: at most 60 min); its network agents' GEMMs alone: %.0f min; with BBB's own passes "
   .. "(the floor above): %.0f min%s"):format(#MAKE, SEEDS, cores, wall / 60, floor / 60, passes / 60,
   at_peak and ("; the GEMMs at the fma peak: %.0f min"):format(at_peak / 60) or ""))
+print(("the same steps with every product free (the rest of each step as timed): %.0f min"):format(rest / 60))
 print("the machine may be shared with other work: these timings are noisy")

@@ -544,6 +544,17 @@ describe("scripts/bandit.lua", function()
       .. "Adam ([%d.]+) ms; with the GEMMs [%d.]+ ms = ([%d.]+)x the GEMMs")
     assert.truthy(d and smp and a and ratio, text)
     assert.truthy(tonumber(d) > 0 and tonumber(smp) > 0 and tonumber(a) > 0 and tonumber(ratio) >= 1, text)
+    -- the products' share of each late step, timed in place: a network agent's is a
+    -- part of its step, the agents without a network have none
+    local shares = text:match("of which the products %(matrix products, timed in place%): ([^\n]+)")
+    assert.truthy(shares, text)
+    for _, name in ipairs { "bbb", "eps0", "dropout", "neurallinear" } do
+      local p = tonumber(shares:match(name .. " (%d+)%%"))
+      assert.truthy(p and p > 0 and p < 100, name .. ": " .. shares)
+    end
+    assert.are.equal("0", shares:match("uniform (%d+)%%"), shares)
+    local free = tonumber(text:match("with every product free %(the rest of each step as timed%): (%d+) min"))
+    assert.truthy(free and free < tonumber(wall), text)
   end)
 
   it("replays the recorded regrets at step 1,000 on any CPU by default, with the recorded runs' GEMM roundings", function()
