@@ -166,3 +166,48 @@ describe("dropout_mask", function()
     assert.truthy(err:find("argument 1 (sizes)", 1, true), err)
   end)
 end)
+
+describe("rand_rows", function()
+  -- the mapping the replay buffer made in Lua before: the row numbers of the
+  -- recorded bandit runs
+  local function in_lua(k, n, g)
+    local u = bbb.rand({ k }, 0, 1, g):totable()
+    for i = 1, k do
+      local v = u[i] * n // 1 + 1
+      u[i] = v > n and n or v
+    end
+    return u
+  end
+
+  it("is floor(n u) + 1 of rand's u, taken in double, row for row, and leaves the generator where rand would", function()
+    for _, n in ipairs { 1, 2, 3, 64, 4095, 4096, 99999, 100000, 2 ^ 24 // 1 } do
+      local g1, g2 = bbb.Generator(11), bbb.Generator(11)
+      local want, got = in_lua(20000, n, g1), bbb.rand_rows(20000, n, g2):totable()
+      local lo, hi = math.huge, -math.huge
+      for i = 1, #want do
+        assert.are.equal(want[i], got[i])
+        lo, hi = math.min(lo, got[i]), math.max(hi, got[i])
+      end
+      assert.is_true(lo >= 1 and hi <= n, n)
+      assert.are.equal(select(2, g1:state()), select(2, g2:state()))
+    end
+    assert.are.equal(0, bbb.rand_rows(0, 5):numel())
+  end)
+
+  it("reaches row 1 and row n and nothing outside them", function()
+    local g = bbb.Generator(3)
+    local t = bbb.rand_rows(1000000, 1000, g):totable()
+    local seen = {}
+    for _, v in ipairs(t) do seen[v] = true end
+    assert.is_true(seen[1] and seen[1000] and not seen[0] and not seen[1001])
+  end)
+
+  it("refuses k below 0, n outside [1, 2^24] and non-integers", function()
+    for _, case in ipairs { { -1, 5, "argument 1 (k)" }, { 3, 0, "argument 2 (n)" }, { 3, 2 ^ 24 + 1, "argument 2 (n)" },
+                            { 2.5, 3, "argument 1 (k)" }, { 2, 3.5, "argument 2 (n)" } } do
+      local ok, err = pcall(bbb.rand_rows, case[1], case[2])
+      assert.is_false(ok)
+      assert.truthy(err:find("bbb.rand_rows: " .. case[3], 1, true), err)
+    end
+  end)
+end)

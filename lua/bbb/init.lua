@@ -76,7 +76,7 @@ end
 -- file readers, checkpoint and signal plumbing) is internal and stays there.
 local PUBLIC = {
   -- tensors
-  "tensor", "zeros", "ones", "full", "empty", "arange", "linspace", "randn", "rand", "dropout_mask",
+  "tensor", "zeros", "ones", "full", "empty", "arange", "linspace", "randn", "rand", "dropout_mask", "rand_rows",
   "from_bytes", "is_tensor",
   -- ops as functions (also tensor methods)
   "exp", "log", "log1p", "softplus", "sigmoid", "tanh", "relu", "sqrt", "square", "abs",

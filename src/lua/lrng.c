@@ -161,6 +161,30 @@ static int t_dropout_mask(lua_State *L) {
   return 1;
 }
 
+/** rand_rows(k, n [, gen]) -> tensor
+** k row numbers drawn uniformly from 1..n with replacement, as a (k) tensor
+** for index_select: floor(n u) + 1 for u = rand({k}, 0, 1, gen), the product
+** taken in double (n where it would pass n): the same numbers and the same
+** draws from gen as mapping rand's u in Lua, in one pass. 1 <= n <= 2^24 (so
+** that every row number is exact in float32). */
+static int t_rand_rows(lua_State *L) {
+  lua_Integer k = lbbb_check_integer(L, 1, "k"), n = lbbb_check_integer(L, 2, "n");
+  if (k < 0) return lbbb_argerror(L, 1, "k", "expected an integer >= 0, got %I", k);
+  if (n < 1 || n > (1 << 24))
+    return lbbb_argerror(L, 2, "n", "expected an integer in [1, 2^24], got %I", n);
+  bbb_rng *g = lbbb_generator_arg(L, 3);
+  int64_t shape[1] = { (int64_t)k };
+  lbbb_tensor_ud *u = lbbb_new_tensor(L);
+  u->t = bbb_tensor_new(1, shape);
+  lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
+  bbb_float *x = bbb_data(u->t);
+  bbb_rng_uniform(g, x, (int64_t)k, 0, 1);
+  for (int64_t i = 0; i < (int64_t)k; i++) {
+    double v = floor((double)x[i] * (double)n) + 1;
+    x[i] = (bbb_float)(v > (double)n ? (double)n : v);
+  }
+  return 1;
+}
 
 static const luaL_Reg generator_methods[] = {
   {"seed", g_seed}, {"state", g_state}, {"set_state", g_set_state}, {NULL, NULL}
@@ -168,7 +192,8 @@ static const luaL_Reg generator_methods[] = {
 
 static const luaL_Reg funcs[] = {
   {"Generator", l_generator}, {"manual_seed", l_manual_seed},
-  {"randn", t_randn}, {"rand", t_rand}, {"dropout_mask", t_dropout_mask}, {NULL, NULL}
+  {"randn", t_randn}, {"rand", t_rand}, {"dropout_mask", t_dropout_mask}, {"rand_rows", t_rand_rows},
+  {NULL, NULL}
 };
 
 void lbbb_open_rng(lua_State *L, const lbbb_tables *tb) {

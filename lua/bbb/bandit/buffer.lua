@@ -33,12 +33,7 @@ function Buffer:size() return math.min(self.count, self.capacity) end
 function Buffer:sample(k, generator)
   local n = self:size()
   if n == 0 then error("ReplayBuffer:sample: the buffer is empty", 2) end
-  local u = bbb.rand({ k }, 0, 1, generator):totable()
-  for i = 1, k do   -- floor division, no function calls: this loop runs once a step for 4096 rows
-    local v = u[i] * n // 1 + 1
-    u[i] = v > n and n or v
-  end
-  local idx = bbb.tensor(u)
+  local idx = bbb.rand_rows(k, n, generator)   -- floor(n u) + 1, u uniform on [0, 1)
   return self.x:index_select(idx), self.y:index_select(idx)
 end
 
