@@ -161,7 +161,7 @@ describe("bbb.gemm_clock", function()
     local sec, calls = bbb.gemm_clock()
     assert.are.equal(2, calls)
     assert.is_true(sec > 0, sec)
-    -- a linear layer's forward is one product, its backward two more
+    -- a linear layer's forward is one product, and its backward one more for W's gradient
     local x = rand({ 16, 30 })
     local w = rand({ 20, 30 }):requires_grad(true)
     bbb.gemm_clock(true)

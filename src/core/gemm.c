@@ -851,13 +851,7 @@ static void product(gemm_ctx *u, int par) {
   else for (int64_t t = 0; t < tiles; t++) tile(u, t, t + 1);
 }
 
-/* c (m, n) = op(a) op(b) + beta c, all row-major contiguous. The product
-** is cut into at most TILES tiles along the longer side of c, each at least
-** MIN_TILE rows or columns (a multiple of 4): a cut that depends on the
-** shape alone. Each tile is one single-thread call (OpenBLAS runs on one
-** thread inside a parallel region, and bbb keeps its own count at one), so
-** a product has the same bits on any number of threads, and the count may
-** change from one op to the next (parallel.c follows the load). */
+/* bbb_gemm_clock's state: this thread's products, timed while it runs. */
 static _Thread_local int clock_on;
 static _Thread_local double clock_sec;
 static _Thread_local int64_t clock_calls;
@@ -876,6 +870,13 @@ double bbb_gemm_clock(int on, int64_t *calls) {
   return sec;
 }
 
+/* c (m, n) = op(a) op(b) + beta c, all row-major contiguous. The product
+** is cut into at most TILES tiles along the longer side of c, each at least
+** MIN_TILE rows or columns (a multiple of 4): a cut that depends on the
+** shape alone. Each tile is one single-thread call (OpenBLAS runs on one
+** thread inside a parallel region, and bbb keeps its own count at one), so
+** a product has the same bits on any number of threads, and the count may
+** change from one op to the next (parallel.c follows the load). */
 void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
               float beta, float *c) {
   gemm_ctx u = { ta, tb, m, n, k, m, n, a, b, beta, c, NULL, NULL, 0, 0, 0, 0, NULL, NULL };
