@@ -62,7 +62,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gemm.h"
 #include "ops.h"
@@ -856,12 +855,6 @@ static _Thread_local int clock_on;
 static _Thread_local double clock_sec;
 static _Thread_local int64_t clock_calls;
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 double bbb_gemm_clock(int on, int64_t *calls) {
   double sec = clock_sec;
   if (calls) *calls = clock_calls;
@@ -888,9 +881,9 @@ void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, c
     product(&u, 1);
     return;
   }
-  double t0 = now();
+  double t0 = bbb_clock();
   product(&u, 1);
-  clock_sec += now() - t0, clock_calls++;
+  clock_sec += bbb_clock() - t0, clock_calls++;
 }
 
 void bbb_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,

@@ -96,6 +96,8 @@ static int64_t now_ns(clockid_t clk) {
   return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+double bbb_clock(void) { return 1e-9 * (double)now_ns(CLOCK_MONOTONIC); }
+
 /* Busy and total jiffies of all cores; 0 when /proc/stat is unreadable. */
 static int read_cpu_times(long long *busy, long long *total) {
   FILE *f = fopen("/proc/stat", "r");

@@ -65,6 +65,10 @@ int bbb_set_num_threads(int64_t n);
 int bbb_get_num_threads(void);
 int bbb_threads_asked(void);
 
+/* Monotonic wall-clock seconds (not CPU time: it does not add up every
+** thread's work). */
+double bbb_clock(void);
+
 /* Before a GEMM: BBB_EMEM (naming op) when the address-space limit leaves
 ** no room for the workspace OpenBLAS would take (it would spin forever). */
 int bbb_blas_room(const char *op);

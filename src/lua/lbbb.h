@@ -121,7 +121,4 @@ void lbbb_open_conv(lua_State *L, const lbbb_tables *tb);      /* lconv.c */
 void lbbb_open_csv(lua_State *L, const lbbb_tables *tb);       /* lcsv.c */
 void lbbb_open_mlp(lua_State *L, const lbbb_tables *tb);       /* lmlp.c */
 
-/* Monotonic wall-clock seconds (lruntime.c). */
-double lbbb_now(void);
-
 #endif

@@ -2,13 +2,8 @@
 ** lruntime.c: settings of the running library (src/core/parallel.c,
 ** allocation counters) and a wall clock.
 */
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L
-#endif
-
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gemm.h"
 #include "lbbb.h"
@@ -94,18 +89,11 @@ static int l_bytes_allocated(lua_State *L) {
   return 1;
 }
 
-
-double lbbb_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /** clock() -> seconds
 ** Monotonic wall-clock time: unlike os.clock's CPU time, it does not add up
 ** every thread's work. */
 static int l_clock(lua_State *L) {
-  lua_pushnumber(L, lbbb_now());
+  lua_pushnumber(L, bbb_clock());
   return 1;
 }
 
