@@ -46,16 +46,18 @@
 **   over the list of its own nonzero k, up to 6 groups of 8 columns in
 **   registers per row; two chains run in one loop (two rows' single groups,
 **   or one row's even and odd k), rows with lists of like length paired.
-**   Each fma loads its own row of pb, so this runs at about one fma a
-**   cycle, and it beats a dense product only by the zeros it skips.
+**   Each fma loads its own row of pb (and pb overflows L1 at the bandit's
+**   sizes), so a row's entry costs about 17 cycles for 13 groups: it beats
+**   a dense product only by the zeros it skips.
 ** - mostly nonzero: rows that share their places up to 6 at a time, 2
 **   groups at a time (12 AVX accumulators) over every k; about 0.6 of
 **   OpenBLAS's speed.
 ** - fewer than 8 columns (no entry split): 8 rows at a time in the lanes;
 **   one row (no entry split either); one k with beta 0 (every entry is
 **   fma(x, y, +0) + 0): an outer product.
-** On the products of a bandit update late in training it is about 0.85 of
-** OpenBLAS's time here (doc/bandit.md section 14).
+** On a greedy agent's products late in training (15-25% nonzero) it takes
+** about 0.85 of OpenBLAS's time here; on BBB's, whose gradients are about
+** half nonzero, 1.5-1.9x (doc/bandit.md sections 14 and 15).
 */
 #include <cblas.h>
 #include <immintrin.h>
@@ -320,7 +322,6 @@ static AVX void own_block(const gemm_ctx *u, int64_t r0, int R, const layout *L)
 ** two rows' (B's into c1 when given). */
 #define MAX_P 6
 typedef struct { const int32_t *at; const float *x; int64_t cnt; } list;   /* k, x[k] */
-
 
 static inline __attribute__((always_inline)) AVX void batch(int G, int split, const float *pb,
     int64_t np, const int64_t *off, const int *len, list A, list B, float beta, float *c0, float *c1) {
