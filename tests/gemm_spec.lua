@@ -181,5 +181,58 @@ describe("bbb.gemm_clock", function()
     assert.are.equal(1, calls2)
     assert.are.equal(sec, sec2)
     helpers.errors_with(function() bbb.gemm_clock("yes") end, "boolean expected")
+    helpers.errors_with(function() bbb.gemm_clock(true, 1) end, "boolean expected")
+  end)
+
+  -- over l, the nonzeros in column l of a times n, and times the nonzeros
+  -- in row l of b (a: m x k, b: k x n, as tables of rows)
+  local function terms(a, b)
+    local a_side, both = 0, 0
+    for l = 1, #b do
+      local ca, cb = 0, 0
+      for i = 1, #a do if a[i][l] ~= 0 then ca = ca + 1 end end
+      for j = 1, #b[l] do if b[l][j] ~= 0 then cb = cb + 1 end end
+      a_side, both = a_side + ca * #b[l], both + ca * cb
+    end
+    return a_side, both
+  end
+  -- a rows x cols tensor with about frac of its entries zero
+  local function holey(rows, cols, frac)
+    return bbb.relu(bbb.rand({ rows, cols }, -1, 1, gen) - (2 * frac - 1))
+  end
+
+  it("counts, when asked, the terms with op(a)'s and with both factors nonzero, through every transpose", function()
+    local a, b = holey(13, 37, 0.7), holey(37, 11, 0.5)
+    bbb.gemm_clock(true, true)
+    bbb.matmul(a, b)
+    local _, calls, na, n = bbb.gemm_clock(false)
+    assert.are.equal(1, calls)
+    local want_a, want = terms(a:totable(), b:totable())
+    assert.is_true(want > 0 and want < want_a and want_a < 13 * 37 * 11, want)
+    assert.are.equal(want_a, na)
+    assert.are.equal(want, n)
+    -- linear: x w^T forward; g w and g^T x backward (g = the gradient of a sum of squares)
+    local x, w = holey(9, 21, 0.6), holey(17, 21, 0.4):requires_grad(true)
+    bbb.gemm_clock(true, true)
+    local y = bbb.linear(x, w)
+    local _, _, fwd_a, fwd = bbb.gemm_clock()
+    local want_fa, want_f = terms(x:totable(), w:t():totable())
+    assert.are.equal(want_fa, fwd_a)
+    assert.are.equal(want_f, fwd)
+    bbb.gemm_clock(true, true)
+    local z = bbb.relu(y)   -- zeros in the gradient too
+    ;(z * z):sum():backward()
+    local _, calls2, bwd_a, bwd = bbb.gemm_clock(false)
+    local g = (z * 2):totable()
+    assert.are.equal(1, calls2)   -- x needs no gradient: W's alone
+    local want_ba, want_b = terms(bbb.tensor(g):t():totable(), x:totable())
+    assert.are.equal(want_ba, bwd_a)
+    assert.are.equal(want_b, bwd)
+    -- not asked: no count
+    bbb.gemm_clock(true)
+    bbb.matmul(a, b)
+    local _, _, no_a, no = bbb.gemm_clock()
+    assert.is_nil(no_a)
+    assert.is_nil(no)
   end)
 end)

@@ -854,14 +854,33 @@ static void product(gemm_ctx *u, int par) {
 /* bbb_gemm_clock's state: this thread's products, timed while it runs. */
 static _Thread_local int clock_on;
 static _Thread_local double clock_sec;
-static _Thread_local int64_t clock_calls;
+static _Thread_local int64_t clock_calls, clock_terms[2] = { -1, -1 };   /* -1: not counted */
 
-double bbb_gemm_clock(int on, int64_t *calls) {
+double bbb_gemm_clock(int on, int64_t *calls, int64_t terms[2]) {
   double sec = clock_sec;
   if (calls) *calls = clock_calls;
-  if (on == 1) clock_sec = 0.0, clock_calls = 0;
+  if (terms) terms[0] = clock_terms[0], terms[1] = clock_terms[1];
+  if (on >= 1) clock_sec = 0.0, clock_calls = 0, clock_terms[0] = clock_terms[1] = on == 2 ? 0 : -1;
   if (on >= 0) clock_on = on;
   return sec;
+}
+
+/* The product's terms op(a)[i][l] op(b)[l][j] with op(a)'s factor nonzero
+** (t[0]) and with both nonzero (t[1]): over l, the nonzeros in column l of
+** op(a) times n, and times the nonzeros in row l of op(b). Returns 0 when
+** there is no memory for the counts. */
+static int nonzero_terms(const gemm_ctx *u, int64_t t[2]) {
+  int64_t m = u->m, n = u->n, k = u->k;
+  int64_t *ca = calloc((size_t)(2 * k + 1), sizeof *ca), *cb = ca + k;
+  if (!ca) return 0;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t l = 0; l < k; l++) ca[l] += (u->ta ? u->a[l * m + i] : u->a[i * k + l]) != 0.0f;
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t l = 0; l < k; l++) cb[l] += (u->tb ? u->b[j * k + l] : u->b[l * n + j]) != 0.0f;
+  t[0] = t[1] = 0;
+  for (int64_t l = 0; l < k; l++) t[0] += ca[l] * n, t[1] += ca[l] * cb[l];
+  free(ca);
+  return 1;
 }
 
 /* c (m, n) = op(a) op(b) + beta c, all row-major contiguous. The product
@@ -885,6 +904,11 @@ void bbb_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, c
   double t0 = bbb_clock();
   product(&u, 1);
   clock_sec += bbb_clock() - t0, clock_calls++;
+  int64_t t[2];
+  if (clock_on == 2 && clock_terms[0] >= 0) {   /* counted after the clock stops */
+    if (nonzero_terms(&u, t)) clock_terms[0] += t[0], clock_terms[1] += t[1];
+    else clock_terms[0] = clock_terms[1] = -1;
+  }
 }
 
 void bbb_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,

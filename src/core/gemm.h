@@ -23,9 +23,15 @@ int bbb_gemm_own_kernel(void);
 
 /* A clock of the time spent in bbb_gemm on this thread, and of its calls:
 ** how much of a step its products take where they run. on = 1 starts it
-** from zero, 0 stops it, -1 leaves it; returns the seconds so far (before
-** a start) and sets *calls. Off until started; when off it costs nothing. */
-double bbb_gemm_clock(int on, int64_t *calls);
+** from zero, 2 too and counts terms, 0 stops it, -1 leaves it; returns the
+** seconds so far (before a start) and sets *calls and terms[0..1] (either
+** may be NULL). terms counts the products' terms op(a)[i][l] op(b)[l][j]
+** with op(a)'s factor nonzero (terms[0]: what a kernel skipping op(a)'s
+** zeros forms) and with both nonzero (terms[1]: what no kernel with the
+** recorded roundings can skip), by a pass over each product's inputs after
+** its time is taken; -1 when not counted, or a count ran out of memory.
+** Off until started; when off it costs one branch a product. */
+double bbb_gemm_clock(int on, int64_t *calls, int64_t terms[2]);
 
 /* c (m, n) = op(a) op(b) + beta c, row-major contiguous, as one call on
 ** this thread (bbb_gemm in ops.h cuts a product into tiles over threads). */

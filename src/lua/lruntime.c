@@ -65,21 +65,35 @@ static int l_gemm_own_kernel(lua_State *L) {
   return 1;
 }
 
-/** gemm_clock([on]) -> seconds, calls
+/** gemm_clock([on [, terms]]) -> seconds, calls, a_terms, terms
 ** The time spent in matrix products (matmul, linear, the fused step) on
 ** this thread, and their count, since the clock was started: true starts
 ** it from zero, false stops it, nothing reads it; returns what it held
-** before. It is off until started. */
+** before. Started with terms = true it also counts the products' terms
+** op(a)[i][l] op(b)[l][j] with op(a)'s factor nonzero (what a kernel
+** skipping op(a)'s zeros forms) and with both factors nonzero (what any
+** kernel forming each entry as a chain of multiply-adds must), by a pass
+** over each product's inputs, outside the products' time but not outside
+** the caller's; both are nil when not counted or a count ran out of
+** memory. It is off until started. */
 static int l_gemm_clock(lua_State *L) {
   int on = -1;
   if (!lua_isnoneornil(L, 1)) {
     luaL_checktype(L, 1, LUA_TBOOLEAN);
     on = lua_toboolean(L, 1);
+    if (!lua_isnoneornil(L, 2)) {
+      luaL_checktype(L, 2, LUA_TBOOLEAN);
+      if (on && lua_toboolean(L, 2)) on = 2;
+    }
   }
-  int64_t calls;
-  lua_pushnumber(L, bbb_gemm_clock(on, &calls));
+  int64_t calls, terms[2];
+  lua_pushnumber(L, bbb_gemm_clock(on, &calls, terms));
   lua_pushinteger(L, (lua_Integer)calls);
-  return 2;
+  for (int i = 0; i < 2; i++) {
+    if (terms[i] < 0) lua_pushnil(L);
+    else lua_pushinteger(L, (lua_Integer)terms[i]);
+  }
+  return 4;
 }
 
 /** bytes_allocated() -> integer
