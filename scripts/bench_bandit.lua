@@ -67,8 +67,11 @@ local function time_updates(kind, how)
 end
 
 -- Median times of whole bandit steps (decide, act, store, 64 updates): early
--- (after 5 steps) and late (after --late more), and the share of the late
--- steps' time their products took (bbb.gemm_clock, in place).
+-- (after 5 steps) and late (after --late more), the share of the late
+-- steps' time their products took (bbb.gemm_clock, in place), and the
+-- products' terms with op(a)'s factor and with both factors nonzero, a
+-- step's, over as many steps after those (counted apart: the count takes
+-- time of its own).
 local function time_steps(make)
   local env = bandit.Mushroom{ seed = 1 }
   local agent = make()
@@ -86,7 +89,11 @@ local function time_steps(make)
   bandit.run(env, agent, 5)   -- warm up
   local early = timed()
   bandit.run(env, agent, args.late)
-  return early, timed()
+  local late, share = timed()
+  bbb.gemm_clock(true, true)
+  bandit.run(env, agent, args.steps)
+  local _, _, a_terms, terms = bbb.gemm_clock(false)
+  return early, late, share, { a_terms / args.steps, terms / args.steps }
 end
 
 local cores = args.cores or bbb.sys.nproc()
@@ -141,17 +148,24 @@ local MAKE = {
   { name = "dropout", net = true, make = function() return bandit.MCDropout{ seed = 2 } end },
   { name = "neurallinear", net = true, make = function() return bandit.NeuralLinear{ seed = 2 } end },
 }
-local step, early, share, line, late_line, share_line = {}, {}, {}, {}, {}, {}
+local step, early, share, terms, line, late_line, share_line, terms_line = {}, {}, {}, {}, {}, {}, {}, {}
 for _, m in ipairs(MAKE) do
-  if m.same then early[m.name], step[m.name], share[m.name] = early[m.same], step[m.same], share[m.same]
-  else early[m.name], step[m.name], share[m.name] = time_steps(m.make) end
-  line[#line + 1] = ("%s %.1f"):format(m.name, early[m.name] * 1e3)
-  late_line[#late_line + 1] = ("%s %.1f"):format(m.name, step[m.name] * 1e3)
-  share_line[#share_line + 1] = ("%s %.0f%%"):format(m.name, 100 * share[m.name])
+  local n = m.name
+  if m.same then early[n], step[n], share[n], terms[n] = early[m.same], step[m.same], share[m.same], terms[m.same]
+  else early[n], step[n], share[n], terms[n] = time_steps(m.make) end
+  line[#line + 1] = ("%s %.1f"):format(m.name, early[n] * 1e3)
+  late_line[#late_line + 1] = ("%s %.1f"):format(m.name, step[n] * 1e3)
+  share_line[#share_line + 1] = ("%s %.0f%%"):format(m.name, 100 * share[n])
+  if m.net then
+    terms_line[#terms_line + 1] = ("%s %.0f%% / %.0f%%"):format(m.name, 100 * terms[n][1] / (64 * flop / 2),
+      100 * terms[n][2] / (64 * flop / 2))
+  end
 end
 print(("bandit step (decide + 64 updates) ms, products by %s: %s"):format(bbb.gemm_kernel(), table.concat(line, ", ")))
 print(("the same after %d more steps (the projection's): %s"):format(args.late, table.concat(late_line, ", ")))
 print(("of which the products (matrix products, timed in place): %s"):format(table.concat(share_line, ", ")))
+print(("their terms with op(a)'s factor / both factors nonzero, as a share of 64 updates' dense multiply-adds: %s")
+  :format(table.concat(terms_line, ", ")))
 -- an update as the agents run it: a late step (its decision and minibatch
 -- draws included) over its 64 updates, against the bare GEMMs above
 print(("an update late in training (a step / 64): bbb %.3f ms = %.1fx its GEMMs, greedy %.3f ms = %.1fx (target "
@@ -185,4 +199,18 @@ print(("paper protocol (%d agents x %d seeds x 50,000 steps of 64 updates) on %d
   .. "(the floor above): %.0f min%s"):format(#MAKE, SEEDS, cores, wall / 60, floor / 60, passes / 60,
   at_peak and ("; the GEMMs at the fma peak: %.0f min"):format(at_peak / 60) or ""))
 print(("the same steps with every product free (the rest of each step as timed): %.0f min"):format(rest / 60))
+-- each product at the fma peak over its terms with op(a)'s factor nonzero
+-- (what bbb's kernel, skipping op(a)'s zeros 8 columns at a time, forms),
+-- and over those with both factors nonzero (every such term is an fma of
+-- its entry's chain under these roundings: what any kernel costs at least);
+-- the rest of each step as timed
+if peak then
+  local function at_peak_over(which)
+    return schedule(function(m)
+      return step[m.name] * (1 - share[m.name]) + (terms[m.name] and terms[m.name][which] or 0) * 2 / peak
+    end) / 60
+  end
+  print(("the same with every product at the fma peak over its terms with op(a)'s factor nonzero: %.0f min; "
+    .. "with both factors nonzero: %.0f min"):format(at_peak_over(1), at_peak_over(2)))
+end
 print("the machine may be shared with other work: these timings are noisy")

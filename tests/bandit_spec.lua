@@ -555,6 +555,20 @@ describe("scripts/bandit.lua", function()
     assert.are.equal("0", shares:match("uniform (%d+)%%"), shares)
     local free = tonumber(text:match("with every product free %(the rest of each step as timed%): (%d+) min"))
     assert.truthy(free and free < tonumber(wall), text)
+    -- the products' terms, counted: op(a)'s nonzeros take in those with both factors
+    -- nonzero; each product at the fma peak over them lies between free and as timed
+    local terms = text:match("their terms with op%(a%)'s factor / both factors nonzero, as a share of 64 updates' "
+      .. "dense multiply%-adds: ([^\n]+)")
+    assert.truthy(terms, text)
+    for _, name in ipairs { "bbb", "eps0", "dropout", "neurallinear" } do
+      local a_side, both = terms:match(name .. " (%d+)%% / (%d+)%%")
+      a_side, both = tonumber(a_side), tonumber(both)
+      assert.truthy(a_side and both and both > 0 and both <= a_side and a_side <= 100, name .. ": " .. terms)
+    end
+    local at_a, at_both = text:match("at the fma peak over its terms with op%(a%)'s factor nonzero: (%d+) min; "
+      .. "with both factors nonzero: (%d+) min")
+    at_a, at_both = tonumber(at_a), tonumber(at_both)
+    assert.truthy(at_a and at_both and free <= at_both and at_both <= at_a and at_a <= tonumber(wall), text)
   end)
 
   it("replays the recorded regrets at step 1,000 on any CPU by default, with the recorded runs' GEMM roundings", function()
