@@ -153,11 +153,11 @@ for _, m in ipairs(MAKE) do
   local n = m.name
   if m.same then early[n], step[n], share[n], terms[n] = early[m.same], step[m.same], share[m.same], terms[m.same]
   else early[n], step[n], share[n], terms[n] = time_steps(m.make) end
-  line[#line + 1] = ("%s %.1f"):format(m.name, early[n] * 1e3)
-  late_line[#late_line + 1] = ("%s %.1f"):format(m.name, step[n] * 1e3)
-  share_line[#share_line + 1] = ("%s %.0f%%"):format(m.name, 100 * share[n])
+  line[#line + 1] = ("%s %.1f"):format(n, early[n] * 1e3)
+  late_line[#late_line + 1] = ("%s %.1f"):format(n, step[n] * 1e3)
+  share_line[#share_line + 1] = ("%s %.0f%%"):format(n, 100 * share[n])
   if m.net then
-    terms_line[#terms_line + 1] = ("%s %.0f%% / %.0f%%"):format(m.name, 100 * terms[n][1] / (64 * flop / 2),
+    terms_line[#terms_line + 1] = ("%s %.0f%% / %.0f%%"):format(n, 100 * terms[n][1] / (64 * flop / 2),
       100 * terms[n][2] / (64 * flop / 2))
   end
 end
