@@ -15,11 +15,20 @@ parser:argument("checkpoint", "A checkpoint of the model (optional).")
   :args("?")
 parser:option("--out", "Prefix of the PNG files (default: out/<log name>).")
 parser:option("--bins", "Histogram bins.", "60"):convert(cli.positive_integer { max = 10000 })
+require("bbb.recipe").declare_model_prior(parser)
 local args = cli.parse(parser)
 
 local function fail(msg, ...)
   io.stderr:write("plot_run.lua: ", msg:format(...), "\n")
   os.exit(1)
+end
+
+-- The model first: a checkpoint that cannot be opened is refused before any plot.
+local model
+if args.checkpoint then
+  local ok, m = pcall(bbb.load, args.checkpoint, { prior = args.prior })
+  if not ok then fail("%s", tostring(m):gsub("^[^\n]-:%d+: ", "")) end
+  model = m
 end
 
 local prefix = args.out or ("out/" .. args.log:match("([^/]*)$"):gsub("%.[^.]*$", ""))
@@ -83,9 +92,7 @@ if #accs > 0 then
     xlabel = "epoch", ylabel = "accuracy (%)", series = accs })
 end
 
-if args.checkpoint then
-  local ok, model = pcall(bbb.load, args.checkpoint)
-  if not ok then fail("%s", tostring(model):gsub("^[^\n]-:%d+: ", "")) end
+if model then
   local mus, sigmas, snrs = {}, {}, {}
   local k = 0
   model:apply(function(l)

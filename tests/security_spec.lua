@@ -277,3 +277,126 @@ describe("modules planted in the working folder", function()
     assert.truthy(out:find("mpi\ttrue\t1", 1, true), out)
   end)
 end)
+
+describe("opening a saved model never runs code its metadata names", function()
+  -- A model whose Lua prior names EVIL.lua: running that file leaves `ran`
+  -- in the sandbox. Every loader must refuse the model before touching it.
+  local dir
+  local EVIL_TEXT = "io.open(%q, 'w'):close()\n"
+    .. "return { name = 'evil', log_prob = function(_, w) return (w * w):sum() * -0.5 end }\n"
+  local function make_model(path, file, args)
+    local code = ([[
+      local p = { name = "evil", file = %q, log_prob = function(_, w) return (w * w):sum() * -0.5 end }
+      local net = bbb.nn.bayes_mlp({784, 8, 10}, { prior = p })
+      bbb.save(%q, { model = net, args = %s })]]):format(file, path, args or "nil")
+    local status, out = run_in(dir, "-e " .. sh_quote(code))
+    assert.are.equal(0, status, out)
+  end
+  local function nothing_ran(out)
+    assert.is_nil(io.open(dir .. "/ran"), "the prior file named by the model ran:\n" .. out)
+  end
+
+  setup(function()
+    dir = fresh_dir()
+    local f = assert(io.open(dir .. "/evil.lua", "w"))
+    f:write(EVIL_TEXT:format(dir .. "/ran"))
+    f:close()
+    os.execute(("cp %s %s"):format(sh_quote(dir .. "/evil.lua"), sh_quote(dir .. "/prior.lua")))
+    make_model("abs.ckpt", dir .. "/evil.lua")
+    make_model("rel.ckpt", "prior.lua")
+  end)
+  teardown(function() os.execute("rm -rf " .. sh_quote(dir)) end)
+
+  it("bbb.load refuses, for an absolute and a relative file, and says how to pass the prior", function()
+    for _, ck in ipairs { "abs.ckpt", "rel.ckpt" } do
+      local status, out = run_in(dir, "-e " .. sh_quote(("bbb.load(%q)"):format(ck)))
+      nothing_ran(out)
+      assert.are.equal(1, status, out)
+      assert.truthy(out:find("opening a model never runs code it names", 1, true), out)
+    end
+  end)
+
+  it("bbb.load takes the prior the caller gives, and refuses one whose hash differs", function()
+    local code = [[
+      local given = { name = "mine", log_prob = function(_, w) return (w * w):sum() * -0.5 end }
+      local net = bbb.load("abs.ckpt", { prior = given })
+      print("loaded", net ~= nil)]]
+    local status, out = run_in(dir, "-e " .. sh_quote(code))
+    nothing_ran(out)
+    assert.are.equal(0, status, out)
+    assert.truthy(out:find("loaded\ttrue", 1, true), out)
+    local hashed = [[
+      local p = { name = "h", file = "a.lua", file_hash = "00000000",
+        log_prob = function(_, w) return (w * w):sum() * -0.5 end }
+      bbb.save("h.ckpt", bbb.nn.bayes_mlp({2, 2}, { prior = p }))
+      local q = { name = "h", file = "b.lua", file_hash = "11111111",
+        log_prob = function(_, w) return (w * w):sum() * -0.5 end }
+      print(pcall(bbb.load, "h.ckpt", { prior = q }))]]
+    status, out = run_in(dir, "-e " .. sh_quote(hashed))
+    assert.are.equal(0, status, out)
+    assert.truthy(out:find("false", 1, true) and out:find("is not the one the model was trained with", 1, true), out)
+  end)
+
+  it("predict.lua, prune.lua, ood.lua and plot_run.lua refuse it before any work", function()
+    local f = assert(io.open(dir .. "/run.jsonl", "w"))
+    f:write('{"epoch": 1, "elbo_per_example": 1.0, "train_acc": 0.5}\n')
+    f:close()
+    local cmds = {
+      "predict.lua --model abs.ckpt --data " .. sh_quote(root .. "/data/r/MASS:Boston"),
+      "prune.lua --from abs.ckpt --out p/run --no-plots",
+      "ood.lua --from-bbb abs.ckpt --limit 100 --test-limit 50 --out o",
+      "plot_run.lua run.jsonl abs.ckpt --out pr",
+    }
+    for _, c in ipairs(cmds) do
+      local status, out = run_in(dir, sh_quote(root .. "/scripts/") .. c)
+      nothing_ran(out)
+      assert.are_not.equal(0, status, c .. "\n" .. out)
+      assert.truthy(out:find("never runs code", 1, true), c .. "\n" .. out)
+    end
+  end)
+
+  it("prune.lua and plot_run.lua load it with --prior FILE from the command line", function()
+    local g = assert(io.open(dir .. "/good.lua", "w"))
+    g:write("return { name = 'good', log_prob = function(_, w) return (w * w):sum() * -0.5 end }\n")
+    g:close()
+    local status, out = run_in(dir, sh_quote(root .. "/scripts/plot_run.lua") .. " run.jsonl abs.ckpt --out pr --prior good.lua")
+    nothing_ran(out)
+    assert.are.equal(0, status, out)
+    local status2, out2 = run_in(dir, sh_quote(root .. "/scripts/plot_run.lua") .. " run.jsonl abs.ckpt --out pr --prior run.jsonl")
+    assert.are_not.equal(0, status2, out2)
+    assert.truthy(out2:find("'run.jsonl' is not a .lua file", 1, true), out2)
+    local status3, out3 = run_in(dir, sh_quote(root .. "/scripts/prune.lua")
+      .. " --from abs.ckpt --prior good.lua --fractions 0.5 --test-limit 50 --test-samples 2 --out p/run --no-plots")
+    nothing_ran(out3)
+    assert.are.equal(0, status3, out3)
+  end)
+
+  it("mnist.lua --resume never runs the prior file its checkpoint names", function()
+    make_model("resume.ckpt", dir .. "/evil.lua", ('{ prior = %q, prior_hash = "00000000" }'):format(dir .. "/evil.lua"))
+    local status, out = run_in(dir, sh_quote(root .. "/scripts/mnist.lua") .. " --resume resume.ckpt --limit 100")
+    nothing_ran(out)
+    assert.are.equal(2, status, out)
+    assert.truthy(out:find("never runs", 1, true), out)
+    -- a model with C priors whose saved flags name a Lua file: refused too
+    local code = [[
+      bbb.save("c.ckpt", { model = bbb.nn.bayes_mlp({784, 8, 10}), args = { prior = "evil.lua" } })]]
+    run_in(dir, "-e " .. sh_quote(code))
+    status, out = run_in(dir, sh_quote(root .. "/scripts/mnist.lua") .. " --resume c.ckpt --limit 100")
+    nothing_ran(out)
+    assert.are.equal(2, status, out)
+    assert.truthy(out:find("give it again with --prior FILE", 1, true), out)
+  end)
+
+  it("figure2.lua --from never runs the prior of a checkpoint its JSON names", function()
+    local j = assert(io.open(dir .. "/rows.json", "w"))
+    j:write(('{"rows": [{"units": 8, "method": "bbb-mixture", "chosen": "lr=0.001 samples=1 pi=0.5 '
+      .. 'log_sigma1=0 log_sigma2=6", "checkpoint": %q}]}'):format(dir .. "/abs.ckpt"))
+    j:close()
+    local status, out = run_in(dir, sh_quote(root .. "/scripts/figure2.lua")
+      .. " --from rows.json --units 8 --methods bbb --epochs 1 --round 1 --val 100 --limit 300"
+      .. " --test-limit 100 --threads 1 --dir f2")
+    nothing_ran(out)
+    assert.truthy(out:find("cannot be read", 1, true), out)
+    assert.are.equal(0, status, out)
+  end)
+end)

@@ -128,23 +128,37 @@ end
 
 local BUILDERS = { gaussian = "Gaussian", mixture = "ScaleMixture", laplace = "Laplace" }
 
---- The prior a config describes (the inverse of prior.config); a Lua prior
--- comes from `given`, since its code is not saved.
+-- given_for(c, given) -> given, checked against the Lua prior config c
+-- describes; an error that says how to pass the prior when given is nil.
+local function given_for(c, given)
+  local file = type(c.file) == "string" and c.file or nil
+  if given == nil then
+    error(("the model uses a prior written in Lua (%s%s), and opening a model never runs code "
+      .. "it names: give the prior file for this run (--prior FILE, or "
+      .. "bbb.load(path, {prior = bbb.prior.from_file(FILE)}))")
+      :format(tostring(c.name), file and (", trained with " .. file) or ""), 0)
+  end
+  prior.check(given, "the prior given for the model")
+  local want = type(c.file_hash) == "string" and c.file_hash or nil
+  if want and given.file_hash and given.file_hash ~= want then
+    error(("the prior file given (%s, hash %s) is not the one the model was trained with (%s, hash %s)")
+      :format(tostring(given.file), given.file_hash, tostring(file), want), 0)
+  end
+  return given
+end
+
+--- The prior a config describes (the inverse of prior.config). A prior
+-- written in Lua is never loaded from the file the config names: the config
+-- comes from a file that anyone may have written, so opening it must not run
+-- code. Such a prior comes from `given`, which the caller loaded from a path
+-- its user named for this run; when both carry a hash they must agree.
+-- `given` is ignored for the C priors, which the config describes whole.
 function prior.from_config(c, given)
-  if given ~= nil then return prior.check(given, "prior.from_config") end
   if type(c) ~= "table" then
     error(("prior.from_config: expected a table, got %s"):format(type(c)), 2)
   end
+  if c.kind == "lua" then return given_for(c, given) end
   local name = BUILDERS[c.kind]
-  if c.kind == "lua" then
-    if type(c.file) == "string" then
-      local ok, p = pcall(prior.from_file, c.file, c.file_hash)
-      if not ok then error(("the model's prior %s: %s"):format(tostring(c.name), p), 2) end
-      return p
-    end
-    error(("the model uses a prior written in Lua (%s): pass it again when loading")
-      :format(tostring(c.name)), 2)
-  end
   if not name then error(("prior.from_config: unknown prior kind %s"):format(tostring(c.kind)), 2) end
   local ok, p = pcall(prior[name], c)
   if not ok then error(p, 2) end

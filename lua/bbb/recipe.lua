@@ -236,6 +236,16 @@ local function checked_saved_args(parser, saved, path)
   return out
 end
 
+local function is_lua_prior(v) return type(v) == "string" and v:find("%.lua$") ~= nil end
+
+-- The prior a Lua file on the command line returns (a usage error if not).
+local function resume_prior(parser, path)
+  if not is_lua_prior(path) then return nil end
+  local ok, p = pcall(require("bbb.prior").from_file, path)
+  if not ok then usage_error(parser, "--prior: " .. tostring(p):gsub("^[^\n]-:%d+: ", "")) end
+  return p
+end
+
 --- recipe.parse(parser [, argv]) -> args, given
 -- Parses the command line; applies the --preset's flags that were not given;
 -- for --resume, loads the checkpoint (args._resume = what bbb.load returned)
@@ -251,11 +261,26 @@ function recipe.parse(parser, argv)
   local args = cli.parse(parser, argv)
   local given = cli.given(parser, argv)
   if type(args.resume) == "string" then   -- the shared --resume FILE (a script's own --resume flag is its own)
-    local ok, model_or_err, info = pcall(require("bbb").load, args.resume)
+    -- a prior written in Lua runs only from the path given on this command line
+    local given_prior = given.prior and resume_prior(parser, args.prior) or nil
+    local ok, model_or_err, info = pcall(require("bbb").load, args.resume, { prior = given_prior })
     if not ok then usage_error(parser, "--resume: " .. tostring(model_or_err):gsub("^[^\n]-:%d+: ", "")) end
     local saved = info.meta and info.meta.args
     if type(saved) ~= "table" then usage_error(parser, ("--resume: %s holds no run arguments"):format(args.resume)) end
     saved = checked_saved_args(parser, saved, args.resume)
+    if is_lua_prior(saved.prior) and not given.prior then
+      usage_error(parser, ("--resume: %s was trained with the prior written in Lua %s, and opening a "
+        .. "checkpoint never runs code it names: give it again with --prior FILE")
+        :format(args.resume, as_text(saved.prior)))
+    end
+    if given_prior then
+      local want = type(saved.prior_hash) == "string" and saved.prior_hash or nil
+      if want and want ~= given_prior.file_hash then
+        usage_error(parser, ("--prior: %s (hash %s) is not the file %s was trained with (hash %s)")
+          :format(args.prior, given_prior.file_hash, args.resume, want))
+      end
+      args._prior = given_prior
+    end
     if given.preset and saved.preset ~= args.preset then
       usage_error(parser, ("--preset %s differs from the resumed run's (%s): a resumed run keeps its setup")
         :format(args.preset, tostring(saved.preset or "none")))
@@ -276,16 +301,32 @@ function recipe.parse(parser, argv)
       if not given[k] then args[k] = v end
     end
   end
-  if type(args.prior) == "string" and args.prior:find("%.lua$") then
-    -- a resumed run needs the same file, unchanged
-    local ok, p = pcall(require("bbb.prior").from_file, args.prior, args._resume and args.prior_hash)
-    if not ok then usage_error(parser, "--prior: " .. tostring(p):gsub("^[^\n]-:%d+: ", "")) end
+  if type(args.prior) == "table" then args._prior = args.prior end   -- declare_model_prior's
+  if is_lua_prior(args.prior) and not args._prior then
+    local p = resume_prior(parser, args.prior)
     args._prior, args.prior_hash = p, p.file_hash
+  elseif args._prior then
+    args.prior_hash = args._prior.file_hash
   end
   local ok, err = recipe.prepare_outputs(args, spec.outputs)
   if not ok then usage_error(parser, err) end
   args._given = given
   return args, given
+end
+
+--- recipe.declare_model_prior(parser): --prior FILE for a script that opens
+-- a saved model. A model trained with a prior written in Lua needs its file
+-- named on the command line, since opening a model never runs code the model
+-- names; the option's value is the loaded prior (recipe.parse also puts it
+-- in args._prior).
+function recipe.declare_model_prior(parser)
+  parser:option("--prior", "The prior written in Lua that the saved model was trained with "
+    .. "(needed only for such a model).", nil, function(v)
+      if not is_lua_prior(v) then return nil, ("'%s' is not a .lua file"):format(v) end
+      local ok, p = pcall(require("bbb.prior").from_file, v)
+      if not ok then return nil, tostring(p):gsub("^[^\n]-:%d+: ", "") end
+      return p
+    end)
 end
 
 --- recipe.prepare_outputs(args [, extra]) -> true | nil, message: refuses two

@@ -155,7 +155,7 @@ function ood.run(args)
     local path = args["from_" .. kind]
     if path then
       local flag = "--from-" .. kind
-      local ok, net, info = pcall(bbb.load, path)
+      local ok, net, info = pcall(bbb.load, path, { prior = args._prior })
       if not ok then fail("%s: %s", flag, tostring(net):gsub("^[^\n]-:%d+: ", "")) end
       if not net then fail("%s: %s holds no model", flag, path) end
       local n_in, n_out = first_width(net), last_width(net)

@@ -40,6 +40,7 @@ function prune.parser()
       .. "(the model pruned by SNR at --save-fraction).\n"
       .. "Example: bbblua scripts/prune.lua --out out/p -- --preset adam-400 --epochs 20")
   parser:option("--from", "A checkpoint of a trained Bayesian model (bbb.save, mnist.lua --save).")
+  recipe.declare_model_prior(parser)
   parser:option("--fractions", "Fractions of the weights to remove.", DEFAULT_FRACTIONS)
     :convert(fraction_list)
   parser:option("--save-fraction", "Fraction for the pruned checkpoint.", "0.95"):convert(fraction)
@@ -79,7 +80,7 @@ function prune.run(args)
     if r.status == "interrupted" then recipe.interrupted("prune.lua", r) end
   end
 
-  local okl, net, info = pcall(bbb.load, from)
+  local okl, net, info = pcall(bbb.load, from, { prior = args._prior })
   if not okl then
     io.stderr:write(("prune.lua: --from: %s\n"):format(tostring(net):gsub("^[^\n]-:%d+: ", "")))
     os.exit(1)

@@ -134,7 +134,16 @@ end
 
 --- A deep copy: same configuration and parameter values, separate tensors.
 function Module:clone()
-  local copy = require("bbb.nn").build(self:config())
+  -- a prior written in Lua is not in the config: the copy shares this one's
+  local is_fused, lua_priors = require("bbb.prior").is_fused, {}
+  self:apply(function(m)
+    if m.prior and not is_fused(m.prior) then lua_priors[#lua_priors + 1] = m.prior end
+  end)
+  local copy = require("bbb.nn").build(self:config(), { prior = lua_priors[1] })
+  local i = 0
+  copy:apply(function(m)
+    if m.prior and not is_fused(m.prior) then i = i + 1; m.prior = lua_priors[i] end
+  end)
   local sd = {}
   for name, t in pairs(self:state_dict()) do sd[name] = t:detach():clone() end
   copy:load_state_dict(sd)
