@@ -36,8 +36,6 @@ parser:option("--causes-from", "Count the costly decisions after this step by ca
   :convert(cli.positive_integer())
 parser:option("--data", "The Mushroom .rda file.")
 local args = cli.parse(parser)
--- the products as scripts/bandit.lua forms them (its --gemm default)
-bbb.gemm_kernel(require("bbb.experiments.bandit").gemm_default())
 local function fail(msg, ...)
   io.stderr:write("bandit_ablation.lua: ", msg:format(...), "\n")
   os.exit(2)

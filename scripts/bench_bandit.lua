@@ -24,11 +24,8 @@ parser:option("--cores", "Cores to project the paper protocol on (default: this 
   :convert(cli.positive_integer())
 parser:option("--late", "Steps each agent plays before its steps are timed again, late in training (sparser "
   .. "activations; the projection's step times).", "2000"):convert(cli.nonnegative_integer())
-parser:option("--gemm", "The products' kernel: haswell, openblas or reference (default: bandit.lua's).")
-  :convert(cli.choice{ "haswell", "openblas", "reference" })
 local args = cli.parse(parser)
 bbb.set_num_threads(args.threads)
-bbb.gemm_kernel(args.gemm or require("bbb.experiments.bandit").gemm_default())
 local clock = bbb.core.clock
 local B, SIZES = 64, { 119, 100, 100, 1 }
 
@@ -68,38 +65,32 @@ end
 
 -- Median times of whole bandit steps (decide, act, store, 64 updates): early
 -- (after 5 steps) and late (after --late more), the share of the late
--- steps' time their products took (bbb.gemm_clock, in place), and the
--- products' terms with op(a)'s factor and with both factors nonzero, a
--- step's, over as many steps after those (counted apart: the count takes
--- time of its own).
+-- steps' time their products took (bbb.core.gemm_clock, in place).
 local function time_steps(make)
   local env = bandit.Mushroom{ seed = 1 }
   local agent = make()
   local function timed()
     local times, all = {}, 0
-    bbb.gemm_clock(true)
+    bbb.core.gemm_clock(true)
     for _ = 1, args.steps do
       local t0 = clock()
       bandit.run(env, agent, 1)
       times[#times + 1] = clock() - t0
       all = all + times[#times]
     end
-    return median(times), bbb.gemm_clock(false) / all
+    return median(times), bbb.core.gemm_clock(false) / all
   end
   bandit.run(env, agent, 5)   -- warm up
   local early = timed()
   bandit.run(env, agent, args.late)
   local late, share = timed()
-  bbb.gemm_clock(true, true)
-  bandit.run(env, agent, args.steps)
-  local _, _, a_terms, terms = bbb.gemm_clock(false)
-  return early, late, share, { a_terms / args.steps, terms / args.steps }
+  return early, late, share
 end
 
 local cores = args.cores or bbb.sys.nproc()
 
-print(("bbb %s, %d thread(s), products by %s, network %s at batch %d, Adam, Gaussian likelihood; medians of %d updates")
-  :format(bbb.version, args.threads, bbb.gemm_kernel(), table.concat(SIZES, "-"), B, args.updates))
+print(("bbb %s, %d thread(s), OpenBLAS kernels %s, network %s at batch %d, Adam, Gaussian likelihood; medians of %d updates")
+  :format(bbb.version, args.threads, bbb.core.environment().core, table.concat(SIZES, "-"), B, args.updates))
 local gemm = gemm_floor(201)
 -- how near the GEMMs run to the core's ceiling: its 8-wide fma rate, timed here
 local flop, peak = 0, bench.fma_peak(21)
@@ -148,24 +139,18 @@ local MAKE = {
   { name = "dropout", net = true, make = function() return bandit.MCDropout{ seed = 2 } end },
   { name = "neurallinear", net = true, make = function() return bandit.NeuralLinear{ seed = 2 } end },
 }
-local step, early, share, terms, line, late_line, share_line, terms_line = {}, {}, {}, {}, {}, {}, {}, {}
+local step, early, share, line, late_line, share_line = {}, {}, {}, {}, {}, {}
 for _, m in ipairs(MAKE) do
   local n = m.name
-  if m.same then early[n], step[n], share[n], terms[n] = early[m.same], step[m.same], share[m.same], terms[m.same]
-  else early[n], step[n], share[n], terms[n] = time_steps(m.make) end
+  if m.same then early[n], step[n], share[n] = early[m.same], step[m.same], share[m.same]
+  else early[n], step[n], share[n] = time_steps(m.make) end
   line[#line + 1] = ("%s %.1f"):format(n, early[n] * 1e3)
   late_line[#late_line + 1] = ("%s %.1f"):format(n, step[n] * 1e3)
   share_line[#share_line + 1] = ("%s %.0f%%"):format(n, 100 * share[n])
-  if m.net then
-    terms_line[#terms_line + 1] = ("%s %.0f%% / %.0f%%"):format(n, 100 * terms[n][1] / (64 * flop / 2),
-      100 * terms[n][2] / (64 * flop / 2))
-  end
 end
-print(("bandit step (decide + 64 updates) ms, products by %s: %s"):format(bbb.gemm_kernel(), table.concat(line, ", ")))
+print(("bandit step (decide + 64 updates) ms: %s"):format(table.concat(line, ", ")))
 print(("the same after %d more steps (the projection's): %s"):format(args.late, table.concat(late_line, ", ")))
 print(("of which the products (matrix products, timed in place): %s"):format(table.concat(share_line, ", ")))
-print(("their terms with op(a)'s factor / both factors nonzero, as a share of 64 updates' dense multiply-adds: %s")
-  :format(table.concat(terms_line, ", ")))
 -- an update as the agents run it: a late step (its decision and minibatch
 -- draws included) over its 64 updates, against the bare GEMMs above
 print(("an update late in training (a step / 64): bbb %.3f ms = %.1fx its GEMMs, greedy %.3f ms = %.1fx (target "
@@ -199,18 +184,4 @@ print(("paper protocol (%d agents x %d seeds x 50,000 steps of 64 updates) on %d
   .. "(the floor above): %.0f min%s"):format(#MAKE, SEEDS, cores, wall / 60, floor / 60, passes / 60,
   at_peak and ("; the GEMMs at the fma peak: %.0f min"):format(at_peak / 60) or ""))
 print(("the same steps with every product free (the rest of each step as timed): %.0f min"):format(rest / 60))
--- each product at the fma peak over its terms with op(a)'s factor nonzero
--- (what bbb's kernel, skipping op(a)'s zeros 8 columns at a time, forms),
--- and over those with both factors nonzero (every such term is an fma of
--- its entry's chain under these roundings: what any kernel costs at least);
--- the rest of each step as timed
-if peak then
-  local function at_peak_over(which)
-    return schedule(function(m)
-      return step[m.name] * (1 - share[m.name]) + (terms[m.name] and terms[m.name][which] or 0) * 2 / peak
-    end) / 60
-  end
-  print(("the same with every product at the fma peak over its terms with op(a)'s factor nonzero: %.0f min; "
-    .. "with both factors nonzero: %.0f min"):format(at_peak_over(1), at_peak_over(2)))
-end
 print("the machine may be shared with other work: these timings are noisy")

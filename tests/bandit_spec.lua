@@ -555,39 +555,24 @@ describe("scripts/bandit.lua", function()
     assert.are.equal("0", shares:match("uniform (%d+)%%"), shares)
     local free = tonumber(text:match("with every product free %(the rest of each step as timed%): (%d+) min"))
     assert.truthy(free and free < tonumber(wall), text)
-    -- the products' terms, counted: op(a)'s nonzeros take in those with both factors
-    -- nonzero; each product at the fma peak over them lies between free and as timed
-    local terms = text:match("their terms with op%(a%)'s factor / both factors nonzero, as a share of 64 updates' "
-      .. "dense multiply%-adds: ([^\n]+)")
-    assert.truthy(terms, text)
-    for _, name in ipairs { "bbb", "eps0", "dropout", "neurallinear" } do
-      local a_side, both = terms:match(name .. " (%d+)%% / (%d+)%%")
-      a_side, both = tonumber(a_side), tonumber(both)
-      assert.truthy(a_side and both and both > 0 and both <= a_side and a_side <= 100, name .. ": " .. terms)
-    end
-    local at_a, at_both = text:match("at the fma peak over its terms with op%(a%)'s factor nonzero: (%d+) min; "
-      .. "with both factors nonzero: (%d+) min")
-    at_a, at_both = tonumber(at_a), tonumber(at_both)
-    assert.truthy(at_a and at_both and free <= at_both and at_both <= at_a and at_a <= tonumber(wall), text)
   end)
 
-  it("replays the recorded regrets at step 1,000 on any CPU by default, with the recorded runs' GEMM roundings", function()
-    -- the recorded runs were made on OpenBLAS's Haswell kernels; where the CPU has AVX2 and
-    -- FMA, bandit.lua forms every product with their roundings (--gemm haswell, bbb's own
-    -- kernel; its plain loops elsewhere would take hours)
-    if not helpers.avx2_fma() then
-      pending("the replay needs AVX2 and FMA (--gemm haswell's kernel)")
+  it("replays the recorded regrets at step 1,000 in the recorded environment (OpenBLAS pinned)", function()
+    -- the recorded runs were made on OpenBLAS 0.3.21's Haswell kernels: pinned to them, the
+    -- products (and so every regret) are the recorded ones
+    local ok_env, why = helpers.recorded_environment()
+    if not ok_env then
+      pending(why)
       return
     end
     local want = {}
-    for line in io.lines("doc/results/bandit_reproduce_1k_haswell.csv") do
+    for line in io.lines(helpers.root .. "/tests/fixtures/bandit_regret_1k_haswell.csv") do
       local agent, seed, recorded = line:match("^(%w+),(%d+),(%d+),")
       if seed == "1" then want[agent] = tonumber(recorded) end
     end
     local status, text = run("scripts/bandit.lua --agents bbb,eps0,neurallinear --steps 1000 --jobs 2 --out "
-      .. out .. "-1k", "env -u BBB_GEMM")
+      .. out .. "-1k", "OPENBLAS_CORETYPE=Haswell")
     assert.are.equal(0, status, text)
-    has(text, "products: haswell")
     for _, agent in ipairs { "bbb", "eps0", "neurallinear" } do
       local last
       for line in io.lines(out .. "-1k/raw/" .. agent .. "_r0.csv") do
@@ -649,11 +634,6 @@ describe("scripts/bandit.lua", function()
     assert.are_not.equal(0, status8, text8)
     has(text8, "bbb_r0.safetensors was written with --prior-sigma-in ")
     has(text8, ", this run has 0.5")
-    -- so is another kernel for the products (their roundings differ)
-    local status9, text9 = run(more:gsub("--steps 150", "--steps 160") .. " --resume --gemm reference")
-    assert.are_not.equal(0, status9, text9)
-    has(text9, "_r0.safetensors was written with --gemm ")
-    has(text9, ", this run has reference")
     -- (the refused --sigma-final run above took the other agents on to step 160)
     local status7, text7 = run(more:gsub("--steps 150", "--steps 170"):gsub("bbb,", "") .. " --resume --decide-samples 3")
     assert.are.equal(0, status7, text7)
@@ -760,7 +740,6 @@ describe("scripts/bandit.lua", function()
       ["--sigma-final 0"] = "--sigma-final: number '0' is out of range",
       ["--sigma-steps 0"] = "--sigma-steps: integer '0' is out of range",
       ["--noise-model learned"] = "--noise-model: expected one of fixed, hetero, got 'learned'",
-      ["--gemm blis"] = "--gemm: expected one of haswell, openblas, reference, got 'blis'",
       ["--noise-model hetero --learn-sigma"] = "--learn-sigma learns one noise for every reward",
       ["--prior-sigma-in -1"] = "--prior-sigma-in: number '-1' is out of range",
       ["--prior-sigma-in wide"] = "--prior-sigma-in: expected a number, got 'wide'",

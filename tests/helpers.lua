@@ -69,13 +69,23 @@ function helpers.write(path, s)
   f:close()
 end
 
---- avx2_fma() -> whether this CPU has AVX2 and FMA (what BBB_GEMM=haswell's
--- kernel needs; without them its plain loops are far too slow for a replay)
-function helpers.avx2_fma()
+--- recorded_environment() -> true, or false and why: whether this machine
+-- can run the products in the environment the recorded results were made
+-- in, OpenBLAS 0.3.21 pinned to its Haswell kernels (OPENBLAS_CORETYPE=
+-- Haswell, which needs AVX2 and FMA). A replay of those results compares
+-- bits only there.
+function helpers.recorded_environment()
   local f = io.open("/proc/cpuinfo")
   local cpu = f and f:read("a") or ""
   if f then f:close() end
-  return cpu:find("%savx2%s") ~= nil and cpu:find("%sfma%s") ~= nil
+  if not (cpu:find("%savx2%s") and cpu:find("%sfma%s")) then
+    return false, "the recorded environment (OpenBLAS's Haswell kernels) needs AVX2 and FMA"
+  end
+  local blas = require("bbb").core.environment().openblas
+  if not blas:find("OpenBLAS 0.3.21", 1, true) then
+    return false, ("the recorded results were made on OpenBLAS 0.3.21, this is %s"):format(blas)
+  end
+  return true
 end
 
 --- with_threads(n, fn) -> fn() run on n threads of bbb, the previous count

@@ -2,8 +2,10 @@
 --
 -- A file is an 8-byte little-endian header length, a JSON header mapping
 -- each tensor's name to {dtype = "F32", shape, data_offsets}, plus
--- "__metadata__" (string values only: "format" = "bbb" and "bbb" = the JSON
--- of bbb's own description), then the raw little-endian float32 data. Any
+-- "__metadata__" (string values only: "format" = "bbb", "bbb" = the JSON
+-- of bbb's own description, and "openblas" and "openblas_core": the
+-- OpenBLAS build and kernels the file was written under, which a replay of
+-- its run pins), then the raw little-endian float32 data. Any
 -- safetensors reader opens it. Writes are atomic (temporary file, fsync,
 -- rename); the reader trusts nothing in the file.
 --
@@ -74,7 +76,10 @@ local function write_raw(path, tensors, meta)
     list[i] = t
     offset = offset + bytes
   end
-  header.__metadata__ = { format = checkpoint.FORMAT, bbb = json.encode(meta or {}) }
+  -- what the run's last bits depend on besides bbb: a replay pins these
+  local env = core.environment()
+  header.__metadata__ = { format = checkpoint.FORMAT, bbb = json.encode(meta or {}),
+    openblas = env.openblas, openblas_core = env.core }
   local text = json.encode(header)
   -- padded with spaces so the data starts 8-byte aligned, as safetensors does
   text = text .. (" "):rep((8 - #text % 8) % 8)

@@ -87,7 +87,6 @@ local PUBLIC = {
   -- autograd, randomness, runtime
   "set_grad_enabled", "is_grad_enabled", "Generator", "manual_seed",
   "set_num_threads", "get_num_threads", "threads_in_use", "max_threads", "bytes_allocated",
-  "gemm_kernel", "gemm_own_kernel", "gemm_clock",
 }
 
 local bbb = {}

@@ -40,60 +40,44 @@ static int l_threads_in_use(lua_State *L) {
   return 1;
 }
 
-/** gemm_kernel([kind]) -> string
-** The code that forms matrix products: "openblas" (the default: the
-** kernels OpenBLAS picks for this CPU, which round differently from one CPU
-** to another), "haswell" (the roundings of OpenBLAS 0.3.21's Haswell
-** kernel, on which the recorded results were made, on any CPU: bbb's own
-** kernel, faster than OpenBLAS where op(a) is mostly zeros, about 0.6 of its
-** speed where it is dense) or "reference" (the same roundings as plain
-** loops). The environment variable BBB_GEMM sets it when bbb loads. Sets
-** it when kind is given; returns the one before. */
-static const char *const gemm_kinds[] = { "openblas", "haswell", "reference", NULL };
-
-static int l_gemm_kernel(lua_State *L) {
-  int k = lua_isnoneornil(L, 1) ? -1 : lbbb_check_option(L, 1, "kind", NULL, gemm_kinds);
-  lua_pushstring(L, gemm_kinds[bbb_gemm_kind(k)]);
-  return 1;
-}
-
-/** gemm_own_kernel() -> boolean
-** Whether "haswell" runs on bbb's own kernel here (the CPU has AVX2 and
-** FMA); elsewhere it runs on the plain loops, far slower. */
-static int l_gemm_own_kernel(lua_State *L) {
-  lua_pushboolean(L, bbb_gemm_own_kernel());
-  return 1;
-}
-
-/** gemm_clock([on [, terms]]) -> seconds, calls, a_terms, terms
+/** gemm_clock([on]) -> seconds, calls
 ** The time spent in matrix products (matmul, linear, the fused step) on
 ** this thread, and their count, since the clock was started: true starts
 ** it from zero, false stops it, nothing reads it; returns what it held
-** before. Started with terms = true it also counts the products' terms
-** op(a)[i][l] op(b)[l][j] with op(a)'s factor nonzero (what a kernel
-** skipping op(a)'s zeros forms) and with both factors nonzero (what any
-** kernel forming each entry as a chain of multiply-adds must), by a pass
-** over each product's inputs, outside the products' time but not outside
-** the caller's; both are nil when not counted or a count ran out of
-** memory. It is off until started. */
+** before. It is off until started. */
 static int l_gemm_clock(lua_State *L) {
   int on = -1;
   if (!lua_isnoneornil(L, 1)) {
     luaL_checktype(L, 1, LUA_TBOOLEAN);
     on = lua_toboolean(L, 1);
-    if (!lua_isnoneornil(L, 2)) {
-      luaL_checktype(L, 2, LUA_TBOOLEAN);
-      if (on && lua_toboolean(L, 2)) on = 2;
-    }
   }
-  int64_t calls, terms[2];
-  lua_pushnumber(L, bbb_gemm_clock(on, &calls, terms));
+  int64_t calls;
+  lua_pushnumber(L, bbb_gemm_clock(on, &calls));
   lua_pushinteger(L, (lua_Integer)calls);
-  for (int i = 0; i < 2; i++) {
-    if (terms[i] < 0) lua_pushnil(L);
-    else lua_pushinteger(L, (lua_Integer)terms[i]);
+  return 2;
+}
+
+char *openblas_get_corename(void);
+char *openblas_get_config(void);
+
+/** environment() -> {openblas =, core =, coretype =}
+** What a run's last bits depend on besides bbb: OpenBLAS's build (its
+** version and options), the kernels it picked for this CPU, and
+** OPENBLAS_CORETYPE when set (nil otherwise). Results and checkpoints
+** record it, so a replay knows what to pin. */
+static int l_environment(lua_State *L) {
+  const char *config = openblas_get_config(), *core = openblas_get_corename();
+  const char *env = getenv("OPENBLAS_CORETYPE");
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, config ? config : "unknown");
+  lua_setfield(L, -2, "openblas");
+  lua_pushstring(L, core ? core : "unknown");
+  lua_setfield(L, -2, "core");
+  if (env && *env) {
+    lua_pushstring(L, env);
+    lua_setfield(L, -2, "coretype");
   }
-  return 4;
+  return 1;
 }
 
 /** bytes_allocated() -> integer
@@ -114,8 +98,7 @@ static int l_clock(lua_State *L) {
 static const luaL_Reg funcs[] = {
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
   {"threads_in_use", l_threads_in_use},
-  {"max_threads", l_max_threads}, {"gemm_kernel", l_gemm_kernel},
-  {"gemm_own_kernel", l_gemm_own_kernel}, {"gemm_clock", l_gemm_clock},
+  {"max_threads", l_max_threads}, {"gemm_clock", l_gemm_clock}, {"environment", l_environment},
   {"bytes_allocated", l_bytes_allocated}, {"clock", l_clock},
   {"last_error", lbbb_last_error}, {NULL, NULL}
 };
@@ -124,13 +107,4 @@ void lbbb_open_runtime(lua_State *L, const lbbb_tables *tb) {
   lbbb_register(L, tb, NULL, funcs, NULL);
   lua_pushliteral(L, BBB_VERSION);   /* from CMakeLists.txt's project VERSION */
   lua_setfield(L, tb->module, "version");
-  const char *env = getenv("BBB_GEMM");
-  if (env && *env) {
-    int k = 0;
-    while (gemm_kinds[k] && strcmp(gemm_kinds[k], env) != 0) k++;
-    if (!gemm_kinds[k])
-      luaL_error(L, "bbb: BBB_GEMM is \"%s\"; it must be \"openblas\", \"haswell\" or "
-                 "\"reference\"", env);
-    bbb_gemm_kind(k);
-  }
 }

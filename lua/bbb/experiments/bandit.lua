@@ -127,11 +127,6 @@ function M.parser()
   recipe.declare(parser, { "seed" })
   parser:option("--repeats", "Runs per agent (seeds seed, seed+1, ...); curves are averaged (default 1; 5 with --paper).")
     :convert(cli.positive_integer())
-  parser:option("--gemm", "The networks' products: haswell (bbb's own kernel with the roundings of OpenBLAS "
-    .. "0.3.21's Haswell sgemm, on which the recorded runs were made: their regrets on any CPU), openblas (the "
-    .. "kernels OpenBLAS picks for this CPU) or reference (haswell's roundings as plain loops). Default: "
-    .. "BBB_GEMM when set, else haswell where the CPU has AVX2 and FMA, else openblas.")
-    :convert(cli.choice{ "haswell", "openblas", "reference" })
   parser:option("--jobs", "Worker processes at once (default: the number of cores)."):convert(cli.positive_integer())
   parser:option("--out", "Output directory.", "out/bandit"):convert(cli.output_dir())
   parser:option("--data", "The Mushroom .rda file (default: data/mushroom/Mushroom.rda).")
@@ -141,16 +136,6 @@ function M.parser()
   parser:option("--worker", "(internal) run one agent and write its curve."):hidden(true)
   parser:option("--run", "(internal) the repeat index of --worker."):hidden(true):convert(cli.nonnegative_integer())
   return parser
-end
-
---- M.gemm_default() -> the kernel kind the bandit's products use unless told:
--- BBB_GEMM's when set (bbb took it when it loaded), else "haswell" (the
--- recorded runs' roundings) where bbb's own kernel runs (AVX2 and FMA), else
--- "openblas".
-function M.gemm_default()
-  local env = os.getenv("BBB_GEMM")
-  if env and env ~= "" then return bbb.gemm_kernel() end
-  return bbb.gemm_own_kernel() and "haswell" or "openblas"
 end
 
 --- M.parse([argv]) -> args: the command line, checked.
@@ -185,10 +170,7 @@ function M.run(args)
     end
     prior_mix = m
   end
-  local gemm = args.gemm or M.gemm_default()
-  bbb.gemm_kernel(gemm)
   local cfg = {
-    gemm = gemm,
     steps = args.paper and PAPER_STEPS or args.steps or DEFAULT_STEPS,
     updates = args.updates, batch = args.batch, buffer = args.buffer, lr = args.lr, sigma = args.sigma,
     seed = args.seed, repeats = args.repeats, every = args.checkpoint_every, rho_init = args.rho_init,
@@ -201,7 +183,7 @@ function M.run(args)
   end
   -- the settings above that the workers need besides the ones the coordinator passes on
   local worker_args = { "--kl", cfg.kl, "--decide-samples", cfg.decide_samples, "--dropout", cfg.dropout,
-    "--refit", cfg.refit, "--noise-model", args.noise_model, "--gemm", cfg.gemm }
+    "--refit", cfg.refit, "--noise-model", args.noise_model }
   if prior_mix then worker_args[#worker_args + 1] = "--prior-mix"; worker_args[#worker_args + 1] = args.prior_mix end
   if cfg.learn_sigma then worker_args[#worker_args + 1] = "--learn-sigma" end
   worker_args[#worker_args + 1] = "--prior-sigma-in"
@@ -265,12 +247,14 @@ function M.run(args)
     if meta.kind ~= "bandit" or meta.agent ~= a.name or math.tointeger(meta.run) ~= run then
       error(("%s is not a checkpoint of agent %s, run %d"):format(path, a.name, run), 0)
     end
+    if meta.config.gemm ~= nil and meta.config.gemm ~= "openblas" then
+      error(("%s was written with the products of --gemm %s, which bbb no longer has: start the run "
+        .. "again without --resume"):format(path, tostring(meta.config.gemm)), 0)
+    end
     for _, k in ipairs { "updates", "batch", "buffer", "lr", "sigma", "rho_init", "prior_sigma", "seed", "kl",
                          "learn_sigma", "decide_samples", "prior_mix", "dropout", "refit", "hetero", "sigma_final", "sigma_steps",
-                         "prior_sigma_in", "gemm" } do
+                         "prior_sigma_in" } do
       local saved, now = meta.config[k], cfg[k]
-      -- a checkpoint from before --gemm does not say its kind: not checked
-      if k == "gemm" and saved == nil then saved = now end
       -- the input layer's own prior is BBB's alone; none (a checkpoint from
       -- before it, or 0) is --prior-sigma's
       if k == "prior_sigma_in" then saved, now = saved or 0, now or 0 end
@@ -392,8 +376,8 @@ function M.run(args)
   end
 
   print(("Mushroom bandit: %s; %d steps, %d updates of %d per step, buffer %d, %d repeat(s); "
-    .. "%d worker(s) at once, 1 thread each; products: %s"):format(table.concat(names, ", "), cfg.steps, cfg.updates,
-    cfg.batch, cfg.buffer, cfg.repeats, math.min(jobs, #runs), cfg.gemm))
+    .. "%d worker(s) at once, 1 thread each"):format(table.concat(names, ", "), cfg.steps, cfg.updates,
+    cfg.batch, cfg.buffer, cfg.repeats, math.min(jobs, #runs)))
   io.stdout:flush()
   local t0 = bbb.core.clock()
   for i, r in ipairs(bbb.sys.run_all(argvs, jobs, { stdin = "/dev/null" })) do
