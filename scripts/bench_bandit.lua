@@ -4,10 +4,10 @@
 -- the paper's protocol (every agent, 5 seeds, 50,000 steps x 64 updates).
 -- bbblua scripts/bench_bandit.lua --help
 local bbb = require "bbb"
-local recipe = require "bbb.recipe"
-local cli = require "bbb.cli"
+local recipe = require "bbb.app.recipe"
+local cli = require "bbb.app.cli"
 local bandit = require "bbb.bandit"
-local bl = require "bbb.benchlib"
+local bl = require "bbb.app.bench"
 local bench = require "bbb.bench"
 local fused = require "bbb.nn.fused"
 
@@ -28,7 +28,7 @@ parser:option("--gemm", "The products' kernel: haswell, openblas or reference (d
   :convert(cli.choice{ "haswell", "openblas", "reference" })
 local args = cli.parse(parser)
 bbb.set_num_threads(args.threads)
-bbb.gemm_kernel(args.gemm or require("bbb.experiments.bandit").gemm_default())
+bbb.gemm_kernel(args.gemm or require("bbb.app.experiments.bandit").gemm_default())
 local clock = bbb.core.clock
 local B, SIZES = 64, { 119, 100, 100, 1 }
 
