@@ -7,7 +7,7 @@
 -- Every agent meets the same mushrooms and poison coins (common random
 -- numbers); agents run in parallel worker processes, one thread each.
 -- bbblua scripts/bandit.lua --help
-local recipe = require "bbb.recipe"
-local bandit = require "bbb.experiments.bandit"
+local recipe = require "bbb.app.recipe"
+local bandit = require "bbb.app.experiments.bandit"
 
 recipe.main("bandit.lua", function() bandit.run(bandit.parse(arg)) end)

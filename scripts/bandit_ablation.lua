@@ -6,11 +6,11 @@
 -- file at once, so a stopped ablation resumes where it stopped.
 -- bbblua scripts/bandit_ablation.lua --help
 local bbb = require "bbb"
-local recipe = require "bbb.recipe"
-local cli = require "bbb.cli"
+local recipe = require "bbb.app.recipe"
+local cli = require "bbb.app.cli"
 local json = require "bbb.json"
 local bandit = require "bbb.bandit"
-local experiment = require "bbb.bandit.experiment"
+local experiment = require "bbb.app.experiments.bandit_agent"
 
 local with, ROWS = experiment.with, experiment.ABLATION_ROWS
 local BY = {}
@@ -36,6 +36,11 @@ parser:option("--causes-from", "Count the costly decisions after this step by ca
   :convert(cli.positive_integer())
 parser:option("--data", "The Mushroom .rda file.")
 local args = cli.parse(parser)
+<<<<<<< HEAD
+=======
+-- the products as scripts/bandit.lua forms them (its --gemm default)
+bbb.gemm_kernel(require("bbb.app.experiments.bandit").gemm_default())
+>>>>>>> lualayout
 local function fail(msg, ...)
   io.stderr:write("bandit_ablation.lua: ", msg:format(...), "\n")
   os.exit(2)

@@ -7,22 +7,27 @@
 -- meals (the coin gave +5 every time), at least one -35, or none (the
 -- network generalised from other mushrooms).
 --   build/bbblua scripts/bandit_inspect.lua out/bandit/ckpt/bbb_r0.safetensors
-local recipe = require "bbb.recipe"
+local recipe = require "bbb.app.recipe"
 local bbb = require "bbb"
 
 local parser = recipe.parser("bandit_inspect.lua", "The costly decisions a saved bandit agent would take now, "
   .. "and what its buffer holds of the poisonous mushrooms its mean eats.")
 parser:argument("checkpoints", "Checkpoints written by scripts/bandit.lua (<out>/ckpt/*.safetensors)."):args("+")
-parser:option("--samples", "Weight draws per mushroom (BBB).", "64"):convert(require("bbb.cli").positive_integer { max = 100000 })
+parser:option("--samples", "Weight draws per mushroom (BBB).", "64"):convert(require("bbb.app.cli").positive_integer { max = 100000 })
 parser:option("--data", "The Mushroom .rda file (default: data/mushroom/Mushroom.rda).")
 parser:flag("--shared", "Also list the feature values that all the edible mushrooms the mean passes share (and "
   .. "all the poisonous ones it eats), with how many mushrooms have each, how many of those are poisonous, "
   .. "and how many meals of them the buffer holds.")
 local args = recipe.parse(parser)
+<<<<<<< HEAD
+=======
+-- the products as scripts/bandit.lua forms them (its --gemm default)
+bbb.gemm_kernel(require("bbb.app.experiments.bandit").gemm_default())
+>>>>>>> lualayout
 
 recipe.main("bandit_inspect.lua", function()
-  local experiment = require "bbb.bandit.experiment"
-  local bandit = require "bbb.experiments.bandit"
+  local experiment = require "bbb.app.experiments.bandit_agent"
+  local bandit = require "bbb.app.experiments.bandit"
   local data = bbb.data.load_mushroom{ path = args.data }
   print(("%-40s %7s %7s %7s %7s %10s %6s %6s %6s"):format("checkpoint", "step", "poison", "edible",
     "eaten", "regret", "lucky", "mixed", "unseen"))

@@ -4,10 +4,10 @@
 -- the paper's protocol (every agent, 5 seeds, 50,000 steps x 64 updates).
 -- bbblua scripts/bench_bandit.lua --help
 local bbb = require "bbb"
-local recipe = require "bbb.recipe"
-local cli = require "bbb.cli"
+local recipe = require "bbb.app.recipe"
+local cli = require "bbb.app.cli"
 local bandit = require "bbb.bandit"
-local bl = require "bbb.benchlib"
+local bl = require "bbb.app.bench"
 local bench = require "bbb.bench"
 local fused = require "bbb.nn.fused"
 

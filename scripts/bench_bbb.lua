@@ -5,10 +5,10 @@
 -- estimator and C prior, and PyTorch's step when python3 has torch.
 -- bbblua scripts/bench_bbb.lua --help
 local bbb = require "bbb"
-local recipe = require "bbb.recipe"
-local cli = require "bbb.cli"
+local recipe = require "bbb.app.recipe"
+local cli = require "bbb.app.cli"
 local bench = require "bbb.bench"
-local bl = require "bbb.benchlib"
+local bl = require "bbb.app.bench"
 
 local parser = recipe.parser("bench_bbb.lua", "Time full training steps (forward, ELBO, backward, "
   .. "Adam) of Bayesian, plain and MC-dropout MLPs against the bare sgemm calls the step contains, "

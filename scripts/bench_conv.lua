@@ -5,9 +5,9 @@
 -- estimator, then the step's phases.
 --   build/bbblua scripts/bench_conv.lua [--threads N] [--batch B] [--reps R]
 local bbb = require "bbb"
-local recipe = require "bbb.recipe"
+local recipe = require "bbb.app.recipe"
 local core = require "bbb.core"
-local cli = require "bbb.cli"
+local cli = require "bbb.app.cli"
 local bench = require "bbb.bench"
 
 local parser = recipe.parser("bench_conv.lua", "Times the ops of a LeNet training step one by one "

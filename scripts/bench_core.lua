@@ -6,10 +6,10 @@
 -- in ulp over a sweep of every binade. Ratios, not absolute times, are what
 -- carry over between machines.
 --   build/bbblua scripts/bench_core.lua [--threads N] [--reps R] [--no-vmath]
-local recipe = require "bbb.recipe"
+local recipe = require "bbb.app.recipe"
 local bbb = require "bbb"
 local core = require "bbb.core"
-local cli = require "bbb.cli"
+local cli = require "bbb.app.cli"
 local bench = require "bbb.bench"
 
 local parser = recipe.parser("bench_core", "Times core ops against floors measured in the same run.", {})

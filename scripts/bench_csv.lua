@@ -4,10 +4,10 @@
 -- float32 size. The file is written once (rows drawn from a pool of
 -- random rows, numbers printed with %.6g) and kept for later runs.
 --   build/bbblua scripts/bench_csv.lua [--rows 1000000] [--cols 50] [--file /tmp/bbb_bench.csv]
-local recipe = require "bbb.recipe"
+local recipe = require "bbb.app.recipe"
 local bbb = require "bbb"
 local core = require "bbb.core"
-local cli = require "bbb.cli"
+local cli = require "bbb.app.cli"
 
 local parser = recipe.parser("bench_csv", "Times bbb.data.read_csv against a plain read of the same file.", { defaults = { threads = "1" } })
 parser:option("--rows", "Rows of the file (1..10^8).", "1000000"):convert(cli.integer { min = 1, max = 100000000 })

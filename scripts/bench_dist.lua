@@ -3,8 +3,8 @@
 --   bbblua scripts/bench_dist.lua                       # 1 process
 --   mpirun -np 2 bbblua scripts/bench_dist.lua          # 2 ranks
 local bbb = require "bbb"
-local recipe = require "bbb.recipe"
-local cli = require "bbb.cli"
+local recipe = require "bbb.app.recipe"
+local cli = require "bbb.app.cli"
 
 local parser = recipe.parser("bench_dist.lua", "Time data-parallel training steps of a Bayesian MLP "
   .. "(784-H-H-10, global batch --batch) and the gradient all-reduce inside them, with the "

@@ -7,10 +7,10 @@
 -- calibration (50/90/95% interval coverage, or ECE). --save writes one
 -- checkpoint holding the model and its preprocessing for scripts/predict.lua.
 --   build/bbblua scripts/fit.lua --data table.csv --target price --save out/price.ckpt
-local recipe = require "bbb.recipe"
+local recipe = require "bbb.app.recipe"
 local bbb = require "bbb"
-local cli = require "bbb.cli"
-local tab = require "bbb.tabular"
+local cli = require "bbb.app.cli"
+local tab = require "bbb.app.tabular"
 
 local function hidden_list(s)
   local out = {}

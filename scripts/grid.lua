@@ -8,7 +8,7 @@
 -- takes the next) and alone writes the results file.
 --   mpirun -np 8 bbblua scripts/grid.lua
 -- bbblua scripts/grid.lua --help
-local recipe = require "bbb.recipe"
-local grid = require "bbb.experiments.grid"
+local recipe = require "bbb.app.recipe"
+local grid = require "bbb.app.experiments.grid"
 
 recipe.main("grid.lua", function() grid.run(grid.parse(arg)) end)

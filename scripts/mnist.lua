@@ -2,8 +2,8 @@
 -- the plain and dropout MLP baselines, through the shared training loop.
 -- The experiment itself is bbb.experiments.mnist; this is its command line.
 -- bbblua scripts/mnist.lua --help
-local recipe = require "bbb.recipe"
-local mnist = require "bbb.experiments.mnist"
+local recipe = require "bbb.app.recipe"
+local mnist = require "bbb.app.experiments.mnist"
 
 recipe.main("mnist.lua", function()
   local result = mnist.run(mnist.parse(arg))

@@ -3,7 +3,7 @@
 -- set, the other data set (dataset shift), N(0, 1) noise and uniform noise:
 -- entropies, mutual information, AUROC of in against out, calibration.
 -- bbblua scripts/ood.lua --help
-local recipe = require "bbb.recipe"
-local ood = require "bbb.experiments.ood"
+local recipe = require "bbb.app.recipe"
+local ood = require "bbb.app.experiments.ood"
 
 recipe.main("ood.lua", function() ood.run(ood.parse(arg)) end)

@@ -4,7 +4,7 @@
 -- bbblua scripts/plot_run.lua RUN.jsonl [CKPT] [--out PREFIX]
 local bbb = require "bbb"
 local argparse = require "argparse"
-local cli = require "bbb.cli"
+local cli = require "bbb.app.cli"
 local json = require "bbb.json"
 
 local parser = argparse("plot_run.lua", "Plot a training run: ELBO, complexity and NLL per "
@@ -15,7 +15,7 @@ parser:argument("checkpoint", "A checkpoint of the model (optional).")
   :args("?")
 parser:option("--out", "Prefix of the PNG files (default: out/<log name>).")
 parser:option("--bins", "Histogram bins.", "60"):convert(cli.positive_integer { max = 10000 })
-require("bbb.recipe").declare_model_prior(parser)
+require("bbb.app.recipe").declare_model_prior(parser)
 local args = cli.parse(parser)
 
 local function fail(msg, ...)

@@ -9,10 +9,10 @@
 -- an error naming it. When the rows hold the target too, the scores and
 -- --plot (predicted vs observed, or the calibration curve) come with them.
 --   build/bbblua scripts/predict.lua --model out/price.ckpt --data new.csv --out predictions.csv
-local recipe = require "bbb.recipe"
+local recipe = require "bbb.app.recipe"
 local bbb = require "bbb"
-local cli = require "bbb.cli"
-local tab = require "bbb.tabular"
+local cli = require "bbb.app.cli"
+local tab = require "bbb.app.tabular"
 
 local parser = recipe.parser("predict.lua", "Predict with uncertainty from a model saved by scripts/fit.lua --save.",
   { defaults = { threads = "1" }, outputs = { "out", "plot" } })

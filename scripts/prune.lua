@@ -3,7 +3,7 @@
 -- lowest |mu| / sigma first, and reports the test error with posterior means
 -- and with an MC ensemble, beside pruning by |mu| alone.
 -- bbblua scripts/prune.lua --help
-local recipe = require "bbb.recipe"
-local prune = require "bbb.experiments.prune"
+local recipe = require "bbb.app.recipe"
+local prune = require "bbb.app.experiments.prune"
 
 recipe.main("prune.lua", function() prune.run(prune.parse(arg)) end)

@@ -3,7 +3,7 @@
 -- curve of Blundell et al. (2015, fig. 5), or a noisy sine (seed 004's sweep
 -- over the KL weight beta).
 -- bbblua scripts/regression.lua --help
-local recipe = require "bbb.recipe"
-local regression = require "bbb.experiments.regression"
+local recipe = require "bbb.app.recipe"
+local regression = require "bbb.app.experiments.regression"
 
 recipe.main("regression.lua", function() regression.run(regression.parse(arg)) end)

@@ -6,10 +6,10 @@
 -- under --protocol paper, a search of the paper's grid on the validation split.
 -- bbblua scripts/table1.lua --help
 local bbb = require "bbb"
-local cli = require "bbb.cli"
+local cli = require "bbb.app.cli"
 local json = require "bbb.json"
-local recipe = require "bbb.recipe"
-local mnist = require "bbb.experiments.mnist"
+local recipe = require "bbb.app.recipe"
+local mnist = require "bbb.app.experiments.mnist"
 
 -- Test error (%) in the paper's Table 1, by method and units per layer.
 local PAPER = {
@@ -63,7 +63,7 @@ parser:option("--min-epochs", "paper protocol: epochs of the first rung.", "1"):
 parser:option("--jobs", "paper protocol: settings trained at once (default: the cores)."):convert(cli.positive_integer { max = 256 })
 parser:option("--select", "paper protocol: val-error (the validation error after the last epoch) or "
   .. "val-error-min (its lowest over the epochs: early stopping, with the test error of that epoch).", "val-error")
-  :convert(cli.choice(require("bbb.experiments.grid").SELECT))
+  :convert(cli.choice(require("bbb.app.experiments.grid").SELECT))
 parser:option("--lr", "paper protocol: search only these learning rates (a comma list; each method's own grid "
   .. "otherwise), e.g. what a smaller width chose, where the whole grid costs too much.")
   :convert(list_of(cli.positive_number(), "lr"))
@@ -80,7 +80,7 @@ end
 
 
 if args.protocol == "paper" then
-  local paper = require "bbb.experiments.table1_paper"
+  local paper = require "bbb.app.experiments.table1_paper"
   local narrow = paper.narrow(args.lr, args.samples)
   -- refused before any run: the split the protocol holds out must leave training images
   if args.limit and args.limit <= paper.VAL then

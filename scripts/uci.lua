@@ -9,10 +9,10 @@
 -- --refit (the default) the model is then trained again on the whole
 -- training part for the epochs that were best.
 --   nice -n 10 build/bbblua scripts/uci.lua --out doc/results/uci
-local recipe = require "bbb.recipe"
+local recipe = require "bbb.app.recipe"
 local bbb = require "bbb"
-local cli = require "bbb.cli"
-local tab = require "bbb.tabular"
+local cli = require "bbb.app.cli"
+local tab = require "bbb.app.tabular"
 
 local SETS = {
   boston = { spec = "data/r/MASS:Boston", target = "medv" },

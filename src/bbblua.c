@@ -706,7 +706,7 @@ static int loadline(lua_State *L) {
  * when bbb is there, else print. */
 static int push_printer(lua_State *L) {
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "bbb.repl");
+  lua_pushliteral(L, "bbb.app.repl");
   lua_call(L, 1, 1);
   lua_getfield(L, -1, "print");
   return 1;

@@ -23,7 +23,7 @@ static lua_State *complete_L = NULL;
 static int call_complete(lua_State *L) {
   const char *text = lua_tostring(L, 1);
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "bbb.repl");
+  lua_pushliteral(L, "bbb.app.repl");
   lua_call(L, 1, 1);
   lua_getfield(L, -1, "complete");
   lua_pushstring(L, text);

@@ -255,7 +255,7 @@ describe("agents", function()
   end)
 
   it("the diagnostics leave the agent's decisions unchanged", function()
-    local experiment = require "bbb.bandit.experiment"
+    local experiment = require "bbb.app.experiments.bandit_agent"
     local data = tiny_data()
     local function play(probe)
       local acts = {}
@@ -278,7 +278,7 @@ describe("agents", function()
   end)
 
   it("counting the costly decisions by cause leaves the run unchanged and counts each one once", function()
-    local experiment = require "bbb.bandit.experiment"
+    local experiment = require "bbb.app.experiments.bandit_agent"
     local data = tiny_data()
     local function play(causes)
       local cfg = { seed = 5, updates = 2, batch = 4, buffer = 16, lr = 1e-3, sigma = 0.1, rho_init = -3,
@@ -309,7 +309,7 @@ describe("agents", function()
   end)
 
   it("diagnoses a network with a noise output on its mean column", function()
-    local experiment = require "bbb.bandit.experiment"
+    local experiment = require "bbb.app.experiments.bandit_agent"
     local data = tiny_data()
     local agent = bandit.EpsilonGreedy(opts{ epsilon = 0, hetero = true, sigma = 0.05 })
     agent:update(data.x:narrow(1, 2, 1), 2, -35)
@@ -319,7 +319,7 @@ describe("agents", function()
   end)
 
   it("counts the mistakes of the fitted mean as a mushroom-by-mushroom check does", function()
-    local experiment = require "bbb.bandit.experiment"
+    local experiment = require "bbb.app.experiments.bandit_agent"
     local data = { x = bbb.tensor{ { 1, 0, 1, 0 }, { 0, 1, 1, 0 }, { 1, 0, 0, 1 }, { 0, 1, 0, 1 }, { 1, 1, 0, 0 } },
                    edible = { true, false, true, false, false }, n = 5 }
     for _, agent in ipairs { bandit.EpsilonGreedy(opts{ epsilon = 0, buffer = 64 }), bandit.BBB(opts{ buffer = 64 }) } do
@@ -363,7 +363,7 @@ describe("agents", function()
   end)
 
   it("lists the feature values a set of mushrooms shares, with their counts over the data and the buffer's meals", function()
-    local experiment = require "bbb.bandit.experiment"
+    local experiment = require "bbb.app.experiments.bandit_agent"
     local data = { x = bbb.tensor{ { 1, 0, 1, 0 }, { 0, 1, 1, 0 }, { 1, 0, 0, 1 }, { 0, 1, 0, 1 }, { 1, 1, 0, 0 } },
                    edible = { true, false, true, false, false }, n = 5, feature_names = { "a=1", "a=2", "b=1", "b=2" } }
     -- rows 1 and 3 share column 1 alone; rows 1, 3 and 5 have it, row 5 poisonous

@@ -1,6 +1,6 @@
 -- bbb.cli: flag converters check type and range; nothing is coerced.
 local argparse = require "argparse"
-local cli = require "bbb.cli"
+local cli = require "bbb.app.cli"
 
 -- The flags of the experiment scripts, declared with the cli converters.
 local function parser()

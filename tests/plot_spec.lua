@@ -1,6 +1,6 @@
 -- bbb.plot: real PNG and SVG files through gnuplot, dumb-terminal text, errors.
 local bbb = require "bbb"
-local plot = require "bbb.plot"
+local plot = require "bbb.app.plot"
 
 local function temp_dir()
   local dir = os.tmpname()
@@ -190,7 +190,7 @@ describe("plot", function()
 
   it("says so when gnuplot is not installed", function()
     local lua = "PATH=/nonexistent /usr/bin/lua5.4 -e "
-      .. "'print(select(2, pcall(require(\"bbb.plot\").lines, {file = \"x.png\", series = {{y = {1}}}})))'"
+      .. "'print(select(2, pcall(require(\"bbb.app.plot\").lines, {file = \"x.png\", series = {{y = {1}}}})))'"
     local p = assert(io.popen(lua))
     local out = p:read("a")
     p:close()

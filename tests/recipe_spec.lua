@@ -244,7 +244,7 @@ describe("a script's failure", function()
   it("reads as 'script: message', without the file:line of each error() that passed it on", function()
     local dir = fresh_dir()
     write(dir .. "/t.lua", [[
-local recipe = require "bbb.recipe"
+local recipe = require "bbb.app.recipe"
 local function inner() error("ELBO: the likelihood term is not finite") end
 local function outer() local ok, e = pcall(inner); if not ok then error(e, 2) end end
 recipe.main("t.lua", function() outer() end)

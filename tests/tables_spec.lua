@@ -256,8 +256,8 @@ describe("the table scripts", function()
   end)
 
   it("the paper-N presets are the settings the paper's protocol chose, and start as its run did", function()
-    local mnist = require "bbb.experiments.mnist"
-    local paper = require "bbb.experiments.table1_paper"
+    local mnist = require "bbb.app.experiments.mnist"
+    local paper = require "bbb.app.experiments.table1_paper"
     for _, units in ipairs { 400, 800, 1200 } do
       -- each width's finished search of the scale-mixture row: the preset holds its choice
       local f = assert(io.open(("%s/doc/results/table1_paper_%d.json"):format(root, units)))

@@ -2,7 +2,7 @@
 -- written to a temporary folder, and bbb.tabular's pieces on their own.
 local bbb = require "bbb"
 local H = require "helpers"
-local tab = require "bbb.tabular"
+local tab = require "bbb.app.tabular"
 
 local dir = os.tmpname()
 os.remove(dir)
@@ -126,7 +126,7 @@ describe("fit.lua and predict.lua", function()
   end)
 end)
 
-describe("bbb.tabular", function()
+describe("bbb.app.tabular", function()
   it("standardises with the training rows' statistics, kept in the model", function()
     local x = bbb.tensor { { 1, 10 }, { 3, 10 }, { 5, 10 } }
     local mean, std = tab.scaler(x)

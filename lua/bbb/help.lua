@@ -33,7 +33,9 @@ local function places()
   local bbb, core = require "bbb", require "bbb.core"
   local out = { { bbb, "bbb." }, { core.Tensor, "Tensor:" }, { core, "bbb.core." } }
   for name, mod in pairs(package.loaded) do
+    -- bbb.app.plot is shown as plot., the name bbb.plot gives it
     local short = type(name) == "string" and name:match("^bbb%.([%w_%.]+)$")
+    if short then short = short:gsub("^app%.", "") end
     if short and short ~= "core" and type(mod) == "table" then
       out[#out + 1] = { mod, short .. "." }
       for k, v in pairs(mod) do   -- classes inside a module (nn.BayesLinear, ...)

@@ -1,8 +1,10 @@
 --- bbb: Bayes by Backprop on a C tensor core.
 -- The tensor functions come from the C module bbb.core; the submodules
--- (nn, prior, elbo, optim, train, checkpoint, data, metrics, plot, progress,
--- testing, json, cli, bandit, sys) load on
--- first use: `bbb.nn.BayesLinear(784, 400)`.
+-- (nn, prior, elbo, optim, train, checkpoint, data, metrics, progress,
+-- testing, json, dist, bandit) load on first use: `bbb.nn.BayesLinear(784, 400)`.
+-- bbb.plot, bbb.cli and bbb.sys are the application's (lua/bbb/app), named
+-- here too so the REPL reaches them the same way; nothing in the library
+-- uses them.
 local core = require "bbb.core"
 
 -- The folder this file was loaded from: bbb's own modules load from here
@@ -174,21 +176,27 @@ function bbb.ones_like(t) return core.ones(t:size()) end
 -- function or a name): bbb.help(bbb.randn), bbb.help "randn", ?bbb.randn.
 function bbb.help(x) return require("bbb.help").show(x) end
 
--- Submodules load lazily so `require "bbb"` stays cheap.
+-- Submodules load lazily so `require "bbb"` stays cheap: bbb.<key> is the
+-- module named by its value.
 local submodules = {
-  nn = true, prior = true, elbo = true, optim = true, data = true, metrics = true,
-  plot = true, progress = true, testing = true, checkpoint = true, train = true, json = true,
-  cli = true, dist = true, bandit = true, sys = true,
+  nn = "bbb.nn", prior = "bbb.prior", elbo = "bbb.elbo", optim = "bbb.optim", data = "bbb.data",
+  metrics = "bbb.metrics", progress = "bbb.progress", testing = "bbb.testing",
+  checkpoint = "bbb.checkpoint", train = "bbb.train", json = "bbb.json", dist = "bbb.dist",
+  bandit = "bbb.bandit",
+  -- the application's, for the REPL (tests/layers_lua_spec.lua keeps the
+  -- library off these names)
+  plot = "bbb.app.plot", cli = "bbb.app.cli", sys = "bbb.app.sys",
 }
 setmetatable(bbb, {
   __index = function(t, k)
-    if submodules[k] then
-      local name = "bbb." .. k
+    local name = submodules[k]
+    if name then
       local m = package.loaded[name]
       if m == nil then
         local file = own_file(name)
         if not file then
-          error(("bbb.%s: not part of this build of bbb (no %s/%s.lua)"):format(k, own_dir, k), 2)
+          error(("bbb.%s: not part of this build of bbb (no %s/%s.lua)")
+            :format(k, own_dir, (name:gsub("^bbb%.", ""):gsub("%.", "/"))), 2)
         end
         m = require(name)   -- the own searcher above finds `file` first
       end

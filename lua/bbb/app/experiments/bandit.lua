@@ -8,13 +8,13 @@
 -- numbers); agents run in parallel worker processes, one thread each.
 -- scripts/bandit.lua is its command line.
 local bbb = require "bbb"
-local cli = require "bbb.cli"
-local recipe = require "bbb.recipe"
+local cli = require "bbb.app.cli"
+local recipe = require "bbb.app.recipe"
 
 local M = {}
 local bandit = require "bbb.bandit"
 local checkpoint = require "bbb.checkpoint"
-local experiment = require "bbb.bandit.experiment"
+local experiment = require "bbb.app.experiments.bandit_agent"
 local D, P = experiment.DEFAULTS, experiment.PAPER_AGENT
 
 local DEFAULT_STEPS = 10000

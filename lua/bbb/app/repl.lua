@@ -1,4 +1,4 @@
---- bbb.repl: what bbblua's REPL uses to show results and complete names.
+--- bbb.app.repl: what bbblua's REPL uses to show results and complete names.
 -- show(v) is a readable one-value text (tensors, sizes, modules, priors,
 -- ELBO objects, plain tables); print(...) shows each result on its own
 -- line; complete(word) lists the completions of `a.b.c` or `x:me`.

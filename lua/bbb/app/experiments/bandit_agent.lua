@@ -1,8 +1,11 @@
---- bbb.bandit.experiment: one agent's run on the Mushroom bandit from a
--- configuration table, shared by scripts/bandit.lua's workers and
+--- bbb.app.experiments.bandit_agent: one agent of the Mushroom bandit
+-- experiment (bbb.app.experiments.bandit runs them all and reports): the
+-- agents' settings (DEFAULTS, PAPER_AGENT, the ablation's rows), one agent's
+-- run from a configuration table, shared by scripts/bandit.lua's workers and
 -- scripts/bandit_ablation.lua, and the posterior diagnostics of a network
 -- agent (the mean sigma of each Bayesian layer, and the spread over weight
 -- samples of f(eat) - f(pass) on poisonous and edible mushrooms).
+-- The agents and the environment themselves are the library's, in bbb.bandit.
 local bbb = require "bbb"
 local env_mod = require "bbb.bandit.env"
 local agents = require "bbb.bandit.agents"

@@ -1,13 +1,13 @@
---- bbb.benchlib: the timing helpers of scripts/bench_bbb.lua. A training
+--- bbb.app.bench: the timing helpers of scripts/bench_bbb.lua. A training
 -- step (forward with the ELBO, backward, Adam) is timed against the bare
 -- sgemm calls it contains (bbb.bench.sgemm), measured in the same run.
 --
---   local bl = require "bbb.benchlib"
+--   local bl = require "bbb.app.bench"
 --   local run = bl.stepper({ 784, 400, 400, 10 }, { batch = 128, estimator = "weight" })
 --   local r, floor = bl.time_against_floor(run, function() return bl.gemm_floor(sizes, 5, { batch = 128 }) end, 30)
 local bbb = require "bbb"
 local bench = require "bbb.bench"
-local sys = require "bbb.sys"
+local sys = require "bbb.app.sys"
 
 local clock = bbb.core.clock
 local M = { ROUNDS = 3 }

@@ -1,9 +1,9 @@
---- bbb.sys: processes and folders without a shell.
+--- bbb.app.sys (bbb.sys): processes and folders without a shell.
 -- Every process bbb starts (gnuplot, a grid's or a bandit's workers) is
 -- started from an argument vector, and every folder is made by mkdir(2):
 -- no path or flag given by a user is ever read by /bin/sh.
 --
---   local sys = require "bbb.sys"
+--   local sys = require "bbb.app.sys"
 --   local ok, how, code = sys.run({ "gnuplot", script }, { stderr = err_path })
 --   local job = sys.start(sys.bbblua_argv("scripts/mnist.lua", "--epochs", "3"), { stdout = log, stderr = log })
 --   local done, how, code = job:poll()

@@ -1,11 +1,11 @@
---- bbb.experiments.ood: Uncertainty that earns its keep: a Bayes-by-Backprop MLP against a plain
+--- bbb.app.experiments.ood: Uncertainty that earns its keep: a Bayes-by-Backprop MLP against a plain
 -- MLP and an MC-dropout MLP of the same size, on the in-distribution test
 -- set, the other data set (dataset shift), N(0, 1) noise and uniform noise:
 -- entropies, mutual information, AUROC of in against out, calibration.
 -- scripts/ood.lua is its command line.
 local bbb = require "bbb"
-local cli = require "bbb.cli"
-local recipe = require "bbb.recipe"
+local cli = require "bbb.app.cli"
+local recipe = require "bbb.app.recipe"
 
 local ood = {}
 local metrics = bbb.metrics

@@ -1,4 +1,4 @@
---- bbb.tabular: a Bayesian MLP on a table of your own, and how sure it is.
+--- bbb.app.tabular: a Bayesian MLP on a table of your own, and how sure it is.
 -- What scripts/fit.lua, predict.lua and uci.lua share: loading a CSV or an
 -- R data set, splitting, standardising (the statistics live in the model),
 -- building and training a net (Bayes by Backprop, or the plain and

@@ -1,11 +1,11 @@
---- bbb.experiments.prune: Weight pruning by signal-to-noise ratio (Blundell et al. 2015, section
+--- bbb.app.experiments.prune: Weight pruning by signal-to-noise ratio (Blundell et al. 2015, section
 -- 5.1): removes growing fractions of a trained Bayesian network's weights,
 -- lowest |mu| / sigma first, and reports the test error with posterior means
 -- and with an MC ensemble, beside pruning by |mu| alone.
 -- scripts/prune.lua is its command line.
 local bbb = require "bbb"
-local cli = require "bbb.cli"
-local recipe = require "bbb.recipe"
+local cli = require "bbb.app.cli"
+local recipe = require "bbb.app.recipe"
 
 local prune = {}
 
@@ -75,7 +75,7 @@ function prune.run(args)
       table.unpack(args.mnist_flags) }
     print("training: mnist " .. table.concat(argv, " "))
     io.stdout:flush()
-    local mnist = require "bbb.experiments.mnist"
+    local mnist = require "bbb.app.experiments.mnist"
     local r = mnist.run(mnist.parse(argv))
     if r.status == "interrupted" then recipe.interrupted("prune.lua", r) end
   end

@@ -1,11 +1,11 @@
---- bbb.cli: command-line flags that are checked, never coerced.
+--- bbb.app.cli (bbb.cli): command-line flags that are checked, never coerced.
 -- Converters for lua-argparse's `:convert()` check type and range while the
 -- command line is parsed, so a bad flag stops a script before any data is
 -- loaded or any output opened. `cli.parse` adds the flag's name to every
 -- converter's message and lets negative numbers follow a flag
 -- (`--rho-init -3`, which argparse alone reads as an option named -3).
 --
---   local cli = require "bbb.cli"
+--   local cli = require "bbb.app.cli"
 --   parser:option("--hidden", "Units per hidden layer.", "400"):convert(cli.positive_integer())
 --   parser:option("--rho-init", "Initial rho.", "-5"):convert(cli.number())
 --   parser:option("--save", "JSON log."):convert(cli.output_path{ext = {"json"}})

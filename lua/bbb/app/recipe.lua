@@ -1,16 +1,16 @@
---- bbb.recipe: what every experiment shares, declared once.
+--- bbb.app.recipe: what every experiment shares, declared once.
 -- The flags (one declaration, one check and one help text each), presets,
 -- resuming a run, the run's output files, and building its prior, model,
 -- ELBO and optimizer from the flags. An experiment script keeps only what is
 -- its own: its data, its model choice and its report.
 --
---   local recipe = require "bbb.recipe"
+--   local recipe = require "bbb.app.recipe"
 --   local parser = recipe.parser("mnist.lua", "Train ...", {
 --     flags = { "seed", "threads", "hidden", "prior", "lr", "log", "checkpoint", "resume" },
 --     defaults = { lr = "0.01" } })
 --   local args = recipe.parse(parser)
 --   local prior = recipe.prior(args)
-local cli = require "bbb.cli"
+local cli = require "bbb.app.cli"
 local argparse = require "argparse"
 
 local recipe = {}
@@ -348,7 +348,7 @@ function recipe.prepare_outputs(args, extra)
           k:gsub("_", "-"), path)
       end
       seen[path] = k
-      local ok, err = require("bbb.sys").mkdir_for(path)
+      local ok, err = require("bbb.app.sys").mkdir_for(path)
       if not ok then return nil, ("--%s: %s"):format(k:gsub("_", "-"), err) end
     end
   end
@@ -422,7 +422,7 @@ end
 -- prefix before it and suffix after it), and exits 128 + the signal (130
 -- for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP).
 function recipe.interrupted(script, result, extra, prefix)
-  local argv0 = (prefix or "") .. table.concat(require("bbb.sys").bbblua_argv(arg and arg[0] or script), " ")
+  local argv0 = (prefix or "") .. table.concat(require("bbb.app.sys").bbblua_argv(arg and arg[0] or script), " ")
   if result.checkpoint then
     io.stderr:write(("\ninterrupted in epoch %d after batch %d; the state is saved in %s.\n"
       .. "Resume with: %s --resume %s%s\n"):format(result.epoch + 1, result.batch, result.checkpoint,
@@ -439,7 +439,7 @@ end
 -- stem-3.ckpt, ... when an earlier interrupted run's file is there.
 function recipe.interrupt_path(stem)
   local path, k = stem .. ".ckpt", 1
-  while require("bbb.sys").kind(path) do
+  while require("bbb.app.sys").kind(path) do
     k = k + 1
     path = ("%s-%d.ckpt"):format(stem, k)
   end

@@ -1,11 +1,11 @@
---- bbb.experiments.regression: 1-d regression with uncertainty bands: a Bayes-by-Backprop net against a
+--- bbb.app.experiments.regression: 1-d regression with uncertainty bands: a Bayes-by-Backprop net against a
 -- deterministic MLP, on the toy points of the PyTorch tutorial (seed 001), the
 -- curve of Blundell et al. (2015, fig. 5), or a noisy sine (seed 004's sweep
 -- over the KL weight beta).
 -- scripts/regression.lua is its command line.
 local bbb = require "bbb"
-local cli = require "bbb.cli"
-local recipe = require "bbb.recipe"
+local cli = require "bbb.app.cli"
+local recipe = require "bbb.app.recipe"
 
 local regression = {}
 

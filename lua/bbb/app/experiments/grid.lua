@@ -1,4 +1,4 @@
---- bbb.experiments.grid: Hyperparameter grid search on a validation split (Blundell et al. 2015,
+--- bbb.app.experiments.grid: Hyperparameter grid search on a validation split (Blundell et al. 2015,
 -- section 5.1; seed 002's grid by default): every configuration is a run of
 -- scripts/mnist.lua (the shared training loop) in its own process with one
 -- thread. Each finished configuration is appended to the results file as
@@ -9,8 +9,8 @@
 --   mpirun -np 8 bbblua scripts/grid.lua
 -- scripts/grid.lua is its command line.
 local bbb = require "bbb"
-local cli = require "bbb.cli"
-local recipe = require "bbb.recipe"
+local cli = require "bbb.app.cli"
+local recipe = require "bbb.app.recipe"
 
 local grid = {}
 local json = require "bbb.json"

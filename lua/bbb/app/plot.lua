@@ -1,9 +1,9 @@
---- bbb.plot: line plots, uncertainty bands and histograms through gnuplot.
+--- bbb.app.plot (bbb.plot): line plots, uncertainty bands and histograms through gnuplot.
 -- Writes .png (pngcairo) and .svg files, or renders with the `dumb` terminal
 -- to a string for the REPL. Data goes through a temporary file, never the
 -- command line, so size is not an issue.
 local core = require "bbb.core"
-local sys = require "bbb.sys"
+local sys = require "bbb.app.sys"
 
 local plot = {}
 
@@ -58,7 +58,7 @@ end
 -- Writes the data (or script) text through cli.write_file, which checks
 -- every write and the close: a full disk must not plot half the data.
 local function write_text(path, parts)
-  local ok, err = pcall(require("bbb.cli").write_file, path, parts)
+  local ok, err = pcall(require("bbb.app.cli").write_file, path, parts)
   if not ok then
     os.remove(path)
     error(("plot: cannot write a temporary file: %s"):format(tostring(err):gsub("^cli%.write_file: ", "")), 0)

@@ -1,4 +1,4 @@
---- bbb.experiments.figure2: Figure 2 of Blundell et al. (2015), MNIST test
+--- bbb.app.experiments.figure2: Figure 2 of Blundell et al. (2015), MNIST test
 -- error against training epochs for Bayes by Backprop, plain SGD and
 -- dropout networks of 2 x N units under the paper's protocol (plain SGD on
 -- the summed minibatch cost, pixels / 126, 50,000 training and 10,000
@@ -7,11 +7,11 @@
 -- grows evenly and a stopped run resumes where it stopped.
 -- scripts/figure2.lua is its command line.
 local bbb = require "bbb"
-local cli = require "bbb.cli"
+local cli = require "bbb.app.cli"
 local json = require "bbb.json"
-local recipe = require "bbb.recipe"
-local mnist = require "bbb.experiments.mnist"
-local paper = require "bbb.experiments.table1_paper"
+local recipe = require "bbb.app.recipe"
+local mnist = require "bbb.app.experiments.mnist"
+local paper = require "bbb.app.experiments.table1_paper"
 
 local figure2 = {}
 

@@ -1,4 +1,4 @@
---- bbb.experiments.table1_paper: one row of Table 1 of Blundell et al.
+--- bbb.app.experiments.table1_paper: one row of Table 1 of Blundell et al.
 -- (2015) by the paper's protocol: 50,000 training and 10,000 validation
 -- images, pixels / 126, minibatch 128, plain SGD on the summed minibatch
 -- cost; the learning rate, samples per minibatch and (for Bayes by
@@ -7,7 +7,7 @@
 -- halving, so a grid of 324 settings fits a small machine, and it resumes
 -- where it stopped.
 local bbb = require "bbb"
-local grid = require "bbb.experiments.grid"
+local grid = require "bbb.app.experiments.grid"
 
 local paper = {}
 

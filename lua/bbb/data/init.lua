@@ -13,8 +13,8 @@ local FASHION_CLASSES = {
 local FILE_PREFIX = { train = "train", test = "t10k" }
 
 -- The repository root, so scripts started from another directory still find
--- data/ without a --root (this file lives in <root>/lua/bbb/).
-local REPO_ROOT = (debug.getinfo(1, "S").source:match("^@(.*)/lua/bbb/data%.lua$"))
+-- data/ without a --root (this file lives in <root>/lua/bbb/data/).
+local REPO_ROOT = (debug.getinfo(1, "S").source:match("^@(.*)/lua/bbb/data/init%.lua$"))
 
 -- stat, not open: opening a FIFO to see that it exists would block (the
 -- reader then refuses anything but a regular file with its own message)
@@ -267,8 +267,8 @@ function data.shift(x, height, width, max_shift, generator)
   return y:reshape(x:size())
 end
 
-data.load_mushroom = require("bbb.mushroom").load   -- the UCI Mushroom table (R data)
-data.read_csv = require("bbb.csv").read_csv         -- a table of your own (CSV)
-data.load_r = require("bbb.rdata").load_r           -- data sets of R packages (r-cran-*)
+data.load_mushroom = require("bbb.data.mushroom").load   -- the UCI Mushroom table (R data)
+data.read_csv = require("bbb.data.csv").read_csv         -- a table of your own (CSV)
+data.load_r = require("bbb.data.rdata").load_r           -- data sets of R packages (r-cran-*)
 
 return data

@@ -8,9 +8,9 @@ local core = require "bbb.core"
 local M = {}
 
 local DEFAULT = "data/mushroom/Mushroom.rda"
--- The repository root (this file lives in <root>/lua/bbb/), so scripts run
+-- The repository root (this file lives in <root>/lua/bbb/data/), so scripts run
 -- from elsewhere still find data/.
-local REPO_ROOT = (debug.getinfo(1, "S").source:match("^@(.*)/lua/bbb/mushroom%.lua$"))
+local REPO_ROOT = (debug.getinfo(1, "S").source:match("^@(.*)/lua/bbb/data/mushroom%.lua$"))
 
 -- stat, not open: opening a FIFO to see that it exists would block (the
 -- reader then refuses anything but a regular file with its own message)

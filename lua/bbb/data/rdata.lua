@@ -3,7 +3,7 @@
 -- of the data set's name, or an installed package's lazy-load database
 -- (data/Rdata.rdx + data/Rdata.rdb). The result has the shape of read_csv's.
 local core = require "bbb.core"
-local csv = require "bbb.csv"
+local csv = require "bbb.data.csv"
 
 local M = {}
 

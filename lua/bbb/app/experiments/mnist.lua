@@ -1,16 +1,16 @@
---- bbb.experiments.mnist: MNIST (or Fashion-MNIST) classification with
+--- bbb.app.experiments.mnist: MNIST (or Fashion-MNIST) classification with
 -- Bayes by Backprop, or the plain and dropout MLP baselines, through the
 -- shared training loop. A function from options to results, so that other
 -- experiments (table1, grid, prune) call it as Lua:
 --
---   local mnist = require "bbb.experiments.mnist"
+--   local mnist = require "bbb.app.experiments.mnist"
 --   local r = mnist.run(mnist.options{ preset = "paper-400", epochs = 3 })
 --   print(r.test_acc_mc)
 --
 -- scripts/mnist.lua is its command line.
 local bbb = require "bbb"
-local cli = require "bbb.cli"
-local recipe = require "bbb.recipe"
+local cli = require "bbb.app.cli"
+local recipe = require "bbb.app.recipe"
 
 local mnist = {}
 
