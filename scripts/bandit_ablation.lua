@@ -1,6 +1,6 @@
 --- The ablation of the Mushroom bandit's Bayes by Backprop agent:
 -- one row per change of the agent's settings, each played over several
--- seeds through bbb.bandit.experiment (the same runs as scripts/bandit.lua's
+-- seeds through bbb.app.experiments.bandit_agent (the same runs as scripts/bandit.lua's
 -- workers: same mushrooms, coins and agent seeds), with the posterior
 -- diagnosed at probe steps. Every finished (row, seed) is appended to a JSONL
 -- file at once, so a stopped ablation resumes where it stopped.
@@ -36,11 +36,6 @@ parser:option("--causes-from", "Count the costly decisions after this step by ca
   :convert(cli.positive_integer())
 parser:option("--data", "The Mushroom .rda file.")
 local args = cli.parse(parser)
-<<<<<<< HEAD
-=======
--- the products as scripts/bandit.lua forms them (its --gemm default)
-bbb.gemm_kernel(require("bbb.app.experiments.bandit").gemm_default())
->>>>>>> lualayout
 local function fail(msg, ...)
   io.stderr:write("bandit_ablation.lua: ", msg:format(...), "\n")
   os.exit(2)

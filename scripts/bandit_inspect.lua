@@ -19,11 +19,6 @@ parser:flag("--shared", "Also list the feature values that all the edible mushro
   .. "all the poisonous ones it eats), with how many mushrooms have each, how many of those are poisonous, "
   .. "and how many meals of them the buffer holds.")
 local args = recipe.parse(parser)
-<<<<<<< HEAD
-=======
--- the products as scripts/bandit.lua forms them (its --gemm default)
-bbb.gemm_kernel(require("bbb.app.experiments.bandit").gemm_default())
->>>>>>> lualayout
 
 recipe.main("bandit_inspect.lua", function()
   local experiment = require "bbb.app.experiments.bandit_agent"

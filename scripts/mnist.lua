@@ -1,6 +1,6 @@
 --- MNIST (or Fashion-MNIST) classification with Bayes by Backprop, or with
 -- the plain and dropout MLP baselines, through the shared training loop.
--- The experiment itself is bbb.experiments.mnist; this is its command line.
+-- The experiment itself is bbb.app.experiments.mnist; this is its command line.
 -- bbblua scripts/mnist.lua --help
 local recipe = require "bbb.app.recipe"
 local mnist = require "bbb.app.experiments.mnist"

@@ -2,7 +2,7 @@
 -- test error of two-hidden-layer networks trained by SGD without and with
 -- dropout and by Bayes by Backprop with a Gaussian or a scale-mixture
 -- prior. Under --protocol recipe each row is a run of the MNIST experiment
--- (bbb.experiments.mnist, called as a function) with the adam-N preset;
+-- (bbb.app.experiments.mnist, called as a function) with the adam-N preset;
 -- under --protocol paper, a search of the paper's grid on the validation split.
 -- bbblua scripts/table1.lua --help
 local bbb = require "bbb"

@@ -1,8 +1,8 @@
---- bbb.experiments.bandit: The Mushroom contextual bandit of Blundell et al. (2015, section 5.3,
+--- bbb.app.experiments.bandit: The Mushroom contextual bandit of Blundell et al. (2015, section 5.3,
 -- figure 6): Bayes by Backprop with Thompson sampling against epsilon-greedy
 -- MLPs (5%, 1%, 0%), a uniform agent, linear Thompson sampling, MC-dropout
 -- Thompson sampling and NeuralLinear. The network agents' settings are the
--- ablation's (doc/bandit.md, bbb.bandit.experiment.DEFAULTS); --paper-agent
+-- ablation's (doc/bandit.md, bbb.app.experiments.bandit_agent.DEFAULTS); --paper-agent
 -- gives the previous ones.
 -- Every agent meets the same mushrooms and poison coins (common random
 -- numbers); agents run in parallel worker processes, one thread each.
