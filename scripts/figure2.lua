@@ -4,4 +4,4 @@
 local recipe = require "bbb.app.recipe"
 local figure2 = require "bbb.app.experiments.figure2"
 
-recipe.main("figure2.lua", function() figure2.run(figure2.parse(arg)) end)
+recipe.main("figure2.lua", function() figure2.report(figure2.run(figure2.parse(arg))) end)

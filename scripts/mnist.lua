@@ -7,6 +7,8 @@ local mnist = require "bbb.app.experiments.mnist"
 
 recipe.main("mnist.lua", function()
   local result = mnist.run(mnist.parse(arg))
+  mnist.report(result)
+  mnist.plot(result)
   if result.status == "interrupted" and result.lead then
     recipe.interrupted("mnist.lua", result, result.nranks > 1 and " --distributed" or "",
       result.nranks > 1 and ("mpirun -np %d "):format(result.nranks) or "")

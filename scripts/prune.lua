@@ -6,4 +6,4 @@
 local recipe = require "bbb.app.recipe"
 local prune = require "bbb.app.experiments.prune"
 
-recipe.main("prune.lua", function() prune.run(prune.parse(arg)) end)
+recipe.main("prune.lua", function() prune.plot(prune.run(prune.parse(arg))) end)

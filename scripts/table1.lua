@@ -129,7 +129,11 @@ for _, units in ipairs(args.units) do
     print(("== %s, 2x%d: mnist %s"):format(method, units, table.concat(argv, " ")))
     io.stdout:flush()
     local t0 = os.time()
-    local ok, r = pcall(function() return mnist.run(mnist.parse(argv)) end)
+    local ok, r = pcall(function()
+      local res = mnist.run(mnist.parse(argv))
+      mnist.report(res)
+      return res
+    end)
     if ok and r.status == "interrupted" then recipe.interrupted("table1.lua", r) end
     local row = { method = method, units = units, epochs = args.epochs, seconds = os.time() - t0,
                   paper = PAPER[method][units] }

@@ -133,164 +133,196 @@ local function epochs_done(path)
   return math.tointeger(st and st.epoch) or 0
 end
 
---- figure2.run(args) -> {methods, epochs = {method = n}, csv, png, json}
-function figure2.run(args)
-  local settings = {}
-  local from, from_ck = {}, {}
+-- Where net m's checkpoint, log (ext "ckpt", "jsonl") go.
+local function path(args, m, ext) return ("%s/%s-%d.%s"):format(args.dir, m, args.units, ext) end
+
+-- The mnist.lua flags of net m trained to `epochs` (resuming its checkpoint
+-- when resume): the run's own settings through the serializer, then the
+-- protocol's fixed flags, the method's setting and the flags after --.
+local function mnist_argv(args, settings, m, epochs, resume)
+  local argv = recipe.argv_of{ epochs = epochs, hidden = args.units, val = args.val, seed = args.seed,
+    threads = args.threads, optim = "sgd", checkpoint = path(args, m, "ckpt"), log = path(args, m, "jsonl"),
+    limit = args.limit, test_limit = args.test_limit, resume = resume and path(args, m, "ckpt") or nil }
+  for _, w in ipairs(paper.FIXED) do argv[#argv + 1] = w end
+  for _, w in ipairs(paper.setting_flags(ROW_OF[m], settings[m])) do argv[#argv + 1] = w end
+  table.move(args.mnist_flags, 1, #args.mnist_flags, #argv + 1, argv)
+  return argv
+end
+
+-- Copies the chosen run's checkpoint in as net m's, and its epochs'
+-- records into m's log; true when done. A checkpoint that is gone or
+-- unreadable is said, and the net trains from its first epoch.
+local function adopt(args, m, ck)
+  local ok, model_or_err, info = pcall(bbb.load, ck)
+  local st = ok and info.meta and info.meta.state
+  if not (st and type(st.history) == "table" and math.tointeger(st.epoch)) then
+    print(("%-8s the protocol's run %s cannot be read (%s): trained from epoch 1"):format(m, ck,
+      ok and "no epochs in it" or tostring(model_or_err)))
+    return false
+  end
+  local src = assert(io.open(ck, "rb"))
+  local bytes = src:read("a")
+  src:close()
+  cli.write_file(path(args, m, "ckpt"), bytes)
+  local lines = {}
+  for _, r in ipairs(st.history) do lines[#lines + 1] = json.encode(r) end
+  cli.write_file(path(args, m, "jsonl"), table.concat(lines, "\n") .. "\n")
+  print(("%-8s goes on from the protocol's chosen run, %s (%d epochs)"):format(m, ck, st.epoch))
+  return true
+end
+
+-- From the nets' logs: the series of test errors, the CSV's lines and each
+-- net's summary (final error, the epoch of the best validation error).
+local function collect(args, settings)
+  local logs, last = {}, 0
+  for _, m in ipairs(args.methods) do
+    local by_epoch, n = read_log(path(args, m, "jsonl"))
+    logs[m], last = by_epoch, math.max(last, n)
+  end
+  local csv = { "epoch," .. table.concat(args.methods, ",") }
+  local series, summary = {}, {}
+  for _, m in ipairs(args.methods) do
+    local xs, ys, best = {}, {}, nil
+    for e = 1, last do
+      local r = logs[m][e]
+      if r and r.test_acc then
+        xs[#xs + 1], ys[#ys + 1] = e, 100 * (1 - r.test_acc)
+        if r.val_acc and (not best or r.val_acc > best.val_acc) then best = r end
+      end
+    end
+    if #xs > 0 then
+      series[#series + 1] = { x = xs, y = ys, title = TITLE[m], color = COLOR[m] }
+      summary[m] = { epochs = xs[#xs], final_test_error = ys[#ys], flags = mnist_argv(args, settings, m, args.epochs),
+        best_val_epoch = best and math.tointeger(best.epoch),
+        val_error_at_best = best and 100 * (1 - best.val_acc),
+        test_error_at_best_val = best and 100 * (1 - best.test_acc),
+        sigma_mean = logs[m][xs[#xs]].sigma_mean }
+    end
+  end
+  for e = 1, last do
+    local row = { tostring(e) }
+    for _, m in ipairs(args.methods) do
+      local r = logs[m][e]
+      row[#row + 1] = (r and r.test_acc) and ("%.2f"):format(100 * (1 - r.test_acc)) or ""
+    end
+    csv[#csv + 1] = table.concat(row, ",")
+  end
+  return series, csv, summary
+end
+
+-- The figure: the y axis from a little under the lowest error to 4 times
+-- it, as the paper's figure shows the long tail rather than the first epochs.
+local function draw(args, series)
+  local lo = math.huge
+  for _, sr in ipairs(series) do for _, y in ipairs(sr.y) do lo = math.min(lo, y) end end
+  lo = math.max(lo, 0.01)
+  local tics = {}
+  for _, base in ipairs { 0.01, 0.1, 1, 10 } do
+    for _, m in ipairs { 1, 1.2, 1.5, 2, 3, 5, 7 } do
+      local v = base * m
+      if v >= 0.8 * lo and v <= 4 * lo then tics[#tics + 1] = v end
+    end
+  end
+  return bbb.plot.lines{ file = ("%s/figure2-%d.png"):format(args.dir, args.units), logy = true,
+    yrange = { 0.8 * lo, 4 * lo }, ytics = #tics > 0 and tics or nil,
+    title = ("MNIST test error, 784-%d-%d-10, the paper's protocol (SGD on the summed cost)")
+      :format(args.units, args.units),
+    xlabel = "epochs", ylabel = "test error (%)", size = { 900, 560 }, key = "inside", series = series }
+end
+
+-- The CSV, the JSON and the figure as they stand; returns their paths and
+-- the nets' summaries.
+local function write_outputs(args, settings)
+  local series, csv, summary = collect(args, settings)
+  local files = { csv = ("%s/figure2-%d.csv"):format(args.dir, args.units),
+                  json = ("%s/figure2-%d.json"):format(args.dir, args.units) }
+  cli.write_file(files.csv, table.concat(csv, "\n") .. "\n")
+  cli.write_file(files.json, json.encode{ units = args.units, epochs_asked = args.epochs, methods = summary })
+  if #series > 0 then files.png = draw(args, series) end
+  return files, summary
+end
+
+-- Each net's setting (the protocol's choice with --from, else the default),
+-- printed; and the chosen runs' checkpoints.
+local function choose_settings(args)
+  local settings, from, from_ck = {}, {}, {}
   if args.from then from, from_ck = chosen_settings(args.from, args.units) end
   for _, m in ipairs(args.methods) do settings[m] = from[m] or figure2.DEFAULT[m] end
-  local function path(m, ext) return ("%s/%s-%d.%s"):format(args.dir, m, args.units, ext) end
   for _, m in ipairs(args.methods) do
     print(("%-8s %s (%s)"):format(m, table.concat(paper.setting_flags(ROW_OF[m], settings[m]), " "),
       from[m] and ("chosen by the protocol in " .. args.from) or "the default setting: no --from row for it"))
   end
+  return settings, from_ck
+end
 
-  local function argv_of(m, epochs, resume)
-    local argv = { "--epochs", tostring(epochs), "--hidden", tostring(args.units), "--val", tostring(args.val),
-      "--seed", tostring(args.seed), "--threads", tostring(args.threads), "--optim", "sgd",
-      "--checkpoint", path(m, "ckpt"), "--log", path(m, "jsonl") }
-    for _, w in ipairs(paper.FIXED) do argv[#argv + 1] = w end
-    for _, w in ipairs(paper.setting_flags(ROW_OF[m], settings[m])) do argv[#argv + 1] = w end
-    if args.limit then table.move({ "--limit", tostring(args.limit) }, 1, 2, #argv + 1, argv) end
-    if args.test_limit then table.move({ "--test-limit", tostring(args.test_limit) }, 1, 2, #argv + 1, argv) end
-    if resume then table.move({ "--resume", path(m, "ckpt") }, 1, 2, #argv + 1, argv) end
-    table.move(args.mnist_flags, 1, #args.mnist_flags, #argv + 1, argv)
-    return argv
-  end
-
-  -- Copies the chosen run's checkpoint in as net m's, and its epochs'
-  -- records into m's log; true when done. A checkpoint that is gone or
-  -- unreadable is said, and the net trains from its first epoch.
-  local function adopt(m, ck)
-    local ok, model_or_err, info = pcall(bbb.load, ck)
-    local st = ok and info.meta and info.meta.state
-    if not (st and type(st.history) == "table" and math.tointeger(st.epoch)) then
-      print(("%-8s the protocol's run %s cannot be read (%s): trained from epoch 1"):format(m, ck,
-        ok and "no epochs in it" or tostring(model_or_err)))
-      return false
-    end
-    local src = assert(io.open(ck, "rb"))
-    local bytes = src:read("a")
-    src:close()
-    cli.write_file(path(m, "ckpt"), bytes)
-    local lines = {}
-    for _, r in ipairs(st.history) do lines[#lines + 1] = json.encode(r) end
-    cli.write_file(path(m, "jsonl"), table.concat(lines, "\n") .. "\n")
-    print(("%-8s goes on from the protocol's chosen run, %s (%d epochs)"):format(m, ck, st.epoch))
-    return true
-  end
-
-  local function write_outputs()
-    local logs, last = {}, 0
-    for _, m in ipairs(args.methods) do
-      local by_epoch, n = read_log(path(m, "jsonl"))
-      logs[m], last = by_epoch, math.max(last, n)
-    end
-    local csv = { "epoch," .. table.concat(args.methods, ",") }
-    local series, summary = {}, {}
-    for _, m in ipairs(args.methods) do
-      local xs, ys, best = {}, {}, nil
-      for e = 1, last do
-        local r = logs[m][e]
-        if r and r.test_acc then
-          xs[#xs + 1], ys[#ys + 1] = e, 100 * (1 - r.test_acc)
-          if r.val_acc and (not best or r.val_acc > best.val_acc) then best = r end
-        end
-      end
-      if #xs > 0 then
-        series[#series + 1] = { x = xs, y = ys, title = TITLE[m], color = COLOR[m] }
-        summary[m] = { epochs = xs[#xs], final_test_error = ys[#ys], flags = argv_of(m, args.epochs),
-          best_val_epoch = best and math.tointeger(best.epoch),
-          val_error_at_best = best and 100 * (1 - best.val_acc),
-          test_error_at_best_val = best and 100 * (1 - best.test_acc),
-          sigma_mean = logs[m][xs[#xs]].sigma_mean }
-      end
-    end
-    for e = 1, last do
-      local row = { tostring(e) }
-      for _, m in ipairs(args.methods) do
-        local r = logs[m][e]
-        row[#row + 1] = (r and r.test_acc) and ("%.2f"):format(100 * (1 - r.test_acc)) or ""
-      end
-      csv[#csv + 1] = table.concat(row, ",")
-    end
-    local files = { csv = ("%s/figure2-%d.csv"):format(args.dir, args.units),
-                    json = ("%s/figure2-%d.json"):format(args.dir, args.units) }
-    cli.write_file(files.csv, table.concat(csv, "\n") .. "\n")
-    cli.write_file(files.json, json.encode{ units = args.units, epochs_asked = args.epochs, methods = summary })
-    if #series > 0 then
-      -- the y axis from a little under the lowest error to 4 times it, as the
-      -- paper's figure shows the long tail rather than the first epochs
-      local lo = math.huge
-      for _, sr in ipairs(series) do for _, y in ipairs(sr.y) do lo = math.min(lo, y) end end
-      lo = math.max(lo, 0.01)
-      local tics = {}
-      for _, base in ipairs { 0.01, 0.1, 1, 10 } do
-        for _, m in ipairs { 1, 1.2, 1.5, 2, 3, 5, 7 } do
-          local v = base * m
-          if v >= 0.8 * lo and v <= 4 * lo then tics[#tics + 1] = v end
-        end
-      end
-      files.png = bbb.plot.lines{ file = ("%s/figure2-%d.png"):format(args.dir, args.units), logy = true,
-        yrange = { 0.8 * lo, 4 * lo }, ytics = #tics > 0 and tics or nil,
-        title = ("MNIST test error, 784-%d-%d-10, the paper's protocol (SGD on the summed cost)")
-          :format(args.units, args.units),
-        xlabel = "epochs", ylabel = "test error (%)", size = { 900, 560 }, key = "inside", series = series }
-    end
-    return files, summary
-  end
-
-  local done = {}
+-- The epochs each net has done: its checkpoint's, or, for a net not started
+-- yet, the protocol's chosen run's (the same flags and seed, so the same
+-- epochs an unbroken run would train).
+local function epochs_so_far(args, from_ck)
+  local done, parts = {}, {}
   for _, m in ipairs(args.methods) do
-    done[m] = epochs_done(path(m, "ckpt"))
-    -- a net not started yet begins where the protocol's chosen run ended: the
-    -- same flags and seed, so the same epochs an unbroken run would train
-    if done[m] == 0 and from_ck[m] and adopt(m, from_ck[m]) then done[m] = epochs_done(path(m, "ckpt")) end
+    done[m] = epochs_done(path(args, m, "ckpt"))
+    if done[m] == 0 and from_ck[m] and adopt(args, m, from_ck[m]) then done[m] = epochs_done(path(args, m, "ckpt")) end
+    parts[#parts + 1] = ("%s %d done"):format(m, done[m])
   end
   print(("Figure 2, 784-%d-%d-10, %d epochs, %d per round: %s"):format(args.units, args.units, args.epochs,
-    args.round, table.concat((function()
-      local t = {}
-      for _, m in ipairs(args.methods) do t[#t + 1] = ("%s %d done"):format(m, done[m]) end
-      return t
-    end)(), ", ")))
+    args.round, table.concat(parts, ", ")))
   io.stdout:flush()
-  while true do
+  return done
+end
+
+-- Net m's next round, to epoch target; an interrupted run writes what is
+-- there and exits as its signal says.
+local function train_round(args, settings, m, done, target)
+  print(("== %s: epochs %d-%d of %d"):format(m, done[m] + 1, target, args.epochs))
+  io.stdout:flush()
+  local r = mnist.run(mnist.parse(mnist_argv(args, settings, m, target, done[m] > 0)))
+  mnist.report(r)
+  if r.status == "interrupted" then
+    write_outputs(args, settings)
+    io.stderr:write(("\nfigure2.lua: %s interrupted in epoch %d; %s. Run the same command again to "
+      .. "resume.\n"):format(m, r.epoch + 1, r.checkpoint and ("its state is saved in " .. r.checkpoint)
+      or "nothing was saved"))
+    os.exit(128 + (r.signal or 2))
+  end
+  done[m] = target
+  local files = write_outputs(args, settings)
+  print(("wrote %s and %s"):format(files.png or "(no figure yet)", files.csv))
+end
+
+--- figure2.run(args) -> {methods, epochs = {method = n}, csv, png, json,
+-- summary, units}: trains the nets in rounds until each has --epochs.
+function figure2.run(args)
+  local settings, from_ck = choose_settings(args)
+  local done = epochs_so_far(args, from_ck)
+  repeat
     local any = false
     for _, m in ipairs(args.methods) do
       if done[m] < args.epochs then
         any = true
-        local target = math.min(args.epochs, done[m] + args.round)
-        print(("== %s: epochs %d-%d of %d"):format(m, done[m] + 1, target, args.epochs))
-        io.stdout:flush()
-        local r = mnist.run(mnist.parse(argv_of(m, target, done[m] > 0)))
-        if r.status == "interrupted" then
-          write_outputs()
-          io.stderr:write(("\nfigure2.lua: %s interrupted in epoch %d; %s. Run the same command again to "
-            .. "resume.\n"):format(m, r.epoch + 1, r.checkpoint and ("its state is saved in " .. r.checkpoint)
-            or "nothing was saved"))
-          os.exit(128 + (r.signal or 2))
-        end
-        done[m] = target
-        local files = write_outputs()
-        print(("wrote %s and %s"):format(files.png or "(no figure yet)", files.csv))
+        train_round(args, settings, m, done, math.min(args.epochs, done[m] + args.round))
       end
     end
-    if not any then break end
-  end
-  local files, summary = write_outputs()
-  print(("\nFigure 2, 784-%d-%d-10: test error (%%), posterior means for Bayes by Backprop"):format(args.units, args.units))
+  until not any
+  local files, summary = write_outputs(args, settings)
+  return { methods = args.methods, epochs = done, csv = files.csv, png = files.png, json = files.json,
+           summary = summary, units = args.units }
+end
+
+--- figure2.report(result): the nets' final and best-validation test errors,
+-- and the files written.
+function figure2.report(r)
+  print(("\nFigure 2, 784-%d-%d-10: test error (%%), posterior means for Bayes by Backprop"):format(r.units, r.units))
   print(("%-8s %7s %10s %12s %12s"):format("net", "epochs", "final", "best val at", "test there"))
-  for _, m in ipairs(args.methods) do
-    local s = summary[m]
+  for _, m in ipairs(r.methods) do
+    local s = r.summary[m]
     if s then
       print(("%-8s %7d %9.2f%% %12s %11s"):format(m, s.epochs, s.final_test_error,
         s.best_val_epoch and tostring(s.best_val_epoch) or "-",
         s.test_error_at_best_val and ("%.2f%%"):format(s.test_error_at_best_val) or "-"))
     end
   end
-  print(("wrote %s, %s and %s"):format(files.png or "-", files.csv, files.json))
-  return { methods = args.methods, epochs = done, csv = files.csv, png = files.png, json = files.json,
-           summary = summary }
+  print(("wrote %s, %s and %s"):format(r.png or "-", r.csv, r.json))
 end
 
 return figure2

@@ -142,52 +142,42 @@ local function fail(msg)
   error({ usage = msg }, 0)
 end
 
---- mnist.run(args) -> result: trains and tests; result holds status
--- ("done" or "interrupted"), history (the epoch records), test_acc_mean,
--- test_acc_mc, seconds, net, and for an interrupted run epoch, batch,
--- checkpoint and signal.
-function mnist.run(args)
-  local resume_info = args._resume
-  if (args.rho_lr_scale or 1) ~= 1 and args.model ~= "bbb" and args.model ~= "cnn" then
-    fail(("--rho-lr-scale: --model %s has no rho (only bbb and cnn have)"):format(args.model))
-  end
-  -- Under MPI, rank 0's flags are the job's: every rank checks its own against them.
-  local dist, rank, nranks = nil, 0, 1
-  if args.distributed then
-    dist = bbb.dist
-    if not dist.available then fail("--distributed: " .. dist.reason) end
-    rank, nranks = dist.rank(), dist.size()
-    local mine = require("bbb.json").encode(recipe.saved_args(args))
-    local root = dist.broadcast_string(rank == 0 and mine or nil, 0)
-    if root ~= mine then
-      local theirs = require("bbb.json").decode(root)
-      local keys = {}
-      for k in pairs(theirs) do keys[#keys + 1] = k end
-      for k in pairs(recipe.saved_args(args)) do if theirs[k] == nil then keys[#keys + 1] = k end end
-      table.sort(keys)
-      for _, k in ipairs(keys) do
-        local v, mine_v = theirs[k], args[k]
-        local same = (type(v) == "number" and type(mine_v) == "number") and v == mine_v
-          or tostring(v) == tostring(mine_v)
-        if not same then
-          io.stderr:write(("mnist.lua: rank %d: --%s is %s here but %s on rank 0: every rank must "
-            .. "get the same flags\n"):format(rank, k:gsub("_", "-"), tostring(mine_v),
-            tostring(type(v) == "number" and math.tointeger(v) or v)))
-          dist.abort(2)
-        end
+-- Under MPI, rank 0's flags are the job's: every rank checks its own
+-- against them. Returns dist (or nil), rank, nranks.
+local function join_ranks(args)
+  if not args.distributed then return nil, 0, 1 end
+  local dist = bbb.dist
+  if not dist.available then fail("--distributed: " .. dist.reason) end
+  local rank, nranks = dist.rank(), dist.size()
+  local json = require "bbb.json"
+  local mine = json.encode(recipe.saved_args(args))
+  local root = dist.broadcast_string(rank == 0 and mine or nil, 0)
+  if root ~= mine then
+    local theirs = json.decode(root)
+    local keys = {}
+    for k in pairs(theirs) do keys[#keys + 1] = k end
+    for k in pairs(recipe.saved_args(args)) do if theirs[k] == nil then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local v, mine_v = theirs[k], args[k]
+      local same = (type(v) == "number" and type(mine_v) == "number") and v == mine_v
+        or tostring(v) == tostring(mine_v)
+      if not same then
+        io.stderr:write(("mnist.lua: rank %d: --%s is %s here but %s on rank 0: every rank must "
+          .. "get the same flags\n"):format(rank, k:gsub("_", "-"), tostring(mine_v),
+          tostring(type(v) == "number" and math.tointeger(v) or v)))
+        dist.abort(2)
       end
     end
-    if args.batch < nranks then
-      fail(("--batch %d is smaller than the %d ranks"):format(args.batch, nranks))
-    end
   end
-  local lead = rank == 0
-  local print = lead and print or function() end
+  if args.batch < nranks then
+    fail(("--batch %d is smaller than the %d ranks"):format(args.batch, nranks))
+  end
+  return dist, rank, nranks
+end
 
-  bbb.set_num_threads(args.threads)
-  bbb.manual_seed(args.seed)
-  local gen = bbb.Generator(args.seed)
-
+-- The training, validation (--val) and test sets.
+local function load_sets(args)
   local load = args.dataset == "mnist" and bbb.data.load_mnist or bbb.data.load_fashion_mnist
   local scale = 1 / args.pixel_scale
   local train_set = load{ split = "train", scale = scale, limit = args.limit }
@@ -199,7 +189,11 @@ function mnist.run(args)
     end
     train_set, val_set = bbb.train.split_validation(train_set, args.val)
   end
+  return train_set, val_set, test_set
+end
 
+-- The network --model names, with the resumed run's weights when resuming.
+local function build_net(args, train_set, gen)
   local sizes = { train_set.x:size(2) }
   for _ = 1, args.layers do sizes[#sizes + 1] = args.hidden end
   sizes[#sizes + 1] = #train_set.classes
@@ -208,7 +202,7 @@ function mnist.run(args)
     -- the dense layer: --hidden when given, else LeNet's 256; kept with the
     -- run's flags, so a resumed run builds the same network
     args.cnn_hidden = args.cnn_hidden or (args._given and args._given.hidden and args.hidden) or 256
-    if not (args._given and args._given.epochs) and not resume_info then args.epochs = 10 end
+    if not (args._given and args._given.epochs) and not args._resume then args.epochs = 10 end
     net = bbb.nn.lenet{ bayes = args.model == "cnn", prior = args.model == "cnn" and recipe.prior(args) or nil,
       channels = cli.ints(args.channels), hidden = { args.cnn_hidden },
       estimator = args.estimator, rho_init = args.rho_init, mu_scale = args.mu_init,
@@ -216,26 +210,26 @@ function mnist.run(args)
   else
     net = recipe.mlp(args, sizes, gen)
   end
-  if resume_info then
-    local ok, err = pcall(net.load_state_dict, net, resume_info.tensors.model)
+  if args._resume then
+    local ok, err = pcall(net.load_state_dict, net, args._resume.tensors.model)
     if not ok then fail(("--resume: %s"):format(err)) end
   end
-  -- The weight estimator draws the same weights on every rank (the shared
-  -- generator), so the job is the single-process estimator with the same
-  -- global batch; the per-example estimators and dropout draw their own noise
-  -- on each rank, from a generator keyed by (seed, rank).
-  local layer_gens = {}
+  return net
+end
+
+-- The weight estimator draws the same weights on every rank (the shared
+-- generator), so the job is the single-process estimator with the same
+-- global batch; the per-example estimators and dropout draw their own noise
+-- on each rank, from a generator keyed by (seed, rank). Returns it, or nil.
+local function rank_generator(net, args, rank, nranks)
   if nranks > 1 and (args.estimator ~= "weight" or args.model == "dropout") then
     local rank_gen = bbb.Generator(args.seed + rank * (1 << 32))
     net:apply(function(l) if l.generator then l.generator = rank_gen end end)
-    layer_gens.rank = rank_gen
+    return rank_gen
   end
+end
 
-  local n_batches = bbb.data.num_batches(train_set.n, args.batch)
-  local elbo = bbb.elbo.ELBO{ n_data = train_set.n, n_batches = n_batches, samples = args.samples,
-    kl_weight = args.kl_weight, reduction = args.reduction }
-  local opt, schedule = recipe.optimizer(args, net)
-
+local function print_setup(print, args, net, train_set, val_set, test_set)
   print(("%s: %d training, %s%d test images, pixels / %g%s"):format(args.dataset, train_set.n,
     val_set and ("%d validation, "):format(val_set.n) or "", test_set.n, args.pixel_scale,
     args.preset and (", preset " .. args.preset) or ""))
@@ -243,20 +237,20 @@ function mnist.run(args)
   print(("optimizer %s lr %g (x%g per epoch), batch %d, %d MC sample(s), kl weight %s, %s loss, %d thread(s)")
     :format(args.optim, args.lr, args.lr_decay, args.batch, args.samples, tostring(args.kl_weight),
       args.reduction, args.threads))
-  if resume_info then
-    local st = resume_info.meta.state
+  if args._resume then
+    local st = args._resume.meta.state
     print(("resuming %s after epoch %d%s"):format(args.resume, math.tointeger(st.epoch),
       math.tointeger(st.batch) > 0 and (", batch %d"):format(math.tointeger(st.batch)) or ""))
   end
   io.stdout:flush()
+end
 
-
-  local saved_args = recipe.saved_args(args)
-  -- Seed 004's four curves, per minibatch, averaged over windows of 20
-  -- iterations (the MC complexity of one step is noisy).
+-- Seed 004's four curves, per minibatch, averaged over windows of 20
+-- iterations (the MC complexity of one step is noisy): the curves, and the
+-- on_step hook that fills them.
+local function curve_recorder(args, opt)
   local curves, window = { it = {}, elbo = {}, ll = {}, kl = {}, acc = {} }, { n = 0 }
-  local function on_step(_, terms)
-    if not args.curves then return end
+  return curves, function(_, terms)
     local B = terms.nll ~= 0 and terms.nll_sum / terms.nll or args.batch
     for k, v in pairs { elbo = -(terms.nll + terms.complexity_per_example), ll = -terms.nll,
                         kl = terms.complexity, acc = (terms.correct or 0) / B } do
@@ -269,98 +263,153 @@ function mnist.run(args)
       window = { n = 0 }
     end
   end
+end
 
-  -- Each Bayesian layer's mean weight sigma in the log's epoch records: a
-  -- posterior that shrinks to a point (an SGD net in disguise) shows there.
-  local function sigma_record(rec)
+-- Each Bayesian layer's mean weight sigma in the log's epoch records: a
+-- posterior that shrinks to a point (an SGD net in disguise) shows there.
+local function sigma_recorder(net)
+  return function(rec)
     local means = {}
     net:apply(function(m)
       if m.weight_rho then means[#means + 1] = m.weight_rho:softplus():mean():item() end
     end)
     if #means > 0 then rec.sigma_mean = means end
   end
+end
 
-  local clock = bbb.core.clock
-  local t_start = clock()
+-- --shift: a generator per step, from the seed, the epoch and the step, so
+-- a resumed run moves the images as the unbroken one would.
+local function shifter(args)
+  if args.shift == 0 then return nil end
+  return function(xb, epoch, i)
+    local g = bbb.Generator(((args.seed * 1009 + epoch) * 100003 + i) % (1 << 53))
+    return bbb.data.shift(xb, 28, 28, args.shift, g)
+  end
+end
+
+-- The seed's figures beside ours (seed 004: ELBO = mean log-likelihood - beta
+-- KL), as rows {name, accuracy, log-likelihood, seed's}; nil when the preset
+-- has no seed figures.
+local function seed_rows(args, r)
+  local seed = args.preset and mnist.PRESETS[args.preset].seed
+  if not (seed and type(args.kl_weight) == "number") then return nil end
+  local net = r.net
+  local function ll_of(ds)
+    local total = 0
+    for _, xb, yb in bbb.data.batches(ds, 1000) do
+      total = total + bbb.metrics.nll(net:predict(xb, { samples = args.test_samples }), yb) * xb:size(1)
+    end
+    return -total / ds.n
+  end
+  -- the training figures on (at most) its first 10000 images, to keep the evaluation short
+  local train_part = r.train_set.n > 10000 and bbb.data.split(r.train_set, 10000) or r.train_set
+  local train_acc = bbb.train.accuracy(net, train_part)
+  local last = r.history[#r.history]
+  return { beta = args.kl_weight / args.batch, train_n = train_part.n, seed = seed,
+    kl = last.complexity_total / (r.n_batches * args.kl_weight),
+    rows = { { "train", train_acc, ll_of(train_part), seed.train },
+             { "test", r.test_acc_mean, ll_of(r.test_set), seed.test } } }
+end
+
+-- The model (--save) and the summary (--summary), by rank 0.
+local function write_outputs(args, r)
+  if args.save then bbb.save(args.save, { model = r.net, args = r.saved_args }) end
+  if args.summary then
+    cli.write_file(args.summary, require("bbb.json").encode{ args = r.saved_args, epochs = r.history,
+      test_acc_mean = r.test_acc_mean, test_acc_mc = r.test_acc_mc, seconds = r.seconds })
+  end
+end
+
+--- mnist.run(args) -> result: trains and tests; result holds status
+-- ("done" or "interrupted"), history (the epoch records), test_acc_mean,
+-- test_acc_mc, seconds, net, curves (with --curves), seed (the seed's
+-- figures beside ours, with a seed's preset), lead (rank 0), and for an
+-- interrupted run epoch, batch, checkpoint and signal. mnist.report and
+-- mnist.plot show it.
+function mnist.run(args)
+  if (args.rho_lr_scale or 1) ~= 1 and args.model ~= "bbb" and args.model ~= "cnn" then
+    fail(("--rho-lr-scale: --model %s has no rho (only bbb and cnn have)"):format(args.model))
+  end
+  local dist, rank, nranks = join_ranks(args)
+  local lead = rank == 0
+  bbb.set_num_threads(args.threads)
+  bbb.manual_seed(args.seed)
+  local gen = bbb.Generator(args.seed)
+  local train_set, val_set, test_set = load_sets(args)
+  local net = build_net(args, train_set, gen)
+  local rank_gen = rank_generator(net, args, rank, nranks)
+  local n_batches = bbb.data.num_batches(train_set.n, args.batch)
+  local elbo = bbb.elbo.ELBO{ n_data = train_set.n, n_batches = n_batches, samples = args.samples,
+    kl_weight = args.kl_weight, reduction = args.reduction }
+  local opt, schedule = recipe.optimizer(args, net)
+  print_setup(lead and print or function() end, args, net, train_set, val_set, test_set)
+
+  local saved_args = recipe.saved_args(args)
+  local curves, on_step = curve_recorder(args, opt)
+  local t_start = bbb.core.clock()
   local result = bbb.train.fit{
     model = net, elbo = elbo, optimizer = opt, schedule = schedule, data = train_set,
     val = val_set, test = test_set, batch_size = args.batch, epochs = args.epochs,
-    generator = gen, generators = { default = bbb.core.default_generator, rank = layer_gens.rank },
-    dist = dist,
-    log = args.log, checkpoint = args.checkpoint or args.resume,
+    generator = gen, generators = { default = bbb.core.default_generator, rank = rank_gen },
+    dist = dist, log = args.log, checkpoint = args.checkpoint or args.resume,
     checkpoint_every = args.checkpoint_every,
     interrupt_checkpoint = function() return recipe.interrupt_path("mnist-interrupted") end,
-    resume = resume_info, args = saved_args,
-    on_step = args.curves and on_step or nil,
-    on_epoch = sigma_record,
-    augment = args.shift > 0 and function(xb, epoch, i)
-      -- a generator per step, from the seed, the epoch and the step: resumable
-      local g = bbb.Generator(((args.seed * 1009 + epoch) * 100003 + i) % (1 << 53))
-      return bbb.data.shift(xb, 28, 28, args.shift, g)
-    end or nil,
+    resume = args._resume, args = saved_args,
+    on_step = args.curves and on_step or nil, on_epoch = sigma_recorder(net), augment = shifter(args),
   }
-
+  result.nranks, result.lead = nranks, lead
   if result.status == "interrupted" then
     if dist then dist.finalize() end
-    result.nranks, result.lead = nranks, lead
     return result
   end
 
-  local acc_mean = bbb.train.accuracy(net, test_set)
-  local acc_mc = bbb.train.accuracy(net, test_set, { samples = args.test_samples })
-  local total = clock() - t_start
-  print(("test accuracy: posterior means %.2f%%, MC ensemble of %d samples %.2f%% (test error %.2f%%)")
-    :format(100 * acc_mean, args.test_samples, 100 * acc_mc, 100 * (1 - acc_mc)))
-  print(("total %.1f s"):format(total))
-
-  -- The seed's figures beside ours (seed 004: ELBO = mean log-likelihood - beta KL).
-  local seed = args.preset and mnist.PRESETS[args.preset].seed
-  if seed and lead and type(args.kl_weight) == "number" then
-    local beta = args.kl_weight / args.batch
-    local last = result.history[#result.history]
-    local kl = last.complexity_total / (n_batches * args.kl_weight)
-    local function ll_of(ds)
-      local total = 0
-      for _, xb, yb in bbb.data.batches(ds, 1000) do
-        total = total + bbb.metrics.nll(net:predict(xb, { samples = args.test_samples }), yb) * xb:size(1)
-      end
-      return -total / ds.n
-    end
-    -- the training figures on (at most) its first 10000 images, to keep the evaluation short
-    local train_part = train_set.n > 10000 and bbb.data.split(train_set, 10000) or train_set
-    local train_acc = bbb.train.accuracy(net, train_part)
-    local ll_train, ll_test = ll_of(train_part), ll_of(test_set)
-    print(("%-6s %9s %9s %10s %10s %10s   (beta %g; ours: accuracy with posterior means, log-likelihood of "
-      .. "the %d-sample ensemble, train on %d images, KL = MC complexity of the last epoch)"):format("", "accuracy",
-      "ELBO", "log-lik", "KL", "", beta, args.test_samples, train_part.n))
-    for _, row in ipairs { { "train", train_acc, ll_train, seed.train }, { "test", acc_mean, ll_test, seed.test } } do
-      print(("%-6s %9.4f %9.4f %10.5f %10.1f   ours"):format(row[1], row[2], row[3] - beta * kl, row[3], kl))
-      print(("%-6s %9.4f %9.4f %10.5f %10.1f   seed"):format("", row[4].acc, row[4].elbo, row[4].ll, seed.kl))
-    end
-  end
-  if args.curves and lead and #curves.it > 0 then
-    local panels = {}
-    for _, c in ipairs { { "elbo", "ELBO per example" }, { "acc", "accuracy (minibatch, one weight sample)" },
-                         { "ll", "log-likelihood per example" }, { "kl", "KL (nats, MC estimate)" } } do
-      panels[#panels + 1] = { title = c[2], xlabel = "iteration", key = "off",
-        series = { { x = curves.it, y = curves[c[1]], color = "#08519c" } } }
-    end
-    print("wrote " .. bbb.plot.panels{ file = args.curves, size = { 1200, 800 }, layout = { 2, 2 },
-      page_title = ("%s, %s: minibatch figures averaged over 20 iterations"):format(args.dataset,
-        args.preset and ("preset " .. args.preset) or "bbb"), panels = panels })
-  end
-  if args.save and lead then
-    bbb.save(args.save, { model = net, args = saved_args })
-    print(("model saved to %s"):format(args.save))
+  result.test_acc_mean = bbb.train.accuracy(net, test_set)
+  result.test_acc_mc = bbb.train.accuracy(net, test_set, { samples = args.test_samples })
+  result.seconds = bbb.core.clock() - t_start
+  result.net, result.args, result.saved_args, result.n_batches = net, args, saved_args, n_batches
+  result.train_set, result.test_set = train_set, test_set
+  result.curves = args.curves and curves or nil
+  if lead then
+    result.seed = seed_rows(args, result)
+    write_outputs(args, result)
   end
   if dist then dist.finalize() end
-  if args.summary and lead then
-    cli.write_file(args.summary, require("bbb.json").encode{ args = saved_args, epochs = result.history,
-      test_acc_mean = acc_mean, test_acc_mc = acc_mc, seconds = total })
-  end
-  result.test_acc_mean, result.test_acc_mc, result.seconds, result.net = acc_mean, acc_mc, total, net
   return result
+end
 
+--- mnist.report(result): the test accuracies, the run's time, the seed's
+-- figures beside ours, and where the model went (rank 0 of a finished run).
+function mnist.report(r)
+  if r.status == "interrupted" or not r.lead then return end
+  local args = r.args
+  print(("test accuracy: posterior means %.2f%%, MC ensemble of %d samples %.2f%% (test error %.2f%%)")
+    :format(100 * r.test_acc_mean, args.test_samples, 100 * r.test_acc_mc, 100 * (1 - r.test_acc_mc)))
+  print(("total %.1f s"):format(r.seconds))
+  local s = r.seed
+  if s then
+    print(("%-6s %9s %9s %10s %10s %10s   (beta %g; ours: accuracy with posterior means, log-likelihood of "
+      .. "the %d-sample ensemble, train on %d images, KL = MC complexity of the last epoch)"):format("", "accuracy",
+      "ELBO", "log-lik", "KL", "", s.beta, args.test_samples, s.train_n))
+    for _, row in ipairs(s.rows) do
+      print(("%-6s %9.4f %9.4f %10.5f %10.1f   ours"):format(row[1], row[2], row[3] - s.beta * s.kl, row[3], s.kl))
+      print(("%-6s %9.4f %9.4f %10.5f %10.1f   seed"):format("", row[4].acc, row[4].elbo, row[4].ll, s.seed.kl))
+    end
+  end
+  if args.save then print(("model saved to %s"):format(args.save)) end
+end
+
+--- mnist.plot(result): with --curves, seed 004's four minibatch curves.
+function mnist.plot(r)
+  if r.status == "interrupted" or not r.lead or not r.curves or #r.curves.it == 0 then return end
+  local args, curves, panels = r.args, r.curves, {}
+  for _, c in ipairs { { "elbo", "ELBO per example" }, { "acc", "accuracy (minibatch, one weight sample)" },
+                       { "ll", "log-likelihood per example" }, { "kl", "KL (nats, MC estimate)" } } do
+    panels[#panels + 1] = { title = c[2], xlabel = "iteration", key = "off",
+      series = { { x = curves.it, y = curves[c[1]], color = "#08519c" } } }
+  end
+  print("wrote " .. bbb.plot.panels{ file = args.curves, size = { 1200, 800 }, layout = { 2, 2 },
+    page_title = ("%s, %s: minibatch figures averaged over 20 iterations"):format(args.dataset,
+      args.preset and ("preset " .. args.preset) or "bbb"), panels = panels })
 end
 
 return mnist

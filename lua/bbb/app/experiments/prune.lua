@@ -60,88 +60,97 @@ function prune.parse(argv)
   return (recipe.parse(prune.parser(), argv))
 end
 
---- prune.run(args)
-function prune.run(args)
+local function fail(msg, ...)
+  io.stderr:write("prune.lua: " .. msg:format(...) .. "\n")
+  os.exit(1)
+end
 
-  bbb.set_num_threads(args.threads)
-  bbb.manual_seed(args.seed)
+-- Without --from: the default model, trained by mnist.lua itself (the one
+-- training path); returns its checkpoint's path.
+local function train_default(args)
+  local from = args.out .. "-model.ckpt"
+  local argv = recipe.argv_of{ seed = args.seed, threads = args.threads, save = from }
+  table.move(args.mnist_flags, 1, #args.mnist_flags, #argv + 1, argv)
+  print("training: mnist " .. table.concat(argv, " "))
+  io.stdout:flush()
+  local mnist = require "bbb.app.experiments.mnist"
+  local r = mnist.run(mnist.parse(argv))
+  mnist.report(r)
+  if r.status == "interrupted" then recipe.interrupted("prune.lua", r) end
+  return from
+end
 
-
-  local from = args.from
-  if not from then
-    -- the default model, trained by mnist.lua itself (the one training path)
-    from = args.out .. "-model.ckpt"
-    local argv = { "--seed", tostring(args.seed), "--threads", tostring(args.threads), "--save", from,
-      table.unpack(args.mnist_flags) }
-    print("training: mnist " .. table.concat(argv, " "))
-    io.stdout:flush()
-    local mnist = require "bbb.app.experiments.mnist"
-    local r = mnist.run(mnist.parse(argv))
-    if r.status == "interrupted" then recipe.interrupted("prune.lua", r) end
-  end
-
+-- The model of checkpoint `from`, refused unless it has Bayesian layers;
+-- and the flags it was trained with.
+local function load_model(args, from)
   local okl, net, info = pcall(bbb.load, from, { prior = args._prior })
-  if not okl then
-    io.stderr:write(("prune.lua: --from: %s\n"):format(tostring(net):gsub("^[^\n]-:%d+: ", "")))
-    os.exit(1)
-  end
-  if not net then
-    io.stderr:write(("prune.lua: --from: %s holds no model\n"):format(from))
-    os.exit(1)
-  end
+  if not okl then fail("--from: %s", tostring(net):gsub("^[^\n]-:%d+: ", "")) end
+  if not net then fail("--from: %s holds no model", from) end
   local has_bayes = false
   net:apply(function(m) if m.weight_rho then has_bayes = true end end)
   if not has_bayes then
-    io.stderr:write(("prune.lua: --from: %s has no Bayesian layers (BayesLinear) to prune: %s\n")
-      :format(from, tostring(net):gsub("%s+", " ")))
-    os.exit(1)
+    fail("--from: %s has no Bayesian layers (BayesLinear) to prune: %s", from, (tostring(net):gsub("%s+", " ")))
   end
+  return net, info.meta.args or {}
+end
 
-  local saved = info.meta.args or {}
+-- Test errors (%) with posterior means and the MC ensemble, every model
+-- sampling from the same generator.
+local function errors(args, model, test_set)
+  local g = bbb.Generator(args.seed)
+  model:apply(function(m) if m.weight_rho then m.generator = g end end)
+  local mean = 1 - bbb.train.accuracy(model, test_set)
+  local mc = 1 - bbb.train.accuracy(model, test_set, { samples = args.test_samples })
+  return 100 * mean, 100 * mc
+end
+
+local function ref(t, f)
+  for k, v in pairs(t) do if math.abs(k - f) < 1e-9 then return ("%.2f"):format(v) end end
+  return "-"
+end
+
+-- One fraction's row: pruned by SNR and by |mu|, each tested; the SNR model
+-- at --save-fraction is saved.
+local function prune_row(args, net, saved, test_set, f)
+  local row = { fraction = f }
+  for _, by in ipairs { "snr", "magnitude" } do
+    local m = net:clone()
+    local _, pinfo = bbb.nn.prune(m, { fraction = f, by = by })
+    row.kept, row.total = pinfo.kept, pinfo.total
+    row[by .. "_mean"], row[by .. "_mc"] = errors(args, m, test_set)
+    if by == "snr" and math.abs(f - args.save_fraction) < 1e-12 then
+      bbb.save(args.out .. "-pruned.ckpt", { model = m, args = saved })
+      row.saved = true
+    end
+  end
+  print(("%-9s %10d | %7.2f%% %7.2f%% | %8.2f%% %7.2f%% | %8s %8s"):format(("%g%%"):format(100 * f),
+    row.kept, row.snr_mean, row.snr_mc, row.magnitude_mean, row.magnitude_mc, ref(PAPER, f), ref(SEED003, f)))
+  io.stdout:flush()
+  return row
+end
+
+--- prune.run(args) -> {from, rows, snr, test_samples, out, fractions}: prunes
+-- the model by SNR and by |mu| at each fraction, tests each, saves the
+-- model pruned by SNR at --save-fraction and the table; rows[i] holds
+-- fraction, kept, total and snr_mean, snr_mc, magnitude_mean, magnitude_mc
+-- (test errors in %).
+function prune.run(args)
+  bbb.set_num_threads(args.threads)
+  bbb.manual_seed(args.seed)
+  local from = args.from or train_default(args)
+  local net, saved = load_model(args, from)
   local dataset = saved.dataset or "mnist"
   local load = dataset == "fashion" and bbb.data.load_fashion_mnist or bbb.data.load_mnist
   local pixel_scale = tonumber(saved.pixel_scale) or 126
   local test_set = load{ split = "test", scale = 1 / pixel_scale, limit = args.test_limit }
   print(("%s: %s, %d test images, pixels / %g"):format(from, tostring(net):gsub("%s+", " "), test_set.n, pixel_scale))
 
-  local function errors(model)
-    local g = bbb.Generator(args.seed)
-    model:apply(function(m) if m.weight_rho then m.generator = g end end)
-    local mean = 1 - bbb.train.accuracy(model, test_set)
-    local mc = 1 - bbb.train.accuracy(model, test_set, { samples = args.test_samples })
-    return 100 * mean, 100 * mc
-  end
-
   -- SNR of every weight before pruning, for the histogram and the cut points
   local snr = bbb.nn.prune_scores(net, "snr")
-  local sorted = table.move(snr, 1, #snr, 1, {})
-  table.sort(sorted)
-
-  local rows = {}
-  local t0 = os.time()
+  local rows, t0 = {}, os.time()
   print(("%-9s %10s | %8s %8s | %8s %8s | %8s %8s"):format("removed", "weights", "SNR mean", "SNR MC",
     "|mu| mean", "|mu| MC", "paper", "seed003"))
-  for _, f in ipairs(args.fractions) do
-    local row = { fraction = f }
-    for _, by in ipairs { "snr", "magnitude" } do
-      local m = net:clone()
-      local _, pinfo = bbb.nn.prune(m, { fraction = f, by = by })
-      row.kept, row.total = pinfo.kept, pinfo.total
-      row[by .. "_mean"], row[by .. "_mc"] = errors(m)
-      if by == "snr" and math.abs(f - args.save_fraction) < 1e-12 then
-        bbb.save(args.out .. "-pruned.ckpt", { model = m, args = saved })
-        row.saved = true
-      end
-    end
-    local function ref(t)
-      for k, v in pairs(t) do if math.abs(k - f) < 1e-9 then return ("%.2f"):format(v) end end
-      return "-"
-    end
-    print(("%-9s %10d | %7.2f%% %7.2f%% | %8.2f%% %7.2f%% | %8s %8s"):format(("%g%%"):format(100 * f),
-      row.kept, row.snr_mean, row.snr_mc, row.magnitude_mean, row.magnitude_mc, ref(PAPER), ref(SEED003)))
-    io.stdout:flush()
-    rows[#rows + 1] = row
-  end
+  for _, f in ipairs(args.fractions) do rows[#rows + 1] = prune_row(args, net, saved, test_set, f) end
   print(("test error in %%: posterior means and an MC ensemble of %d samples; paper: Table 2 (2x1200, "
     .. "scale mixture); seed003: 2x400 Gaussian prior, MC; %d s"):format(args.test_samples, os.time() - t0))
 
@@ -155,54 +164,64 @@ function prune.run(args)
   print(("pruned model (%g%% removed by SNR) saved to %s-pruned.ckpt"):format(100 * args.save_fraction, args.out))
   cli.write_file(args.out .. "-table.json", bbb.json.encode{ from = from, test_samples = args.test_samples,
     rows = rows })
+  return { from = from, rows = rows, snr = snr, test_samples = args.test_samples, out = args.out,
+           fractions = args.fractions, no_plots = args.no_plots }
+end
 
-  if not args.no_plots then
-    -- SNR histogram over log10 bins, with the cut points
-    local lo, hi = math.huge, -math.huge
-    local logs = {}
-    for _, v in ipairs(snr) do
-      if v > 0 then
-        local l = math.log(v, 10)
-        logs[#logs + 1] = l
-        lo, hi = math.min(lo, l), math.max(hi, l)
-      end
+-- The SNR histogram over log10 bins, with the cut points; the file, or nil
+-- when no weight has a positive SNR.
+local function snr_histogram(r)
+  local lo, hi, logs = math.huge, -math.huge, {}
+  for _, v in ipairs(r.snr) do
+    if v > 0 then
+      local l = math.log(v, 10)
+      logs[#logs + 1] = l
+      lo, hi = math.min(lo, l), math.max(hi, l)
     end
-    if #logs > 0 then
-      local bins = 60
-      if hi <= lo then hi = lo + 1 end
-      local width = (hi - lo) / bins
-      local counts, xs = {}, {}
-      for b = 1, bins do counts[b], xs[b] = 0, lo + (b - 0.5) * width end
-      for _, l in ipairs(logs) do
-        local b = math.min(bins, math.floor((l - lo) / width) + 1)
-        counts[b] = counts[b] + 1
-      end
-      local peak = 0
-      for b = 1, bins do peak = math.max(peak, counts[b]) end
-      local series = { { x = xs, y = counts, title = "weights", style = "lines" } }
-      for _, f in ipairs(args.fractions) do
-        local k = math.floor(f * #sorted + 0.5)
-        if k >= 1 and k < #sorted and sorted[k] > 0 and (f == 0.5 or f == 0.75 or f == 0.9 or f == 0.95 or f == 0.98) then
-          local c = math.log(sorted[k], 10)
-          series[#series + 1] = { x = { c, c }, y = { 0, peak }, title = ("cut %g%%"):format(100 * f) }
-        end
-      end
-      local file = bbb.plot.lines{ file = args.out .. "-snr-hist.png", title = "Signal-to-noise ratio |mu|/sigma of every weight",
-        xlabel = "log10 SNR", ylabel = "weights per bin", series = series }
-      print("wrote " .. file)
-    end
-    local xs, snr_err, mag_err = {}, {}, {}
-    local all_positive = true
-    for i, r in ipairs(rows) do
-      xs[i], snr_err[i], mag_err[i] = 100 * r.fraction, r.snr_mc, r.magnitude_mc
-      all_positive = all_positive and r.snr_mc > 0 and r.magnitude_mc > 0
-    end
-    local file = bbb.plot.lines{ file = args.out .. "-error.png", title = "Test error after pruning",
-      xlabel = "weights removed (%)", ylabel = "test error, MC ensemble (%)", logy = all_positive,
-      series = { { x = xs, y = snr_err, title = "by SNR |mu|/sigma", style = "linespoints" },
-                 { x = xs, y = mag_err, title = "by |mu|", style = "linespoints" } } }
-    print("wrote " .. file)
   end
+  if #logs == 0 then return nil end
+  local bins = 60
+  if hi <= lo then hi = lo + 1 end
+  local width = (hi - lo) / bins
+  local counts, xs = {}, {}
+  for b = 1, bins do counts[b], xs[b] = 0, lo + (b - 0.5) * width end
+  for _, l in ipairs(logs) do
+    local b = math.min(bins, math.floor((l - lo) / width) + 1)
+    counts[b] = counts[b] + 1
+  end
+  local peak = 0
+  for b = 1, bins do peak = math.max(peak, counts[b]) end
+  local sorted = table.move(r.snr, 1, #r.snr, 1, {})
+  table.sort(sorted)
+  local series = { { x = xs, y = counts, title = "weights", style = "lines" } }
+  for _, f in ipairs(r.fractions) do
+    local k = math.floor(f * #sorted + 0.5)
+    if k >= 1 and k < #sorted and sorted[k] > 0 and (f == 0.5 or f == 0.75 or f == 0.9 or f == 0.95 or f == 0.98) then
+      local c = math.log(sorted[k], 10)
+      series[#series + 1] = { x = { c, c }, y = { 0, peak }, title = ("cut %g%%"):format(100 * f) }
+    end
+  end
+  return bbb.plot.lines{ file = r.out .. "-snr-hist.png", title = "Signal-to-noise ratio |mu|/sigma of every weight",
+    xlabel = "log10 SNR", ylabel = "weights per bin", series = series }
+end
+
+--- prune.plot(result): the SNR histogram and the test error against the
+-- fraction removed (not with --no-plots).
+function prune.plot(r)
+  if r.no_plots then return end
+  local hist = snr_histogram(r)
+  if hist then print("wrote " .. hist) end
+  local xs, snr_err, mag_err = {}, {}, {}
+  local all_positive = true
+  for i, row in ipairs(r.rows) do
+    xs[i], snr_err[i], mag_err[i] = 100 * row.fraction, row.snr_mc, row.magnitude_mc
+    all_positive = all_positive and row.snr_mc > 0 and row.magnitude_mc > 0
+  end
+  local file = bbb.plot.lines{ file = r.out .. "-error.png", title = "Test error after pruning",
+    xlabel = "weights removed (%)", ylabel = "test error, MC ensemble (%)", logy = all_positive,
+    series = { { x = xs, y = snr_err, title = "by SNR |mu|/sigma", style = "linespoints" },
+               { x = xs, y = mag_err, title = "by |mu|", style = "linespoints" } } }
+  print("wrote " .. file)
 end
 
 return prune

@@ -1,0 +1,88 @@
+-- The experiments called as Lua: run(config) returns a plain result table,
+-- whose fields these specs read (report and plot only show it).
+local bbb = require "bbb"
+local mnist = require "bbb.app.experiments.mnist"
+local prune = require "bbb.app.experiments.prune"
+local figure2 = require "bbb.app.experiments.figure2"
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(bbb.sys.mkdir_p(d))
+  return d
+end
+
+local TINY = { limit = 600, test_limit = 100, hidden = 16, epochs = 2, threads = 1, test_samples = 2, batch = 50,
+  lr = 0.01 }
+
+describe("mnist.run", function()
+  it("returns the epochs' records and the test accuracies of a finished run", function()
+    local r = mnist.run(mnist.options(TINY))
+    assert.are.equal("done", r.status)
+    assert.are.equal(2, #r.history)
+    for i, e in ipairs(r.history) do
+      assert.are.equal(i, e.epoch)
+      assert.is_true(e.elbo_per_example > 0, e.elbo_per_example)
+    end
+    assert.is_true(r.test_acc_mean > 0.3 and r.test_acc_mean <= 1, r.test_acc_mean)
+    assert.is_true(r.test_acc_mc > 0.3 and r.test_acc_mc <= 1, r.test_acc_mc)
+    assert.is_true(r.seconds > 0)
+    assert.is_nil(r.curves)   -- only with --curves
+    assert.is_nil(r.seed)     -- only with a seed's preset
+  end)
+
+  it("keeps the minibatch curves with --curves, one point per 20 steps", function()
+    local dir = tmpdir()
+    local t = {}
+    for k, v in pairs(TINY) do t[k] = v end
+    t.curves = dir .. "/c.png"
+    local r = mnist.run(mnist.options(t))
+    assert.are.equal(2 * 12 // 20, #r.curves.it)   -- 12 steps an epoch: one window of 20 in 24
+    t.limit, t.batch = 2000, 50
+    r = mnist.run(mnist.options(t))
+    assert.are.equal(2 * 40 // 20, #r.curves.it)
+    assert.are.equal(#r.curves.it, #r.curves.elbo)
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
+
+describe("prune.run", function()
+  it("tests the model pruned at each fraction, by SNR and by |mu|, fewer weights kept each time", function()
+    local dir = tmpdir()
+    local t = {}
+    for k, v in pairs(TINY) do t[k] = v end
+    t.save = dir .. "/m.ckpt"
+    mnist.run(mnist.options(t))
+    local r = prune.run(prune.parse { "--from", dir .. "/m.ckpt", "--fractions", "0.5,0.9",
+      "--test-limit", "100", "--test-samples", "2", "--threads", "1", "--no-plots", "--out", dir .. "/p" })
+    assert.are.equal(2, #r.rows)
+    assert.are.equal(r.rows[1].total, r.rows[2].total)
+    assert.is_true(r.rows[2].kept < r.rows[1].kept and r.rows[1].kept < r.rows[1].total)
+    for _, row in ipairs(r.rows) do
+      for _, k in ipairs { "snr_mean", "snr_mc", "magnitude_mean", "magnitude_mc" } do
+        assert.is_true(row[k] >= 0 and row[k] <= 100, k)
+      end
+    end
+    assert.are.equal(r.rows[1].total, #r.snr)
+    assert.truthy(io.open(dir .. "/p-pruned.ckpt"))
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
+
+describe("figure2.run", function()
+  it("trains each net to --epochs in rounds and sums up its test errors", function()
+    local dir = tmpdir()
+    local r = figure2.run(figure2.parse { "--units", "8", "--methods", "sgd,bbb", "--epochs", "2", "--round", "1",
+      "--limit", "400", "--val", "100", "--test-limit", "100", "--threads", "1", "--dir", dir,
+      "--", "--test-samples", "2" })
+    for _, m in ipairs { "sgd", "bbb" } do
+      assert.are.equal(2, r.epochs[m])
+      assert.are.equal(2, r.summary[m].epochs)
+      assert.is_true(r.summary[m].final_test_error >= 0 and r.summary[m].final_test_error <= 100)
+      assert.is_true(r.summary[m].best_val_epoch >= 1 and r.summary[m].best_val_epoch <= 2)
+    end
+    assert.is_nil(r.summary.dropout)
+    assert.truthy(io.open(r.csv))
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
