@@ -23,7 +23,7 @@ local function hidden_list(s)
 end
 
 local parser = recipe.parser("fit.lua", "Fit a Bayesian MLP to a table and score how sure it is.",
-  { defaults = { estimator = "local", epochs = "1000", batch = "32", lr = "0.01", prior_sigma = "1", dropout = "0.05", threads = "1" }, outputs = { "plot" } })
+  { defaults = { estimator = "local", epochs = "1000", batch = "32", lr = "0.01", prior_sigma = "1", dropout = "0.05" }, outputs = { "plot" } })
   :epilog("--data takes a CSV file with a header row, or FOLDER:NAME for data set NAME of an R package "
     .. "folder (scripts/bootstrap unpacks data/r/MASS, data/r/modeldata, data/r/mlbench), e.g. data/r/MASS:Boston.")
 parser:option("--data", "The table (CSV, or FOLDER:NAME)."):args(1):count(1)
@@ -32,7 +32,7 @@ parser:option("--task", "regression or classification (default: classification w
   :convert(cli.choice { "regression", "classification" })
 parser:option("--test", "A separate test table (default: --test-fraction of --data).")
 parser:option("--test-fraction", "Share of rows held out for the test.", "0.1"):convert(cli.number { min = 0, below = 1 })
-parser:option("--val", "Share of the training rows kept for early stopping.", "0.1"):convert(cli.number { above = 0, below = 1 })
+recipe.declare(parser, { "val_fraction" })
 parser:option("--ignore", "A column to leave out (repeat for more)."):count("*")
 parser:flag("--drop-missing", "Drop rows with a missing value instead of stopping at the first.")
 parser:option("--delimiter", "The CSV delimiter (one character).", ",")
@@ -49,10 +49,9 @@ recipe.declare(parser, { "samples" })
 recipe.declare(parser, { "prior_sigma" })
 recipe.declare(parser, { "rho_init" })
 recipe.declare(parser, { "dropout" })
-parser:option("--kl-scale", "Weight of the complexity term over an epoch (1: the ELBO; below 1: tempered).", "1")
-  :convert(cli.positive_number())
+recipe.declare(parser, { "kl_weight" })
 parser:option("--weight-decay", "Adam's weight decay (mlp, dropout).", "0"):convert(cli.nonnegative_number())
-parser:option("--pred-samples", "MC samples for predictions.", "100"):convert(cli.positive_integer { max = 100000 })
+recipe.declare(parser, { "pred_samples" })
 parser:option("--every", "Print the validation figures every N epochs (0: never).", "50")
   :convert(cli.nonnegative_integer { max = 1000000 })
 recipe.declare(parser, { "seed" })
@@ -79,7 +78,7 @@ if args.task == "regression" and ds.target.categorical then
 end
 
 local tr_idx, va_idx, te_idx
-ok, tr_idx, va_idx, te_idx = pcall(tab.split, ds.n, { val = args.val, test = args.test and 0 or args.test_fraction }, gen)
+ok, tr_idx, va_idx, te_idx = pcall(tab.split, ds.n, { val = args.val_fraction, test = args.test and 0 or args.test_fraction }, gen)
 if not ok then fail(tr_idx) end
 local tr, va = tab.subset(ds, tr_idx), tab.subset(ds, va_idx)
 local model = tab.new(ds, tr.x, tr.y, args.model, { hidden = args.hidden, estimator = args.estimator,
@@ -99,7 +98,7 @@ print(("model: %s %s"):format(args.model, tostring(model.net):gsub("\n%s*", " ")
 io.stdout:flush()
 local t0 = bbb.core.clock()
 local info = tab.train(model, tr, va, { epochs = args.epochs, batch = args.batch, lr = args.lr, samples = args.samples,
-  patience = args.patience, weight_decay = args.weight_decay, generator = gen, every = args.every, kl_scale = args.kl_scale,
+  patience = args.patience, weight_decay = args.weight_decay, generator = gen, every = args.every, kl_weight = args.kl_weight,
   progress = args.every == 0 and "bar" or "off" })
 print(("trained %d epochs in %.1f s (%s); best validation log-likelihood %.4f at epoch %d"):format(info.epochs,
   bbb.core.clock() - t0, info.status, info.best_ll, info.best_epoch))

@@ -15,13 +15,13 @@ local cli = require "bbb.app.cli"
 local tab = require "bbb.app.tabular"
 
 local parser = recipe.parser("predict.lua", "Predict with uncertainty from a model saved by scripts/fit.lua --save.",
-  { defaults = { threads = "1" }, outputs = { "out", "plot" } })
+  { outputs = { "out", "plot" } })
 parser:option("--model", "The checkpoint written by fit.lua --save."):count(1)
 parser:option("--data", "The rows to predict (CSV, or FOLDER:NAME for an R data set)."):count(1)
-parser:option("--out", "Where the predictions go (CSV).", "predictions.csv"):convert(cli.output_path { ext = { "csv" } })
+parser:option("--out", "Where the predictions go (CSV).", "out/predictions.csv"):convert(cli.output_path { ext = { "csv" } })
 parser:option("--delimiter", "The CSV delimiter of --data (one character).", ",")
 parser:flag("--drop-missing", "Drop rows with a missing value instead of stopping at the first.")
-parser:option("--samples", "MC samples.", "100"):convert(cli.positive_integer { max = 100000 })
+recipe.declare(parser, { "pred_samples" })
 recipe.declare(parser, { "seed" })
 recipe.declare(parser, { "threads" })
 parser:option("--plot", "PNG (needs the target in --data): predicted vs observed with 95% intervals, or calibration.")
@@ -40,13 +40,13 @@ if not ok then fail(model) end
 local ds
 ok, ds = pcall(tab.read_for, model, args.data, { delimiter = args.delimiter, drop_missing = args.drop_missing })
 if not ok then fail(args.data .. ": " .. tostring(ds)) end
-local p = tab.predict(model, ds.x, args.samples)
+local p = tab.predict(model, ds.x, args.pred_samples)
 local lines = tab.rows(model, p, ds.y)
 ok = pcall(cli.write_file, args.out, { table.concat(lines, "\n"), "\n" })
 if not ok then fail("cannot write " .. args.out) end
 print(("predict.lua: %d rows of %s -> %s (%s, %s)"):format(ds.n, args.data, args.out, model.task, model.kind))
 if ds.y then
-  local s = tab.score(model, ds, args.samples)
+  local s = tab.score(model, ds, args.pred_samples)
   if model.task == "regression" then
     print(("RMSE %.4f   log-likelihood %.4f   coverage of the 50/90/95%% intervals %.1f%% / %.1f%% / %.1f%%")
       :format(s.rmse, s.ll, 100 * s.cover50, 100 * s.cover90, 100 * s.cover95))

@@ -34,7 +34,7 @@ local PUBLISHED = {
 local METHODS = { "bbb-weight", "bbb-local", "bbb-flipout", "dropout", "mlp" }
 
 local parser = recipe.parser("uci.lua", "The UCI regression benchmark (20 random 90/10 splits, 50 hidden units).",
-  { defaults = { epochs = "2000", batch = "32", lr = "0.003", prior_sigma = "1", dropout = "0.05", threads = "1" }, outputs = { "out" } })
+  { defaults = { epochs = "2000", batch = "32", lr = "0.003", prior_sigma = "1", dropout = "0.05" }, outputs = { "out" } })
 parser:option("--sets", "Comma-separated: boston, concrete (regression), breastcancer, pima, sonar, ionosphere "
   .. "(classification), or FILE.csv:TARGET.", "boston,concrete")
 parser:option("--methods", "Comma-separated, of " .. table.concat(METHODS, ", ") .. ".", table.concat(METHODS, ","))
@@ -42,17 +42,16 @@ parser:option("--splits", "Random splits.", "20"):convert(cli.positive_integer {
 recipe.declare(parser, { "epochs" })
 parser:option("--patience", "Epochs without a better validation log-likelihood before stopping.", "200")
   :convert(cli.positive_integer { max = 1000000 })
-parser:option("--val", "Share of each training part for early stopping.", "0.1"):convert(cli.number { above = 0, below = 1 })
+recipe.declare(parser, { "val_fraction" })
 parser:flag("--no-refit", "Keep the early-stopped model instead of training again on the whole training part.")
 recipe.declare(parser, { "batch" })
 recipe.declare(parser, { "lr" })
 recipe.declare(parser, { "prior_sigma" })
 recipe.declare(parser, { "dropout" })
-parser:option("--kl-scale", "Weight of the complexity term over an epoch (1: the ELBO; below 1: tempered).", "1")
-  :convert(cli.positive_number())
+recipe.declare(parser, { "kl_weight" })
 recipe.declare(parser, { "samples" })
 parser:option("--weight-decay", "Adam weight decay of the dropout net.", "1e-4"):convert(cli.nonnegative_number())
-parser:option("--pred-samples", "MC samples at test time.", "100"):convert(cli.positive_integer { max = 100000 })
+recipe.declare(parser, { "pred_samples" })
 recipe.declare(parser, { "seed" })
 recipe.declare(parser, { "threads" })
 parser:option("--out", "Write OUT.json and OUT.csv (table, command, commit)."):convert(cli.output_path())
@@ -83,8 +82,8 @@ local function run(ds, method, k)
   local kind = method:match("^bbb") and "bbb" or method
   local o = { hidden = { 50 }, estimator = method:match("^bbb%-(.*)"), prior_sigma = args.prior_sigma,
     dropout = args.dropout, epochs = args.epochs, patience = args.patience, batch = args.batch, lr = args.lr,
-    weight_decay = kind == "dropout" and args.weight_decay or 0, kl_scale = args.kl_scale, samples = args.samples }
-  local tr2, va2 = tab.split(full.n, { val = args.val }, gen)
+    weight_decay = kind == "dropout" and args.weight_decay or 0, kl_weight = args.kl_weight, samples = args.samples }
+  local tr2, va2 = tab.split(full.n, { val = args.val_fraction }, gen)
   local tr, va = tab.subset(full, tr2), tab.subset(full, va2)
   o.generator = bbb.Generator(args.seed * 1000 + k + 500)
   local m = tab.new(ds, full.x, full.y, kind, o)

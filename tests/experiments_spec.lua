@@ -54,7 +54,7 @@ describe("prune.run", function()
     t.save = dir .. "/m.ckpt"
     mnist.run(mnist.options(t))
     local r = prune.run(prune.parse { "--from", dir .. "/m.ckpt", "--fractions", "0.5,0.9",
-      "--test-limit", "100", "--test-samples", "2", "--threads", "1", "--no-plots", "--out", dir .. "/p" })
+      "--test-limit", "100", "--test-samples", "2", "--threads", "1", "--no-plot", "--out", dir .. "/p" })
     assert.are.equal(2, #r.rows)
     assert.are.equal(r.rows[1].total, r.rows[2].total)
     assert.is_true(r.rows[2].kept < r.rows[1].kept and r.rows[1].kept < r.rows[1].total)

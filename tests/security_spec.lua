@@ -344,7 +344,7 @@ describe("opening a saved model never runs code its metadata names", function()
     f:close()
     local cmds = {
       "predict.lua --model abs.ckpt --data " .. sh_quote(root .. "/data/r/MASS:Boston"),
-      "prune.lua --from abs.ckpt --out p/run --no-plots",
+      "prune.lua --from abs.ckpt --out p/run --no-plot",
       "ood.lua --from-bbb abs.ckpt --limit 100 --test-limit 50 --out o",
       "plot_run.lua run.jsonl abs.ckpt --out pr",
     }
@@ -367,7 +367,7 @@ describe("opening a saved model never runs code its metadata names", function()
     assert.are_not.equal(0, status2, out2)
     assert.truthy(out2:find("'run.jsonl' is not a .lua file", 1, true), out2)
     local status3, out3 = run_in(dir, sh_quote(root .. "/scripts/prune.lua")
-      .. " --from abs.ckpt --prior good.lua --fractions 0.5 --test-limit 50 --test-samples 2 --out p/run --no-plots")
+      .. " --from abs.ckpt --prior good.lua --fractions 0.5 --test-limit 50 --test-samples 2 --out p/run --no-plot")
     nothing_ran(out3)
     assert.are.equal(0, status3, out3)
   end)

@@ -72,7 +72,7 @@ describe("the table scripts", function()
     end)
     assert.are.equal(9706 - math.floor(0.95 * 9706 + 0.5), kept)
     -- and prunes again from it with --from, without training
-    out = ok("scripts/prune.lua --from " .. prefix .. "-pruned.ckpt --fractions 0,0.99 --test-limit 100 --no-plots --out "
+    out = ok("scripts/prune.lua --from " .. prefix .. "-pruned.ckpt --fractions 0,0.99 --test-limit 100 --no-plot --out "
       .. tmp .. "/p2", "removed")
     assert.falsy(out:find("training: ", 1, true), out)
   end)

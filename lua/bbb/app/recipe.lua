@@ -46,7 +46,8 @@ end
 
 -- The run
 def("seed", "Random seed.", "1", function() return cli.integer() end)
-def("threads", "Threads for GEMM and elementwise passes.", "2", function() return cli.threads() end)
+def("threads", "Threads for GEMM and elementwise passes (every count gives the same numbers; default: the "
+  .. "cores).", tostring(require("bbb.app.sys").nproc()), function() return cli.threads() end)
 def("epochs", "Training epochs.", "30", function() return cli.nonnegative_integer { max = 100000 } end)
 def("batch", "Minibatch size.", "128", function() return cli.positive_integer() end)
 -- Data
@@ -54,6 +55,8 @@ def("dataset", "mnist or fashion.", "mnist", function() return cli.choice { "mni
 def("pixel_scale", "Divide pixels by this (the paper: 126).", "126",
   function() return cli.positive_number { max = 1e9 } end)
 def("val", "Hold out the last N training images for validation.", nil, function() return cli.positive_integer() end)
+def("val_fraction", "Share of the training rows held out for early stopping.", "0.1",
+  function() return cli.number { above = 0, below = 1 } end)
 def("limit", "Use only the first N training images (smoke runs).", nil, function() return cli.positive_integer() end)
 def("test_limit", "Use only the first N test images.", nil, function() return cli.positive_integer() end)
 -- The network
@@ -83,6 +86,7 @@ def("kl", "Complexity term: mc (log q - log p at the sample) or analytic (Gaussi
 def("reduction", "mean (loss per example) or sum (summed over the minibatch).", "mean",
   function() return cli.choice { "mean", "sum" } end)
 def("test_samples", "MC samples for the final ensemble.", "10", function() return cli.positive_integer { max = 100000 } end)
+def("pred_samples", "MC samples for predictions.", "100", function() return cli.positive_integer { max = 100000 } end)
 -- The optimizer
 def("optim", "adam, sgd or rmsprop.", "adam", function() return cli.choice { "adam", "sgd", "rmsprop" } end)
 def("lr", "Learning rate.", "0.001", function() return cli.nonnegative_number { max = 1e6 } end)

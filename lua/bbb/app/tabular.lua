@@ -161,8 +161,9 @@ end
 
 --- train(model, tr, va, {epochs = 1000, batch = 32, lr = 0.01, samples = 1,
 --        patience = 100, weight_decay = 0, val_samples = 20, generator, quiet,
---        every = 0 (print every n epochs), kl_scale = 1 (the complexity term's
---        weight over an epoch: 1 is the ELBO, below 1 a tempered posterior)})
+--        every = 0 (print every n epochs), kl_weight = "uniform" (each
+--        minibatch's complexity weight, as bbb.elbo.ELBO takes it: "uniform"
+--        gives the ELBO, a number below 1 / batches a tempered posterior)})
 -- -> {best_epoch, epochs, best_ll, status}
 -- tr and va hold raw rows. Trains through bbb.train.fit and keeps the
 -- weights of the epoch with the best validation log-likelihood.
@@ -173,7 +174,7 @@ function M.train(m, tr, va, o)
   local n_batches = bbb.data.num_batches(tr.n, o.batch or 32)
   local elbo = bbb.elbo.ELBO { n_data = tr.n, batch_size = o.batch or 32, likelihood = reg and "gaussian" or "categorical",
     learn_sigma = reg, sigma = 0.5, samples = m.kind == "bbb" and (o.samples or 1) or 1,
-    kl_weight = o.kl_scale and o.kl_scale / n_batches or "uniform" }
+    kl_weight = o.kl_weight or "uniform" }
   local params = m.net:named_parameters()
   for _, p in ipairs(elbo:named_parameters()) do params[#params + 1] = p end
   local opt = bbb.optim.Adam(params, { lr = o.lr or 0.01, weight_decay = o.weight_decay or 0 })

@@ -36,7 +36,7 @@ function figure2.parser()
     .. "epochs for Bayes by Backprop, SGD and dropout nets of 2 x UNITS, trained by the paper's protocol "
     .. "(plain SGD on the summed cost, pixels / 126, 50,000 / 10,000 images, minibatch 128). The nets train "
     .. "in turn, --round epochs at a time, each from its checkpoint in --dir: run the same command again to "
-    .. "resume, or with a larger --epochs to go on.", { defaults = { epochs = "600", threads = "2" } })
+    .. "resume, or with a larger --epochs to go on.", { defaults = { epochs = "600" } })
   parser:option("--units", "Units per hidden layer.", "1200"):convert(cli.positive_integer { max = 1 << 16 })
   parser:option("--methods", "Nets to train: " .. table.concat(figure2.METHODS, ","), "bbb,sgd,dropout")
     :convert(function(s)

@@ -51,7 +51,7 @@ function prune.parser()
   recipe.declare(parser, { "seed" })
   parser:argument("mnist_flags", "Without --from: flags for scripts/mnist.lua after --, "
     .. "e.g. -- --preset adam-400 --epochs 20 (default: its defaults).", nil):args("*")
-  parser:flag("--no-plots", "Skip the plots.")
+  parser:flag("--no-plot", "Skip the plots.")
   return parser
 end
 
@@ -165,7 +165,7 @@ function prune.run(args)
   cli.write_file(args.out .. "-table.json", bbb.json.encode{ from = from, test_samples = args.test_samples,
     rows = rows })
   return { from = from, rows = rows, snr = snr, test_samples = args.test_samples, out = args.out,
-           fractions = args.fractions, no_plots = args.no_plots }
+           fractions = args.fractions, no_plot = args.no_plot }
 end
 
 -- The SNR histogram over log10 bins, with the cut points; the file, or nil
@@ -206,9 +206,9 @@ local function snr_histogram(r)
 end
 
 --- prune.plot(result): the SNR histogram and the test error against the
--- fraction removed (not with --no-plots).
+-- fraction removed (not with --no-plot).
 function prune.plot(r)
-  if r.no_plots then return end
+  if r.no_plot then return end
   local hist = snr_histogram(r)
   if hist then print("wrote " .. hist) end
   local xs, snr_err, mag_err = {}, {}, {}
