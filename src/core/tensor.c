@@ -87,8 +87,8 @@ static void big_free(void *p, size_t bytes) {
 /* Small storages (under BIG_BYTES, sizes in 64-byte steps) wait after their
 ** free in a list per size, so a loop of small steps (the bandit's updates of
 ** 64 rows, some hundred tensors each) reuses its blocks instead of calling
-** the allocator for each: 64-byte aligned_alloc and free cost about 0.1 us a
-** pair and showed as 7-10% of such an update under perf. The lists hold at
+** the allocator for each, whose cost showed as a visible share of such an
+** update under perf. The lists hold at
 ** most SMALL_CACHE_MAX_BYTES in all; a freed block beyond that goes back to
 ** malloc. Under AddressSanitizer nothing is kept, so a use after free is
 ** still caught. Storages are made and released with the Lua state's lock
