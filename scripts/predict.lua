@@ -40,6 +40,10 @@ if not ok then fail(model) end
 local ds
 ok, ds = pcall(tab.read_for, model, args.data, { delimiter = args.delimiter, drop_missing = args.drop_missing })
 if not ok then fail(args.data .. ": " .. tostring(ds)) end
+if #ds.ignored > 0 then
+  print(("predict.lua: note: %s holds columns the model does not use, left out: %s"):format(args.data,
+    table.concat(ds.ignored, ", ")))
+end
 local p = tab.predict(model, ds.x, args.pred_samples)
 local lines = tab.rows(model, p, ds.y)
 ok = pcall(cli.write_file, args.out, { table.concat(lines, "\n"), "\n" })

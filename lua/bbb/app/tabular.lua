@@ -243,8 +243,26 @@ function M.read_for(m, spec, o)
   end
   for _, h in ipairs(header) do if not want[h] and h ~= tname then ignore[#ignore + 1] = h end end
   if not have[tname] then levels[tname] = nil end
-  return M.read(spec, { target = have[tname] and tname or nil, ignore = ignore, levels = levels,
+  local ds = M.read(spec, { target = have[tname] and tname or nil, ignore = ignore, levels = levels,
     delimiter = o.delimiter, drop_missing = o.drop_missing, task = m.task })
+  ds.ignored = ignore
+  return M.in_model_order(m, ds)
+end
+
+--- in_model_order(model, ds) -> ds with its feature columns in the order
+-- the model was trained on, matched by name (a file may hold the columns in
+-- any order); an error names a feature the model needs that ds lacks.
+function M.in_model_order(m, ds)
+  local at, idx, same = {}, {}, true
+  for j, name in ipairs(ds.feature_names) do at[name] = j end
+  for j, name in ipairs(m.prep.feature_names) do
+    idx[j] = at[name] or error(("feature '%s' (used by the model) is not in the rows"):format(name), 0)
+    same = same and idx[j] == j
+  end
+  if same and #idx == #ds.feature_names then return ds end
+  ds.x = ds.x:t():index_select(core.tensor(idx)):t():clone()
+  ds.feature_names = m.prep.feature_names
+  return ds
 end
 
 --- header(spec [, delimiter]) -> the column names of a CSV file or an R data set.
