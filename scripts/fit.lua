@@ -34,6 +34,7 @@ parser:option("--test", "A separate test table (default: --test-fraction of --da
 parser:option("--test-fraction", "Share of rows held out for the test.", "0.1"):convert(cli.number { min = 0, below = 1 })
 recipe.declare(parser, { "val_fraction" })
 parser:option("--ignore", "A column to leave out (repeat for more)."):count("*")
+parser:option("--categorical", "A CSV column to read as categories, numbers or not (repeat for more)."):count("*")
 parser:flag("--drop-missing", "Drop rows with a missing value instead of stopping at the first.")
 parser:option("--delimiter", "The CSV delimiter (one character).", ",")
 parser:option("--model", "bbb (Bayes by Backprop), mlp (plain) or dropout (MC dropout).", "bbb")
@@ -69,7 +70,7 @@ end
 bbb.set_num_threads(args.threads)
 local gen = bbb.Generator(args.seed)
 local read = { target = args.target, task = args.task, ignore = args.ignore, drop_missing = args.drop_missing,
-               delimiter = args.delimiter }
+               delimiter = args.delimiter, categorical = #args.categorical > 0 and args.categorical or nil }
 local ok, ds = pcall(tab.read, args.data, read)
 if not ok then fail(ds) end
 if not ds.y then fail(("no target column '%s'"):format(args.target)) end

@@ -106,6 +106,22 @@ describe("read_csv malformed input", function()
     fails("a,b\n1,2\n3,0x1F\n", "'0x1F'")
   end)
 
+  it("a stray cell is an error wherever it stands, the first row too", function()
+    local rows = "\n2,3\n4,5\n6,7\n"
+    for _, bad in ipairs { "12.5x", "nan", "1e39", '"1,234"' } do
+      fails("a,b\n" .. bad .. ",1" .. rows, "column 1 ('a') holds numbers in 3 rows, but row 1 holds '"
+        .. bad:gsub('"', "") .. "', which is not a number")
+      fails("a,b\n1,2" .. rows:gsub("4,5", bad .. ",5"), "row 3, column 1 ('a'): bad number")
+    end
+    -- a target column too: no class per distinct number
+    fails("x,y\n1,12.5x\n2,3\n4,5\n", "column 2 ('y') holds numbers in 2 rows", { target = "y" })
+    -- categories stay categories, and a column named categorical takes numbers as levels
+    local ds = read("a,b\nred,1\n2,3\ngreen,5\nblue,6\n")
+    assert.is_true(ds.columns[1].categorical)
+    ds = read("a,b\n12.5x,1\n2,3\n4,5\n", { categorical = { "a" } })
+    assert.are.same({ "12.5x", "2", "4" }, ds.columns[1].levels)
+  end)
+
   it("a header only, an empty file, and every row dropped", function()
     fails("a,b,c\n", "no data rows after the header")
     fails("", "the file is empty")

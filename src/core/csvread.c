@@ -4,10 +4,14 @@
 ** libcsv does the RFC 4180 part (delimiters, quoted fields with doubled
 ** quotes and line breaks, strict checks on stray quotes) and calls back once
 ** per field and once per record. Here each field becomes a float: a number
-** for a numeric column, a code 1..L for a categorical one. A column's kind
-** is fixed by its first value that is not missing (numeric when it parses
-** as a number) unless the caller names it categorical; a later value that
-** is not a number in a numeric column is an error, not a silent switch.
+** for a numeric column, a code 1..L for a categorical one. A column is
+** numeric when its values parse as numbers, categorical when the caller
+** names it so or its values are text. The stream sets the kind from the
+** first value that is not missing, and the whole column holds it to that:
+** a later value that is not a number in a numeric column is an error, and
+** so is a column read as categories whose values are mostly numbers (one
+** stray cell first, "12.5x" or "1,234", must not turn a feature into
+** categories or a target into a hundred classes), whichever row it is in.
 **
 ** Rows go into fixed-size blocks of pages of their own; at the end they are
 ** copied into the result tensor block by block, each block unmapped once
@@ -211,6 +215,9 @@ typedef struct colstate {
   int kind, forced;
   int64_t added_in;           /* the row that added the last level */
   strset levels;
+  int64_t numbers, texts;     /* a category column's values that parse as numbers, and not */
+  int64_t text_row;           /* the first of the latter: its row and (shown) text */
+  char text[64];
 } colstate;
 
 typedef struct ctx {
@@ -279,6 +286,28 @@ static int is_na(const bbb_csv_options *o, const char *s, size_t n) {
   return 0;
 }
 
+/* Counts a category column's values by whether they parse as numbers,
+** keeping the first that does not (see mostly_numbers). */
+static void count_kind(const ctx *c, colstate *col, const char *s, size_t n) {
+  float v;
+  if (!bbb_csv_parse_float(s, n, &v)) {
+    col->numbers++;
+  } else if (col->texts++ == 0) {
+    col->text_row = c->row;
+    shown(s, n, col->text, sizeof col->text);
+  }
+}
+
+/* An error for a column read as categories (not named so) whose values are
+** mostly numbers: its text is a stray cell, wherever it stands. */
+static int mostly_numbers(ctx *c, int j) {
+  const colstate *col = &c->cols[j];
+  if (col->kind != KIND_CATEGORY || col->forced || col->numbers <= col->texts) return BBB_OK;
+  return c->st = bbb_error(BBB_EIO, "read_csv: column %d ('%s') holds numbers in %lld rows, but row %lld holds "
+                           "'%s', which is not a number: fix it, or name the column categorical", j + 1,
+                           col_name(c, j), (long long)col->numbers, (long long)col->text_row, col->text);
+}
+
 static void data_field(ctx *c, int j, const char *s, size_t n) {
   colstate *col = &c->cols[j];
   if (col->slot < 0) return;
@@ -292,12 +321,13 @@ static void data_field(ctx *c, int j, const char *s, size_t n) {
   if (col->kind == KIND_UNDECIDED)
     col->kind = col->forced || bbb_csv_parse_float(s, n, dst) ? KIND_CATEGORY : KIND_NUMBER;
   if (col->kind == KIND_NUMBER) {
-    if (bbb_csv_parse_float(s, n, dst)) fail_at(c, j, "bad number (the column is numeric from its first value;"
+    if (bbb_csv_parse_float(s, n, dst)) fail_at(c, j, "bad number (the column holds numbers;"
                                                 " name it categorical to read categories)", s, n);
     return;
   }
   if (!utf8_valid((const unsigned char *)s, n)) { fail_at(c, j, "invalid UTF-8 in", s, n); return; }
   if (memchr(s, 0, n)) { fail_at(c, j, "a NUL byte in", s, n); return; }
+  if (!col->forced) count_kind(c, col, s, n);
   int k = strset_find(&col->levels, s, n, NULL);
   if (!k) {
     if (col->levels.n >= c->o->max_levels) {
@@ -490,6 +520,8 @@ static int finish(ctx *c, struct csv_parser *p, bbb_csv_table *out) {
   out->n_cols = nx;
   out->cols = bbb_arena_alloc(c->arena, (size_t)(nx > 0 ? nx : 1) * sizeof *out->cols);
   if (!out->cols) return bbb_error(BBB_EMEM, "read_csv: out of memory");
+  for (int j = 0; j < c->ncol; j++)
+    if (c->cols[j].slot >= 0 && mostly_numbers(c, j)) return c->st;
   for (int j = 0; j < c->ncol; j++) {
     colstate *col = &c->cols[j];
     if (col->slot < 0) continue;

@@ -21,14 +21,24 @@ local function exists(path)
   return f ~= nil
 end
 
---- read(spec, {target, task, ignore, drop_missing, delimiter, levels}) -> data set.
--- spec: a CSV file, or FOLDER:NAME for data set NAME of an R package folder
--- (data/r/MASS:Boston). task = "classification" reads a numeric target as classes.
+--- read(spec, {target, task, ignore, drop_missing, delimiter, levels,
+-- categorical}) -> data set. spec: a CSV file, or FOLDER:NAME for data set
+-- NAME of an R package folder (data/r/MASS:Boston). task = "classification"
+-- reads a numeric target as classes; categorical lists CSV columns read as
+-- categories, numbers or not.
 function M.read(spec, o)
   o = o or {}
   local folder, name = spec:match("^(.+):([%w%._]+)$")
-  local cat = o.task == "classification" and o.target and { o.target } or nil
+  local cat = o.categorical and table.move(o.categorical, 1, #o.categorical, 1, {}) or nil
+  if o.task == "classification" and o.target then
+    cat = cat or {}
+    cat[#cat + 1] = o.target
+  end
   if folder and not exists(spec) then
+    if o.categorical then
+      error(("%s: an R data set says itself which columns are factors: name categorical columns of CSV "
+        .. "files only"):format(spec), 0)
+    end
     if cat and not (o.levels and o.levels[o.target]) then
       local probe = bbb.data.load_r(folder, name, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing })
       if not probe.target.categorical then error(("%s: the target '%s' is numeric; use it for regression"):format(spec, o.target), 0) end
