@@ -141,6 +141,23 @@ describe("fit.lua and predict.lua", function()
       :format(H.q(train_csv)), "regression of 'y'")
   end)
 
+  it("an incomplete first row stops neither fit.lua --test nor predict.lua with --drop-missing", function()
+    local lines, g = { "y,a,b" }, bbb.Generator(4)
+    local u = bbb.rand({ 200, 2 }, 0, 1, g):totable()
+    for i = 1, 200 do
+      lines[#lines + 1] = ("%.6f,%s,%.6f"):format(u[i][1] + 2 * u[i][2], i == 1 and "" or ("%.6f"):format(u[i][1]), u[i][2])
+    end
+    local f = assert(io.open(dir .. "/gap.csv", "w"))
+    f:write(table.concat(lines, "\n"), "\n")
+    f:close()
+    local gap = H.q(dir .. "/gap.csv")
+    H.ok(("scripts/fit.lua --data %s --test %s --target y --drop-missing --epochs 3 --every 0 --save %s")
+      :format(gap, gap, H.q(dir .. "/gap.ckpt")), "test ")
+    H.ok(("scripts/predict.lua --model %s --data %s --drop-missing --out %s"):format(H.q(dir .. "/gap.ckpt"), gap,
+      H.q(dir .. "/gap_pred.csv")))
+    assert.are.equal(200, #read_csv_file(dir .. "/gap_pred.csv"))   -- the header and 199 rows
+  end)
+
   it("uci.lua runs the protocol on tiny settings and writes its table", function()
     local out = H.ok(("scripts/uci.lua --sets boston --methods bbb-local,mlp --splits 2 --epochs 3 --pred-samples 5 --out %s")
       :format(H.q(dir .. "/uci")), "ours bbb-local", "ours mlp", "pub. VI", "4.32 +- 0.29", "wrote ")

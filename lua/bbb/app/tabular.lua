@@ -283,10 +283,12 @@ function M.header(spec, delimiter)
   else
     local f = io.open(spec, "rb")
     if not f then error(("cannot open %s"):format(spec), 0) end
-    local text = {}
-    for _ = 1, 2 do text[#text + 1] = f:read("L") end
+    local line = f:read("L")
     f:close()
-    ds = bbb.data.read_csv(table.concat(text), { text = true, delimiter = delimiter, drop_missing = true })
+    -- the header line read as its own data row: its names, whatever the
+    -- first row of data holds (an incomplete one is no reason to fail here)
+    ds = bbb.data.read_csv((line or "") .. (line and not line:find("\n$") and "\n" or "") .. (line or ""),
+      { text = true, delimiter = delimiter })
   end
   local names = {}
   for j, c in ipairs(ds.columns) do names[j] = c.name end
