@@ -158,6 +158,30 @@ describe("fit.lua and predict.lua", function()
     assert.are.equal(200, #read_csv_file(dir .. "/gap_pred.csv"))   -- the header and 199 rows
   end)
 
+  it("predict.lua refuses a checkpoint whose preprocessing was edited into nonsense", function()
+    if not io.open(dir .. "/reg.ckpt") then
+      H.ok(("scripts/fit.lua --data %s --target y --ignore label --epochs 40 --every 0 --save %s")
+        :format(H.q(train_csv), H.q(dir .. "/reg.ckpt")))
+    end
+    local edits = {
+      { function(t) t.prep.x_std[1] = 0 end, "the saved scaling of feature 'x1' is not a finite mean and a positive scale" },
+      { function(t) t.noise_sigma = -1 end, "the saved noise sigma is not a positive number (-1" },
+      { function(t) t.prep.y_std = 0 end, "the saved target scaling is not a finite mean and a positive scale" },
+      { function(t) t.prep.x_mean = { 1 } end, "does not have one mean and one scale for each of the" },
+      { function(t) t.task = "ranking" end, "the saved task is not regression or classification" },
+    }
+    for i, e in ipairs(edits) do
+      local tensors, meta = bbb.checkpoint.read(dir .. "/reg.ckpt")
+      e[1](meta.state.tabular)
+      local path = ("%s/edited%d.ckpt"):format(dir, i)
+      bbb.checkpoint.write(path, tensors, meta)
+      local status, out = H.run(("scripts/predict.lua --model %s --data %s --out %s"):format(H.q(path), H.q(new_csv),
+        H.q(dir .. "/edited.csv")))
+      assert.are.equal(2, status, out)
+      H.has(out, e[2])
+    end
+  end)
+
   it("uci.lua runs the protocol on tiny settings and writes its table", function()
     local out = H.ok(("scripts/uci.lua --sets boston --methods bbb-local,mlp --splits 2 --epochs 3 --pred-samples 5 --out %s")
       :format(H.q(dir .. "/uci")), "ours bbb-local", "ours mlp", "pub. VI", "4.32 +- 0.29", "wrote ")

@@ -233,7 +233,54 @@ function M.load(path)
   if type(t) ~= "table" or type(t.prep) ~= "table" then
     error(("%s is not a model saved by scripts/fit.lua (no preprocessing in it)"):format(path), 0)
   end
-  return { net = net, kind = t.kind, task = t.task, prep = t.prep, noise_sigma = t.noise_sigma, extra = t.extra }
+  local m = { net = net, kind = t.kind, task = t.task, prep = t.prep, noise_sigma = t.noise_sigma, extra = t.extra }
+  local ok, err = pcall(M.check_saved, m)
+  if not ok then error(("%s: %s"):format(path, err), 0) end
+  return m
+end
+
+local function positive(v) return type(v) == "number" and v > 0 and v < math.huge end
+local function finite(v) return type(v) == "number" and v == v and v > -math.huge and v < math.huge end
+
+local function strings(list, what)
+  if type(list) ~= "table" or #list == 0 then error(("the saved %s are not a list"):format(what), 0) end
+  for i, v in ipairs(list) do
+    if type(v) ~= "string" then error(("the saved %s: entry %d is not a name"):format(what, i), 0) end
+  end
+end
+
+--- check_saved(model): what a checkpoint says of its preprocessing, checked
+-- as user input is: a file may be edited or damaged, and a zero scale or a
+-- negative noise would turn every prediction into NaN or nonsense.
+function M.check_saved(m)
+  local p = m.prep
+  if m.task ~= "regression" and m.task ~= "classification" then error("the saved task is not regression or classification", 0) end
+  if m.kind ~= "bbb" and m.kind ~= "mlp" and m.kind ~= "dropout" then error("the saved model kind is not bbb, mlp or dropout", 0) end
+  strings(p.feature_names, "feature names")
+  if type(p.x_mean) ~= "table" or type(p.x_std) ~= "table" or #p.x_mean ~= #p.feature_names or #p.x_std ~= #p.x_mean then
+    error(("the saved input scaling does not have one mean and one scale for each of the %d features")
+      :format(#p.feature_names), 0)
+  end
+  for j = 1, #p.x_mean do
+    if not finite(p.x_mean[j]) or not positive(p.x_std[j]) then
+      error(("the saved scaling of feature '%s' is not a finite mean and a positive scale (%s, %s)")
+        :format(p.feature_names[j], tostring(p.x_mean[j]), tostring(p.x_std[j])), 0)
+    end
+  end
+  if type(p.columns) ~= "table" or type(p.target) ~= "table" or type(p.target.name) ~= "string" then
+    error("the saved columns or target are missing", 0)
+  end
+  if m.task == "regression" then
+    if not finite(p.y_mean) or not positive(p.y_std) then
+      error(("the saved target scaling is not a finite mean and a positive scale (%s, %s)")
+        :format(tostring(p.y_mean), tostring(p.y_std)), 0)
+    end
+    if not positive(m.noise_sigma) then
+      error(("the saved noise sigma is not a positive number (%s)"):format(tostring(m.noise_sigma)), 0)
+    end
+  else
+    strings(p.classes, "classes")
+  end
 end
 
 --- read_for(model, spec, opts) -> the rows of a file as the model reads them:
