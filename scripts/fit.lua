@@ -77,6 +77,23 @@ if not ds.y then fail(("no target column '%s'"):format(args.target)) end
 if args.task == "regression" and ds.target.categorical then
   fail(("the target '%s' holds categories (%s, ...): use --task classification"):format(args.target, ds.classes[1]))
 end
+-- numbers read as classes: a few (0/1, grades 1-7) are classes, many are a quantity
+if args.task == "classification" and #ds.classes > 20 then
+  local numbers = 0
+  for _, c in ipairs(ds.classes) do if tonumber(c) then numbers = numbers + 1 end end
+  if numbers == #ds.classes then
+    fail(("the target '%s' holds %d distinct numbers: a quantity, not classes; use --task regression")
+      :format(args.target, #ds.classes))
+  end
+end
+do   -- the rows left to train on
+  local n_test = args.test and 0 or math.floor(args.test_fraction * ds.n + 0.5)
+  local n_train = ds.n - n_test - math.floor(args.val_fraction * (ds.n - n_test) + 0.5)
+  if n_train < math.max(10, ds.n // 4) then
+    fail(("--val-fraction %g and --test-fraction %g leave %d of the %d rows to train on (at least %d needed)")
+      :format(args.val_fraction, args.test and 0 or args.test_fraction, n_train, ds.n, math.max(10, ds.n // 4)))
+  end
+end
 
 local tr_idx, va_idx, te_idx
 ok, tr_idx, va_idx, te_idx = pcall(tab.split, ds.n, { val = args.val_fraction, test = args.test and 0 or args.test_fraction }, gen)

@@ -65,6 +65,7 @@ for m in args.methods:gmatch("[^,]+") do
   if not ok then fail(("--methods: unknown method '%s'"):format(m)) end
   methods[#methods + 1] = m
 end
+if not args.sets:find("[^,%s]") then fail("--sets: expected a comma-separated list of sets, got '" .. args.sets .. "'") end
 for s in args.sets:gmatch("[^,]+") do
   local file, target = s:match("^(.+):([^:]+)$")
   local set = SETS[s] or (file and { spec = file, target = target })

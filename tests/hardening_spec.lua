@@ -217,3 +217,37 @@ describe("optimizer and ELBO options", function()
     end
   end)
 end)
+
+describe("input the scripts once took silently", function()
+  it("transpose takes a 2-d tensor's own dims only", function()
+    local t = bbb.randn { 2, 3 }
+    assert.are.equal("bbb.transpose: argument 3 (dim): expected 1..2 or -2..-1 for a 2-d tensor (2, 3), got 5",
+      message(function() return t:transpose(1, 5) end))
+    assert.are.equal("bbb.transpose: argument 3 (dim2): must differ from dim1",
+      message(function() return t:transpose(2, 2) end))
+    assert.are.same({ 3, 2 }, t:transpose(2, 1):size())
+  end)
+
+  it("the scripts refuse bad settings before any work", function()
+    local csv = tmp .. "/real.csv"
+    local f = assert(io.open(csv, "w"))
+    f:write("x,y\n")
+    for i = 1, 60 do f:write(("%d,%.3f\n"):format(i, i * 0.37)) end
+    f:close()
+    local cases = {
+      { "scripts/fit.lua --data " .. csv .. " --target y --task classification",
+        "the target 'y' holds 60 distinct numbers: a quantity, not classes; use --task regression" },
+      { "scripts/fit.lua --data " .. csv .. " --target y --val-fraction 0.9 --test-fraction 0.5",
+        "--val-fraction 0.9 and --test-fraction 0.5 leave 3 of the 60 rows to train on (at least 15 needed)" },
+      { "scripts/uci.lua --sets ''", "uci.lua: --sets: expected a comma-separated list of sets, got ''" },
+      { "scripts/prune.lua --save-fraction 1", "--save-fraction: number '1' is out of range: must be in [0, 1)" },
+      { "scripts/figure2.lua foo", "figure2.lua: unexpected argument 'foo' (flags for mnist.lua go after --)" },
+      { "scripts/prune.lua foo", "prune.lua: unexpected argument 'foo' (flags for mnist.lua go after --)" },
+    }
+    for _, c in ipairs(cases) do
+      local status, out = helpers.run(c[1])
+      assert.are.equal(2, status, c[1] .. "\n" .. out)
+      helpers.has(out, c[2])
+    end
+  end)
+end)

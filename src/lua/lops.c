@@ -242,10 +242,15 @@ static int t_index_select(lua_State *L) {
 }
 
 /** t(x) -> tensor
-** transpose(x) -> tensor
-** The transpose of a 2-d tensor (a copy: writes do not reach x). */
+** transpose(x [, dim1, dim2]) -> tensor
+** The transpose of a 2-d tensor (a copy: writes do not reach x); dims, when
+** given, must be its two (1 and 2, either way round, or -2 and -1). */
 static int t_transpose(lua_State *L) {
   bbb_tensor *x = check(L, 1);
+  if (!lua_isnoneornil(L, 2) || !lua_isnoneornil(L, 3)) {
+    int d1 = lbbb_check_dim(L, 2, x), d2 = lbbb_check_dim(L, 3, x);
+    if (d1 == d2) return lbbb_argerror(L, 3, "dim2", "must differ from dim1");
+  }
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   return push_result(L, bbb_transpose(&u->t, x));
 }

@@ -318,6 +318,15 @@ function recipe.parse(parser, argv)
   return args, given
 end
 
+--- recipe.check_passed_flags(parser, words): words are flags passed on to
+-- another script (after --): a first word that is no flag is a stray
+-- argument, refused as bad input rather than handed on.
+function recipe.check_passed_flags(parser, words)
+  if words[1] and not words[1]:find("^%-") then
+    parser:error(("unexpected argument '%s' (flags for mnist.lua go after --)"):format(words[1]))
+  end
+end
+
 --- recipe.declare_model_prior(parser): --prior FILE for a script that opens
 -- a saved model. A model trained with a prior written in Lua needs its file
 -- named on the command line, since opening a model never runs code the model

@@ -43,7 +43,8 @@ function prune.parser()
   recipe.declare_model_prior(parser)
   parser:option("--fractions", "Fractions of the weights to remove.", DEFAULT_FRACTIONS)
     :convert(fraction_list)
-  parser:option("--save-fraction", "Fraction for the pruned checkpoint.", "0.95"):convert(fraction)
+  parser:option("--save-fraction", "Fraction for the pruned checkpoint (below 1: a model keeps a weight).", "0.95")
+    :convert(cli.number { min = 0, below = 1 })
   recipe.declare(parser, { "test_samples" })
   recipe.declare(parser, { "test_limit" })
   parser:option("--out", "Prefix of the files written.", "out/prune/run"):convert(cli.output_path())
@@ -57,7 +58,10 @@ end
 
 --- prune.parse([argv]) -> args: the command line, checked.
 function prune.parse(argv)
-  return (recipe.parse(prune.parser(), argv))
+  local parser = prune.parser()
+  local args = recipe.parse(parser, argv)
+  recipe.check_passed_flags(parser, args.mnist_flags)
+  return args
 end
 
 local function fail(msg, ...)
