@@ -251,3 +251,45 @@ describe("input the scripts once took silently", function()
     end
   end)
 end)
+
+describe("one writer for every output", function()
+  local function temporaries(dir)
+    local p = assert(io.popen("ls -A " .. helpers.q(dir)))
+    local n = 0
+    for name in p:lines() do if name:find(".bbb-tmp.", 1, true) then n = n + 1 end end
+    p:close()
+    return n
+  end
+
+  it("past a file size limit, a save and a text write fail naming the file; the old file stays", function()
+    local dir = tmp .. "/fsize"
+    os.execute("mkdir -p " .. helpers.q(dir))
+    helpers.write(dir .. "/old.txt", "the old text\n")
+    bbb.save(dir .. "/old.ckpt", bbb.nn.Linear(3, 2))
+    local before = helpers.read(dir .. "/old.ckpt")
+    local code = ([[bbb.save(%q, bbb.nn.Linear(1000, 1000))]]):format(dir .. "/old.ckpt")
+    local out, status = helpers.sh(("ulimit -f 50; %s -e %s"):format(helpers.q(helpers.bbblua), helpers.q(code)))
+    assert.are.equal(1, status, out)
+    helpers.has(out, "save: cannot write '" .. dir .. "/old.ckpt': File too large")
+    assert.are.equal(before, helpers.read(dir .. "/old.ckpt"))
+    code = ([[require("bbb.app.cli").write_file(%q, ("x"):rep(100000))]]):format(dir .. "/old.txt")
+    out, status = helpers.sh(("ulimit -f 50; %s -e %s"):format(helpers.q(helpers.bbblua), helpers.q(code)))
+    assert.are.equal(1, status, out)
+    helpers.has(out, "cannot write '" .. dir .. "/old.txt': File too large")
+    assert.are.equal("the old text\n", helpers.read(dir .. "/old.txt"))
+    assert.are.equal(0, temporaries(dir))
+  end)
+
+  it("bbb.core.sys.write_file writes the pieces whole and refuses what is not a regular file", function()
+    local path = tmp .. "/pieces.txt"
+    assert.is_true(core.sys.write_file(path, { "a", "b", "c\n" }))
+    assert.are.equal("abc\n", helpers.read(path))
+    local ok, err = core.sys.write_file(tmp, "x")
+    assert.is_nil(ok)
+    assert.are.equal("write: '" .. tmp .. "' is a folder, not a regular file: refusing to replace it", err)
+    assert.truthy(os.execute("mkfifo " .. helpers.q(tmp .. "/fifo_w")))
+    ok, err = core.sys.write_file(tmp .. "/fifo_w", "x")
+    assert.is_nil(ok)
+    helpers.has(err, "is a FIFO, not a regular file")
+  end)
+end)

@@ -3,6 +3,8 @@
 ** bbb.Tensor metatable and its methods table (bbb.core.Tensor, open to
 ** extension from Lua) are filled by one opener per binding file.
 */
+#include <signal.h>
+
 #include "lbbb.h"
 
 typedef void (*lbbb_opener)(lua_State *L, const lbbb_tables *tb);
@@ -59,6 +61,10 @@ int lbbb_open(lua_State *L) {
   ** minor collection, and temporaries then pile up by the gigabyte; the
   ** incremental mode pays it off. */
   lua_gc(L, LUA_GCINC, 0, 0, 0);
+  /* Past a file size limit (ulimit -f) a write fails with EFBIG, which bbb
+  ** reports naming the file, instead of SIGXFSZ ending the process with no
+  ** word and a temporary file left behind. */
+  signal(SIGXFSZ, SIG_IGN);
   lua_newtable(L);
   lbbb_tables tb;
   tb.module = lua_gettop(L);

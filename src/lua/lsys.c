@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "lbbb.h"
+#include "wfile.h"
 
 extern char **environ;
 
@@ -337,11 +338,41 @@ static int l_lock(lua_State *L) {
   return 1;
 }
 
+/* write_file(path, text | {text, ...}) -> true | nil, message
+** The text (or the pieces, in order) as the whole file at path or nothing:
+** a temporary beside it, fsync, a rename over it. On failure the old file
+** stays and the message names the file and the reason. */
+static int l_write_file(lua_State *L) {
+  const char *path = lbbb_check_path(L, 1, "path");
+  int table = lua_istable(L, 2);
+  if (!table) luaL_checktype(L, 2, LUA_TSTRING);
+  int n = table ? (int)luaL_len(L, 2) : 1;
+  luaL_checkstack(L, n + 2, "bbb.sys.write_file");
+  const void **parts = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *parts, 0);
+  size_t *lens = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *lens, 0);
+  for (int i = 0; i < n; i++) {   /* each piece stays on the stack, alive, until the write is done */
+    if (!table) {
+      parts[i] = lua_tolstring(L, 2, &lens[i]);
+    } else if (lua_geti(L, 2, i + 1) != LUA_TSTRING) {
+      return lbbb_argerror(L, 2, "text", "piece %d is a %s, not a string", i + 1, luaL_typename(L, -1));
+    } else {
+      parts[i] = lua_tolstring(L, -1, &lens[i]);
+    }
+  }
+  if (bbb_write_atomic(path, parts, lens, n, "write") != BBB_OK) {
+    lua_pushnil(L);
+    lua_pushstring(L, bbb_errmsg());
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 void lbbb_open_sys(lua_State *L, const lbbb_tables *tb) {
   static const luaL_Reg funcs[] = {
     {"spawn", l_spawn}, {"wait", l_wait}, {"kill", l_kill}, {"mkdir_p", l_mkdir_p},
     {"kind", l_kind}, {"nproc", l_nproc}, {"isatty", l_isatty}, {"sleep", l_sleep},
-    {"find_program", l_find_program}, {"lock", l_lock}, {NULL, NULL}
+    {"find_program", l_find_program}, {"lock", l_lock}, {"write_file", l_write_file}, {NULL, NULL}
   };
   luaL_newlib(L, funcs);
   lua_setfield(L, tb->module, "sys");

@@ -263,8 +263,9 @@ local function write_fail(path, err)
 end
 
 --- cli.write_file(path, text) -> path: writes text (a string or a list of
--- strings) to path, creating missing parent folders, and checks every
--- write, the flush and the close: a full disk is an error naming the file.
+-- strings) as the whole of path or nothing (bbb.core.sys.write_file: a
+-- temporary beside it, fsync, rename), creating missing parent folders: a
+-- full disk is an error naming the file, and the old file stays.
 function cli.write_file(path, text)
   if type(path) ~= "string" then error("cli.write_file: path must be a string, got " .. type(path), 2) end
   local dir = path:match("^(.*)/[^/]*$")
@@ -272,17 +273,8 @@ function cli.write_file(path, text)
     local ok, err = require("bbb.core").sys.mkdir_p(dir)
     if not ok then write_fail(path, err) end
   end
-  local f, err = io.open(path, "w")
-  if not f then write_fail(path, err) end
-  local parts = type(text) == "table" and text or { text }
-  for _, p in ipairs(parts) do
-    local ok, werr = f:write(p)
-    if not ok then f:close(); write_fail(path, werr) end
-  end
-  local ok, ferr = f:flush()
-  if not ok then f:close(); write_fail(path, ferr) end
-  ok, ferr = f:close()
-  if not ok then write_fail(path, ferr) end
+  local ok, err = require("bbb.core").sys.write_file(path, text)
+  if not ok then write_fail(path, (tostring(err):gsub("^write: cannot write '[^']*': ", ""))) end
   return path
 end
 
