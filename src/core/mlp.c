@@ -1,10 +1,11 @@
 /*
 ** mlp.c: a ReLU network's ELBO gradient without the graph (see mlp.h).
-** No arithmetic of its own: each step calls the kernel that the graph's op
-** runs (ops.h, bayes.h), in the graph's order, and the comment names that
-** op. Where the graph's gradient buffer would be new, it is zeroed before
-** the backward kernel adds to it, as the op zeroes it (0 + v turns a -0
-** into +0), so the bits are the graph's.
+** It calls the graph's kernels: each step runs the kernel that the graph's
+** op runs (ops.h, bayes.h), in the graph's order, and its comment names
+** the op; the only arithmetic here forms the scalars the Lua hands those
+** ops (loss_scalars). Where the graph's gradient buffer would be new, it
+** is zeroed before the backward kernel adds to it, as the op zeroes it
+** (0 + v turns a -0 into +0), so the bits are the graph's.
 */
 #include <math.h>
 #include <stdlib.h>
@@ -82,6 +83,9 @@ typedef struct {
   bbb_float *mask;                    /* the dropout mask */
 } layer_ws;
 
+/* Each layer's buffers, then the likelihood's three of ny floats (*r: the
+** residual, and two for the values and gradients after it), then *gh, a
+** gradient as wide as the widest layer. */
 static int carve(bbb_mlp *m, int64_t B, int64_t ny, layer_ws *lw, bbb_float **r, bbb_float **gh) {
   int64_t len = 3 * ny, widest = 0;
   for (int l = 0; l < m->n; l++) {
