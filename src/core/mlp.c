@@ -1,8 +1,11 @@
 /*
 ** mlp.c: a ReLU network's ELBO gradient without the graph (see mlp.h).
-** Every line below names the graph op whose arithmetic it repeats; where a
-** gradient buffer would be new in the graph, the op adds its value to 0,
-** and so does this file (0 + v turns a -0 into +0).
+** It calls the graph's kernels: each step runs the kernel that the graph's
+** op runs (ops.h, bayes.h), in the graph's order, and its comment names
+** the op; the only arithmetic here forms the scalars the Lua hands those
+** ops (loss_scalars). Where the graph's gradient buffer would be new, it
+** is zeroed before the backward kernel adds to it, as the op zeroes it
+** (0 + v turns a -0 into +0), so the bits are the graph's.
 */
 #include <math.h>
 #include <stdlib.h>
@@ -80,8 +83,11 @@ typedef struct {
   bbb_float *mask;                    /* the dropout mask */
 } layer_ws;
 
+/* Each layer's buffers, then the likelihood's three of ny floats (*r: the
+** residual, and two for the values and gradients after it), then *gh, a
+** gradient as wide as the widest layer. */
 static int carve(bbb_mlp *m, int64_t B, int64_t ny, layer_ws *lw, bbb_float **r, bbb_float **gh) {
-  int64_t len = 2 * ny, widest = 0;
+  int64_t len = 3 * ny, widest = 0;
   for (int l = 0; l < m->n; l++) {
     int64_t o = n_out(&m->layer[l], m->bayes), nwb = o * n_in(&m->layer[l], m->bayes) + o;
     len += (m->bayes ? 4 * nwb : 0) + 4 * B * o;
@@ -108,7 +114,7 @@ static int carve(bbb_mlp *m, int64_t B, int64_t ny, layer_ws *lw, bbb_float **r,
     lw[l].gz = p; p += B * o;
     lw[l].mask = p; p += B * o;
   }
-  *r = p; p += 2 * ny;
+  *r = p; p += 3 * ny;
   *gh = p;
   return BBB_OK;
 }
@@ -126,7 +132,8 @@ static int sample_layer(bbb_mlp *m, const bbb_mlp_layer *L, layer_ws *w, int64_t
     st = bbb_bayes_sample_into(w->wb + nw, &klb, bbb_data(L->bmu), bbb_data(L->brho), w->eps + nw,
                                w->kept + nw, o, &L->prior);
   }
-  *kl = klw + klb;   /* klw + klb, or klw + 0 (no bias) */
+  if (L->bmu) bbb_add_forward(kl, &klw, &klb, 1);   /* klw + klb */
+  else bbb_adds_forward(kl, &klw, 0, 1);            /* klw + 0: no bias */
   return st;
 }
 
@@ -146,8 +153,141 @@ static int posterior_grad(bbb_tensor *mu, bbb_tensor *rho, const bbb_float *eps,
   return BBB_OK;
 }
 
-/* No contraction: a * b + c is two roundings in the graph's ops. */
+static void zero(bbb_float *p, int64_t n) { memset(p, 0, (size_t)n * sizeof *p); }
+
+/* forward: per layer bayes_sample (w, then b), linear, relu, dropout; *kl
+** the complexity terms summed as Module:kl sums them. */
+static int forward(bbb_mlp *m, const bbb_float *x, int64_t B, layer_ws *lw, bbb_float *kl) {
+  const bbb_float *in = x;
+  for (int l = 0; l < m->n; l++) {
+    const bbb_mlp_layer *L = &m->layer[l];
+    int64_t o = n_out(L, m->bayes), ni = n_in(L, m->bayes), nw = o * ni;
+    const bbb_float *W, *bv = NULL;
+    if (m->bayes) {
+      bbb_float kl_l;
+      int st = sample_layer(m, L, &lw[l], nw, o, &kl_l);
+      if (st) return st;
+      if (l == 0) *kl = kl_l;
+      else bbb_add_forward(kl, kl, &kl_l, 1);   /* Module:kl: total + k */
+      W = lw[l].wb;
+      if (L->bmu) bv = lw[l].wb + nw;
+    } else {
+      W = bbb_data(L->w);
+      if (L->b) bv = bbb_data(L->b);
+    }
+    bbb_linear_forward(lw[l].z, in, W, bv, B, ni, o);   /* linear */
+    if (l < m->n - 1) {
+      bbb_float *h = lw[l].h;
+      bbb_relu_forward(h, lw[l].z, B * o);              /* relu */
+      if (L->dropout > 0) {                             /* x * dropout_mask */
+        bbb_dropout_mask(lw[l].mask, m->gen, B * o, L->dropout);
+        bbb_mul_forward(h, h, lw[l].mask, B * o);
+      }
+      in = h;
+    }
+  }
+  return BBB_OK;
+}
+
+/* The scalars the Lua hands the loss's ops: gaussian_loglik's
+** -1 / (2 sigma^2) and -(n log sigma + n log(2 pi) / 2), the ELBO's kl
+** weight and 1 / B, each rounded to a float as the scalar ops round them.
+** No contraction: the Lua rounds each operation. */
+typedef struct { bbb_float k, negc, w, perB; int bayes; } loss_ops;
+
 __attribute__((optimize("fp-contract=off")))
+static loss_ops loss_scalars(double sigma, double kl_weight, int64_t B, int64_t ny, int bayes) {
+  double c = (double)ny * (log(sigma) + 0.5 * log(2 * M_PI));
+  loss_ops s = { (bbb_float)(-0.5 / (sigma * sigma)), (bbb_float)(-c), (bbb_float)kl_weight,
+                 (bbb_float)(1.0 / (double)B), bayes };
+  return s;
+}
+
+/* The loss from the output f and the targets y (ny each), as elbo.lua and
+** bbb.gaussian_loglik form it: ((-(sum((y - f)^2 * k) - c)) + kl * w) / B.
+** r and t: ny floats each, r keeps y - f for the backward. */
+static void loss_forward(bbb_mlp_terms *terms, bbb_float *r, bbb_float *t, const bbb_float *f,
+                         const bbb_float *y, int64_t ny, bbb_float kl, const loss_ops *s) {
+  bbb_float sum, ll, nll, wkl, total;
+  bbb_sub_forward(r, y, f, ny);                   /* y - mu */
+  bbb_square_forward(t, r, ny);                   /* square */
+  bbb_muls_forward(t, t, s->k, ny);               /* * k */
+  sum = (bbb_float)bbb_sum_floats(t, ny);         /* sum */
+  bbb_adds_forward(&ll, &sum, s->negc, 1);        /* - c */
+  bbb_neg_forward(&nll, &ll, 1);                  /* the ELBO's -loglik */
+  total = nll;
+  if (s->bayes) {
+    bbb_muls_forward(&wkl, &kl, s->w, 1);         /* kl * w */
+    bbb_add_forward(&total, &nll, &wkl, 1);       /* nll + kl * w */
+  }
+  bbb_muls_forward(&terms->loss, &total, s->perB, 1);   /* * (1 / B) */
+  terms->nll = nll;
+  terms->kl = s->bayes ? kl : 0;
+}
+
+/* Its backward, each op's gradient new (zeroed) as in the graph: g (ny) =
+** d loss / d f, *gkl = d loss / d kl (the adds that sum the layers' terms
+** pass it on as it is: it is never -0). u: ny floats more. */
+static void loss_backward(bbb_float *g, bbb_float *gkl, bbb_float *t, bbb_float *u, const bbb_float *r,
+                          int64_t ny, const loss_ops *s) {
+  bbb_float seed = 1, gtot = 0, gnll = 0, gwkl = 0, gll = 0, gsum = 0;
+  bbb_muls_backward(&gtot, &seed, s->perB, 1);    /* * (1 / B), from backward's seed */
+  if (s->bayes) {
+    bbb_add_backward(&gnll, &gtot, 1, 1);         /* nll + kl * w: both sides */
+    bbb_add_backward(&gwkl, &gtot, 1, 1);
+    *gkl = 0;
+    bbb_muls_backward(gkl, &gwkl, s->w, 1);       /* kl * w */
+  } else {
+    gnll = gtot;
+  }
+  bbb_neg_backward(&gll, &gnll, 1);               /* -loglik */
+  bbb_adds_backward(&gsum, &gll, 1);              /* - c */
+  zero(t, ny);
+  bbb_sum_backward(t, gsum, ny, 1);               /* sum */
+  zero(u, ny);
+  bbb_muls_backward(u, t, s->k, ny);              /* * k */
+  zero(t, ny);
+  bbb_square_backward(t, u, r, ny);               /* square */
+  bbb_sub_backward(g, t, ny, 1);                  /* y - mu: mu's side, new */
+}
+
+/* backward: per layer from the last, linear's grad x (then dropout's mul
+** and relu's), grad w and grad b; then bayes_sample's, given gkl. gh: the
+** widest layer's B rows. */
+static int backward(bbb_mlp *m, const bbb_float *x, int64_t B, layer_ws *lw, bbb_float *gh, bbb_float gkl) {
+  const bbb_float *g = lw[m->n - 1].gz;
+  for (int l = m->n - 1; l >= 0; l--) {
+    const bbb_mlp_layer *L = &m->layer[l];
+    int64_t o = n_out(L, m->bayes), ni = n_in(L, m->bayes), nw = o * ni;
+    const bbb_float *xin = l ? lw[l - 1].h : x, *W = m->bayes ? lw[l].wb : bbb_data(L->w);
+    int fw, fb, st = BBB_OK;
+    bbb_float *gw = m->bayes ? lw[l].gwb : bbb_grad_begin(L->w, &fw, &st);
+    bbb_tensor *bt = bias_of(L, m->bayes);
+    bbb_float *gb = !bt ? NULL : m->bayes ? lw[l].gwb + nw : bbb_grad_begin(bt, &fb, &st);
+    if (st) return st;
+    if (l > 0) {
+      bbb_gemm(0, 0, B, ni, o, g, W, 0.0f, gh);                      /* linear: grad x, new */
+      if (m->layer[l - 1].dropout > 0)
+        bbb_mul_backward(gh, gh, lw[l - 1].mask, B * ni, 1);         /* x * dropout_mask */
+      zero(lw[l - 1].gz, B * ni);
+      bbb_relu_backward(lw[l - 1].gz, gh, lw[l - 1].z, B * ni);      /* relu */
+    }
+    bbb_gemm(1, 0, o, ni, B, g, xin, 0.0f, gw);                      /* linear: grad w */
+    if (gb) {
+      zero(gb, o);
+      bbb_bias_grad(gb, g, B, o);                                    /* linear: grad b */
+    }
+    if (m->bayes) {
+      st = posterior_grad(L->wmu, L->wrho, lw[l].eps, lw[l].gwb, lw[l].kept, &L->prior, gkl);
+      if (!st && L->bmu)
+        st = posterior_grad(L->bmu, L->brho, lw[l].eps + nw, lw[l].gwb + nw, lw[l].kept + nw, &L->prior, gkl);
+      if (st) return st;
+    }
+    if (l > 0) g = lw[l - 1].gz;
+  }
+  return BBB_OK;
+}
+
 int bbb_mlp_grad(bbb_mlp *m, const bbb_tensor *x, const bbb_tensor *y, double sigma, double kl_weight,
                  bbb_mlp_terms *terms) {
   char s1[96];
@@ -164,101 +304,12 @@ int bbb_mlp_grad(bbb_mlp *m, const bbb_tensor *x, const bbb_tensor *y, double si
   if (!isfinite(kl_weight)) return bbb_error(BBB_EARG, "mlp: kl_weight must be finite, got %g", kl_weight);
   if ((st = bbb_blas_room("mlp"))) return st;
   layer_ws lw[BBB_MLP_MAX_LAYERS];
-  bbb_float *r = NULL, *gh = NULL;
+  bbb_float *r = NULL, *gh = NULL, kl = 0, gkl = 0;
   if ((st = carve(m, B, ny, lw, &r, &gh))) return st;
-
-  /* forward: per layer bayes_sample (w, then b), linear, relu */
-  const bbb_float *in = bbb_data(x);
-  bbb_float kl = 0;
-  for (int l = 0; l < m->n; l++) {
-    const bbb_mlp_layer *L = &m->layer[l];
-    int64_t o = n_out(L, m->bayes), ni = n_in(L, m->bayes), nw = o * ni;
-    const bbb_float *W, *bv = NULL;
-    if (m->bayes) {
-      bbb_float kl_l;
-      if ((st = sample_layer(m, L, &lw[l], nw, o, &kl_l))) return st;
-      kl = l == 0 ? kl_l : kl + kl_l;   /* Module:kl, layer by layer */
-      W = lw[l].wb;
-      if (L->bmu) bv = lw[l].wb + nw;
-    } else {
-      W = bbb_data(L->w);
-      if (L->b) bv = bbb_data(L->b);
-    }
-    bbb_float *z = lw[l].z;
-    for (int64_t i = 0; i < B; i++) {   /* linear: the rows start at the bias */
-      if (bv) memcpy(z + i * o, bv, (size_t)o * sizeof *z);
-      else memset(z + i * o, 0, (size_t)o * sizeof *z);
-    }
-    bbb_gemm(0, 1, B, o, ni, in, W, 1, z);
-    if (l < m->n - 1) {
-      bbb_float *h = lw[l].h;
-      for (int64_t i = 0; i < B * o; i++) h[i] = z[i] > 0 ? z[i] : 0;   /* relu */
-      if (L->dropout > 0) {   /* dropout_mask (uniforms, then the threshold), then mul */
-        bbb_float *mk = lw[l].mask, pf = (bbb_float)L->dropout, keep = (bbb_float)(1 / (1 - L->dropout));
-        bbb_rng_uniform(m->gen, mk, B * o, 0, 1);
-        for (int64_t i = 0; i < B * o; i++) {
-          mk[i] = mk[i] > pf ? keep : 0.0f;
-          h[i] = h[i] * mk[i];
-        }
-      }
-      in = h;
-    }
-  }
-
-  /* the likelihood, as bbb.gaussian_loglik forms it: sum(((y - f)^2) * k) - c */
-  const bbb_float *f = lw[m->n - 1].z, *yd = bbb_data(y);
-  bbb_float *t = r + ny, kf = (bbb_float)(-0.5 / (sigma * sigma));
-  for (int64_t i = 0; i < ny; i++) {
-    r[i] = yd[i] - f[i];            /* sub */
-    t[i] = (r[i] * r[i]) * kf;      /* square, then muls */
-  }
-  double c = (double)ny * (log(sigma) + 0.5 * log(2 * M_PI));   /* as the Lua forms it */
-  bbb_float ll = (bbb_float)bbb_sum_floats(t, ny) + (bbb_float)(-c);   /* sum, then adds */
-  bbb_float nll = -ll, pB = (bbb_float)(1.0 / (double)B), kw = (bbb_float)kl_weight;
-  bbb_float total = m->bayes ? nll + kl * kw : nll;                      /* nll + kl * w */
-  terms->nll = nll;
-  terms->kl = m->bayes ? kl : 0;
-  terms->loss = total * pB;                                              /* * 1 / B */
-
-  /* backward: each op's gradient added to a new (zero) buffer */
-  bbb_float gtot = 0 + 1.0f * pB;                  /* muls */
-  bbb_float gnll = m->bayes ? gtot + 0.0f : gtot;  /* add */
-  bbb_float gkl = 0 + (gtot + 0.0f) * kw;          /* add, then muls */
-  bbb_float gs = 0 + (0 - gnll);                   /* neg, then adds */
-  bbb_float gsq = 0 + (0 + gs) * kf;               /* sum, then muls */
-  bbb_float *g = lw[m->n - 1].gz;
-  for (int64_t i = 0; i < ny; i++) g[i] = -(0 + 2 * r[i] * gsq) + 0.0f;   /* square, then sub */
-
-  for (int l = m->n - 1; l >= 0; l--) {
-    const bbb_mlp_layer *L = &m->layer[l];
-    int64_t o = n_out(L, m->bayes), ni = n_in(L, m->bayes), nw = o * ni;
-    const bbb_float *xin = l ? lw[l - 1].h : bbb_data(x), *W = m->bayes ? lw[l].wb : bbb_data(L->w);
-    int fw, fb;
-    bbb_float *gw = m->bayes ? lw[l].gwb : bbb_grad_begin(L->w, &fw, &st);
-    bbb_tensor *bt = bias_of(L, m->bayes);
-    bbb_float *gb = !bt ? NULL : m->bayes ? lw[l].gwb + nw : bbb_grad_begin(bt, &fb, &st);
-    if (st) return st;
-    if (l > 0) {   /* linear's grad x, then relu's */
-      bbb_gemm(0, 0, B, ni, o, g, W, 0.0f, gh);
-      const bbb_float *zp = lw[l - 1].z, *mk = lw[l - 1].mask;
-      bbb_float *gp = lw[l - 1].gz;
-      if (m->layer[l - 1].dropout > 0)
-        for (int64_t i = 0; i < B * ni; i++) gh[i] = gh[i] * mk[i] + 0.0f;   /* mul */
-      for (int64_t i = 0; i < B * ni; i++) gp[i] = 0 + (zp[i] > 0 ? gh[i] : 0);
-    }
-    bbb_gemm(1, 0, o, ni, B, g, xin, 0.0f, gw);
-    if (gb) {
-      memset(gb, 0, (size_t)o * sizeof *gb);
-      for (int64_t i = 0; i < B; i++)
-        for (int64_t j = 0; j < o; j++) gb[j] += g[i * o + j];
-    }
-    if (m->bayes) {
-      st = posterior_grad(L->wmu, L->wrho, lw[l].eps, lw[l].gwb, lw[l].kept, &L->prior, gkl);
-      if (!st && L->bmu)
-        st = posterior_grad(L->bmu, L->brho, lw[l].eps + nw, lw[l].gwb + nw, lw[l].kept + nw, &L->prior, gkl);
-      if (st) return st;
-    }
-    if (l > 0) g = lw[l - 1].gz;
-  }
+  if ((st = forward(m, bbb_data(x), B, lw, &kl))) return st;
+  loss_ops s = loss_scalars(sigma, kl_weight, B, ny, m->bayes);
+  loss_forward(terms, r, r + ny, lw[m->n - 1].z, bbb_data(y), ny, kl, &s);
+  loss_backward(lw[m->n - 1].gz, &gkl, r + ny, r + 2 * ny, r, ny, &s);
+  if ((st = backward(m, bbb_data(x), B, lw, gh, gkl))) return st;
   return bbb_interrupted() ? bbb_error(BBB_EINTR, "mlp: interrupted") : BBB_OK;
 }

@@ -6,6 +6,7 @@
 #ifndef BBB_OPS_H
 #define BBB_OPS_H
 
+#include "rng.h"
 #include "tensor.h"
 
 typedef enum {
@@ -39,8 +40,6 @@ int bbb_binary(bbb_tensor **out, int op, bbb_tensor *a, bbb_tensor *b);
 
 /* dim < 0 reduces over all elements (a 0-d result unless keepdim). */
 int bbb_reduce(bbb_tensor **out, int op, bbb_tensor *x, int dim, int keepdim);
-/* The sum in double that sum() over fewer than 65,536 elements forms. */
-double bbb_sum_floats(const bbb_float *x, int64_t n);
 /* Positions of the maxima as floats, counted from base (1 in Lua). */
 int bbb_argmax(bbb_tensor **out, bbb_tensor *x, int dim, int keepdim, int base);
 
@@ -99,5 +98,60 @@ int bbb_avg_pool2d(bbb_tensor **out, bbb_tensor *x, const int k[2], const bbb_co
 /* max_pool2d's 2x2 stride-2 kernels on (1) or off (0, the general loops
 ** for every window); on < 0 only reads. Returns the previous setting. */
 int bbb_pool_fast_path(int on);
+
+/* ---- kernels ----
+** The arithmetic of the ops above on caller's buffers: the graph's ops run
+** these, and so does every path that computes what an op computes without
+** the graph (the fused step, mlp.c), so each formula is written once.
+** Outputs first; a backward kernel adds (+=) its gradient to dx, which a
+** caller zeroes first where the gradient is new (as the ops do). */
+
+/* y (n) = -x (n); dx (n) += -dout (n). */
+void bbb_neg_forward(bbb_float *y, const bbb_float *x, int64_t n);
+void bbb_neg_backward(bbb_float *dx, const bbb_float *dout, int64_t n);
+/* y (n) = x (n) + s; dx (n) += dout (n). */
+void bbb_adds_forward(bbb_float *y, const bbb_float *x, bbb_float s, int64_t n);
+void bbb_adds_backward(bbb_float *dx, const bbb_float *dout, int64_t n);
+/* y (n) = x (n) * s; dx (n) += dout (n) * s. */
+void bbb_muls_forward(bbb_float *y, const bbb_float *x, bbb_float s, int64_t n);
+void bbb_muls_backward(bbb_float *dx, const bbb_float *dout, bbb_float s, int64_t n);
+/* y (n) = x (n)^2; dx (n) += 2 x dout (n). */
+void bbb_square_forward(bbb_float *y, const bbb_float *x, int64_t n);
+void bbb_square_backward(bbb_float *dx, const bbb_float *dout, const bbb_float *x, int64_t n);
+/* y (n) = max(x (n), 0); dx (n) += dout (n) where x > 0. */
+void bbb_relu_forward(bbb_float *y, const bbb_float *x, int64_t n);
+void bbb_relu_backward(bbb_float *dx, const bbb_float *dout, const bbb_float *x, int64_t n);
+
+/* y (n) = a (n) op b (n), the binary ops over same-shaped operands. */
+void bbb_add_forward(bbb_float *y, const bbb_float *a, const bbb_float *b, int64_t n);
+void bbb_sub_forward(bbb_float *y, const bbb_float *a, const bbb_float *b, int64_t n);
+void bbb_mul_forward(bbb_float *y, const bbb_float *a, const bbb_float *b, int64_t n);
+/* One operand's gradient of a + b, a - b or a * b (same shapes) from dout
+** (n): added to dx (n), or written when fresh (v + 0, the bits 0 + v would
+** have), so a new gradient needs no zeroing pass. add: either operand of
+** a + b, and a of a - b; sub: b of a - b; mul: either operand of a * b,
+** other the other one. */
+void bbb_add_backward(bbb_float *dx, const bbb_float *dout, int64_t n, int fresh);
+void bbb_sub_backward(bbb_float *dx, const bbb_float *dout, int64_t n, int fresh);
+void bbb_mul_backward(bbb_float *dx, const bbb_float *dout, const bbb_float *other, int64_t n,
+                      int fresh);
+
+/* The sum of x (n) in double, as sum() over all elements forms it: one pass
+** below 65,536 elements, else fixed chunks added in order. */
+double bbb_sum_floats(const bbb_float *x, int64_t n);
+/* dx (n elements, stride apart) += dout: sum's gradient. */
+void bbb_sum_backward(bbb_float *dx, bbb_float dout, int64_t n, int64_t stride);
+
+/* out (B, o) = x (B, in) w^T (o, in) + b (o), or + 0 without b: the rows
+** start at the bias and the product is added to them (bbb_gemm). */
+void bbb_linear_forward(bbb_float *out, const bbb_float *x, const bbb_float *w, const bbb_float *b,
+                        int64_t B, int64_t in, int64_t o);
+/* db (o) += the column sums of dout (B, o), a row at a time: the bias's
+** gradient. */
+void bbb_bias_grad(bbb_float *db, const bbb_float *dout, int64_t B, int64_t o);
+
+/* mask (n): inverted dropout's mask, 1 / (1 - p) with probability 1 - p,
+** else 0 (p in [0, 1)): n uniforms from g, then a threshold pass. */
+void bbb_dropout_mask(bbb_float *mask, bbb_rng *g, int64_t n, double p);
 
 #endif

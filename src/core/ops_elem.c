@@ -27,6 +27,39 @@ _Static_assert(sizeof bbb_binary_names / sizeof bbb_binary_names[0] == BBB_BINAR
 
 /* ---- unary ---- */
 
+/* The kernels that other paths share (ops.h); the ops below call them on
+** their threads' shares. */
+void bbb_neg_forward(bbb_float *y, const bbb_float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = -x[i];
+}
+void bbb_neg_backward(bbb_float *dx, const bbb_float *dout, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dx[i] -= dout[i];
+}
+void bbb_adds_forward(bbb_float *y, const bbb_float *x, bbb_float s, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] + s;
+}
+void bbb_adds_backward(bbb_float *dx, const bbb_float *dout, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dx[i] += dout[i];
+}
+void bbb_muls_forward(bbb_float *y, const bbb_float *x, bbb_float s, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
+}
+void bbb_muls_backward(bbb_float *dx, const bbb_float *dout, bbb_float s, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dx[i] += dout[i] * s;
+}
+void bbb_square_forward(bbb_float *y, const bbb_float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] * x[i];
+}
+void bbb_square_backward(bbb_float *dx, const bbb_float *dout, const bbb_float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dx[i] += 2 * x[i] * dout[i];
+}
+void bbb_relu_forward(bbb_float *y, const bbb_float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;
+}
+void bbb_relu_backward(bbb_float *dx, const bbb_float *dout, const bbb_float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dx[i] += x[i] > 0 ? dout[i] : 0;
+}
+
 typedef struct {
   int op;
   bbb_float p0, p1;
@@ -42,19 +75,19 @@ static void unary_forward_range(void *c, int64_t lo, int64_t hi) {
   bbb_float *y = u->y + lo, p0 = u->p0, p1 = u->p1;
   int64_t n = hi - lo;
   switch (u->op) {
-  case BBB_NEG:      for (int64_t i = 0; i < n; i++) y[i] = -x[i]; break;
+  case BBB_NEG:      bbb_neg_forward(y, x, n); break;
   case BBB_EXP:      for (int64_t i = 0; i < n; i++) y[i] = bbb_expf(x[i]); break;
   case BBB_LOG:      for (int64_t i = 0; i < n; i++) y[i] = bbb_logf(x[i]); break;
   case BBB_LOG1P:    for (int64_t i = 0; i < n; i++) y[i] = bbb_log1pf(x[i]); break;
   case BBB_SOFTPLUS: for (int64_t i = 0; i < n; i++) y[i] = bbb_softplusf(x[i]); break;
   case BBB_SIGMOID:  for (int64_t i = 0; i < n; i++) y[i] = bbb_sigmoidf(x[i]); break;
   case BBB_TANH:     for (int64_t i = 0; i < n; i++) y[i] = bbb_tanhf(x[i]); break;
-  case BBB_RELU:     for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; break;
+  case BBB_RELU:     bbb_relu_forward(y, x, n); break;
   case BBB_SQRT:     for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]); break;
-  case BBB_SQUARE:   for (int64_t i = 0; i < n; i++) y[i] = x[i] * x[i]; break;
+  case BBB_SQUARE:   bbb_square_forward(y, x, n); break;
   case BBB_ABS:      for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]); break;
   case BBB_POWS:
-    if (p0 == 2) for (int64_t i = 0; i < n; i++) y[i] = x[i] * x[i];
+    if (p0 == 2) bbb_square_forward(y, x, n);
     else for (int64_t i = 0; i < n; i++) y[i] = powf(x[i], p0);
     break;
   case BBB_CLAMP:
@@ -63,8 +96,8 @@ static void unary_forward_range(void *c, int64_t lo, int64_t hi) {
       y[i] = v > p1 ? p1 : v;
     }
     break;
-  case BBB_ADDS:  for (int64_t i = 0; i < n; i++) y[i] = x[i] + p0; break;
-  case BBB_MULS:  for (int64_t i = 0; i < n; i++) y[i] = x[i] * p0; break;
+  case BBB_ADDS:  bbb_adds_forward(y, x, p0, n); break;
+  case BBB_MULS:  bbb_muls_forward(y, x, p0, n); break;
   case BBB_RSUBS: for (int64_t i = 0; i < n; i++) y[i] = p0 - x[i]; break;
   case BBB_RDIVS: for (int64_t i = 0; i < n; i++) y[i] = p0 / x[i]; break;
   case BBB_GTS:   for (int64_t i = 0; i < n; i++) y[i] = x[i] > p0 ? 1.0f : 0.0f; break;
@@ -82,16 +115,16 @@ static void unary_backward_range(void *c, int64_t lo, int64_t hi) {
   int64_t n = hi - lo;
   if (u->fresh) memset(gx, 0, (size_t)n * sizeof *gx);
   switch (u->op) {
-  case BBB_NEG:      for (int64_t i = 0; i < n; i++) gx[i] -= g[i]; break;
+  case BBB_NEG:      bbb_neg_backward(gx, g, n); break;
   case BBB_EXP:      for (int64_t i = 0; i < n; i++) gx[i] += g[i] * y[i]; break;
   case BBB_LOG:      for (int64_t i = 0; i < n; i++) gx[i] += g[i] / x[i]; break;
   case BBB_LOG1P:    for (int64_t i = 0; i < n; i++) gx[i] += g[i] / (1 + x[i]); break;
   case BBB_SOFTPLUS: for (int64_t i = 0; i < n; i++) gx[i] += g[i] * bbb_sigmoidf(x[i]); break;
   case BBB_SIGMOID:  for (int64_t i = 0; i < n; i++) gx[i] += g[i] * y[i] * (1 - y[i]); break;
   case BBB_TANH:     for (int64_t i = 0; i < n; i++) gx[i] += g[i] * (1 - y[i] * y[i]); break;
-  case BBB_RELU:     for (int64_t i = 0; i < n; i++) gx[i] += x[i] > 0 ? g[i] : 0; break;
+  case BBB_RELU:     bbb_relu_backward(gx, g, x, n); break;
   case BBB_SQRT:     for (int64_t i = 0; i < n; i++) gx[i] += g[i] * 0.5f / y[i]; break;
-  case BBB_SQUARE:   for (int64_t i = 0; i < n; i++) gx[i] += 2 * x[i] * g[i]; break;
+  case BBB_SQUARE:   bbb_square_backward(gx, g, x, n); break;
   case BBB_ABS:
     for (int64_t i = 0; i < n; i++) gx[i] += x[i] > 0 ? g[i] : x[i] < 0 ? -g[i] : 0;
     break;
@@ -101,9 +134,9 @@ static void unary_backward_range(void *c, int64_t lo, int64_t hi) {
   case BBB_CLAMP:
     for (int64_t i = 0; i < n; i++) gx[i] += (x[i] >= p0 && x[i] <= p1) ? g[i] : 0;
     break;
-  case BBB_ADDS:  for (int64_t i = 0; i < n; i++) gx[i] += g[i]; break;
-  case BBB_MULS:  for (int64_t i = 0; i < n; i++) gx[i] += g[i] * p0; break;
-  case BBB_RSUBS: for (int64_t i = 0; i < n; i++) gx[i] -= g[i]; break;
+  case BBB_ADDS:  bbb_adds_backward(gx, g, n); break;
+  case BBB_MULS:  bbb_muls_backward(gx, g, p0, n); break;
+  case BBB_RSUBS: bbb_neg_backward(gx, g, n); break;   /* p0 - x: the gradient of -x */
   case BBB_RDIVS: for (int64_t i = 0; i < n; i++) gx[i] -= g[i] * y[i] / x[i]; break;
   case BBB_GTS: case BBB_LTS: break;   /* piecewise constant */
   }
@@ -222,6 +255,16 @@ static void binary_row(int op, bbb_float *y, const bbb_float *a, int64_t sa,
   }
 }
 
+void bbb_add_forward(bbb_float *y, const bbb_float *a, const bbb_float *b, int64_t n) {
+  binary_row(BBB_ADD, y, a, 1, b, 1, n);
+}
+void bbb_sub_forward(bbb_float *y, const bbb_float *a, const bbb_float *b, int64_t n) {
+  binary_row(BBB_SUB, y, a, 1, b, 1, n);
+}
+void bbb_mul_forward(bbb_float *y, const bbb_float *a, const bbb_float *b, int64_t n) {
+  binary_row(BBB_MUL, y, a, 1, b, 1, n);
+}
+
 typedef struct { int op; const bcast *bc; bbb_float *y; const bbb_float *a, *b; } binary_ctx;
 
 static void binary_forward_rows(void *c, int64_t lo, int64_t hi) {
@@ -259,28 +302,37 @@ static void binary_grad_row(int op, int side, bbb_float *t, const bbb_float *g,
   }
 }
 
-/* Same shapes, add, sub or mul: one side's gradient over [lo, hi), written
-** into a fresh buffer or added to the one there, in threads' shares of the
-** elements. Each element gets the same operations as in the row loop below
-** (the product rounded before it is added; a fresh buffer gets v + 0, as
-** 0 + v would), so the bits are those of that loop on any thread count. */
-typedef struct { int op, side, fresh; bbb_float *gt; const bbb_float *g, *other; } flat_grad_ctx;
+/* Same shapes, add, sub or mul: one side's gradient. Each element gets the
+** same operations as in the row loop below (the product rounded before it
+** is added, hence no contraction; a fresh buffer gets v + 0, as 0 + v
+** would), so the bits are those of that loop on any thread count. */
+void bbb_add_backward(bbb_float *dx, const bbb_float *dout, int64_t n, int fresh) {
+  if (fresh) for (int64_t i = 0; i < n; i++) dx[i] = dout[i] + 0.0f;
+  else for (int64_t i = 0; i < n; i++) dx[i] += dout[i];
+}
+
+void bbb_sub_backward(bbb_float *dx, const bbb_float *dout, int64_t n, int fresh) {
+  if (fresh) for (int64_t i = 0; i < n; i++) dx[i] = -dout[i] + 0.0f;
+  else for (int64_t i = 0; i < n; i++) dx[i] += -dout[i];
+}
 
 __attribute__((optimize("fp-contract=off")))
+void bbb_mul_backward(bbb_float *dx, const bbb_float *dout, const bbb_float *other, int64_t n,
+                      int fresh) {
+  if (fresh) for (int64_t i = 0; i < n; i++) dx[i] = dout[i] * other[i] + 0.0f;
+  else for (int64_t i = 0; i < n; i++) { bbb_float v = dout[i] * other[i]; dx[i] += v; }
+}
+
+/* The same, over [lo, hi): a thread's share of the elements. */
+typedef struct { int op, side, fresh; bbb_float *gt; const bbb_float *g, *other; } flat_grad_ctx;
+
 static void flat_grad_range(void *c, int64_t lo, int64_t hi) {
   const flat_grad_ctx *u = c;
-  bbb_float *gt = u->gt;
-  const bbb_float *g = u->g, *o = u->other;
-  if (u->op == BBB_MUL) {
-    if (u->fresh) for (int64_t i = lo; i < hi; i++) gt[i] = g[i] * o[i] + 0.0f;
-    else for (int64_t i = lo; i < hi; i++) { bbb_float v = g[i] * o[i]; gt[i] += v; }
-  } else if (u->op == BBB_SUB && u->side) {
-    if (u->fresh) for (int64_t i = lo; i < hi; i++) gt[i] = -g[i] + 0.0f;
-    else for (int64_t i = lo; i < hi; i++) gt[i] += -g[i];
-  } else {
-    if (u->fresh) for (int64_t i = lo; i < hi; i++) gt[i] = g[i] + 0.0f;
-    else for (int64_t i = lo; i < hi; i++) gt[i] += g[i];
-  }
+  bbb_float *gt = u->gt + lo;
+  const bbb_float *g = u->g + lo;
+  if (u->op == BBB_MUL) bbb_mul_backward(gt, g, u->other + lo, hi - lo, u->fresh);
+  else if (u->op == BBB_SUB && u->side) bbb_sub_backward(gt, g, hi - lo, u->fresh);
+  else bbb_add_backward(gt, g, hi - lo, u->fresh);
 }
 
 static int binary_backward_flat(int op, bbb_tensor *a, bbb_tensor *b, const bbb_float *g) {
@@ -356,4 +408,21 @@ int bbb_binary(bbb_tensor **out, int op, bbb_tensor *a, bbb_tensor *b) {
   if (st) { bbb_tensor_release(y); return st; }
   *out = y;
   return BBB_OK;
+}
+
+/* ---- dropout's mask ---- */
+
+/* The threshold pass, in place over the uniform numbers. */
+typedef struct { bbb_float *u, p, keep; } mask_ctx;
+
+static void mask_range(void *c, int64_t lo, int64_t hi) {
+  const mask_ctx *m = c;
+  bbb_float *u = m->u, p = m->p, keep = m->keep;
+  for (int64_t i = lo; i < hi; i++) u[i] = u[i] > p ? keep : 0.0f;
+}
+
+void bbb_dropout_mask(bbb_float *mask, bbb_rng *g, int64_t n, double p) {
+  bbb_rng_uniform(g, mask, n, 0, 1);
+  mask_ctx m = { mask, (bbb_float)p, (bbb_float)(1 / (1 - p)) };
+  bbb_parallel_for(n, BBB_GRAIN_ELEM, mask_range, &m);
 }

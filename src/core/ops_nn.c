@@ -65,6 +65,20 @@ int bbb_matmul(bbb_tensor **out, bbb_tensor *a, bbb_tensor *b, int ta, int tb) {
   return BBB_OK;
 }
 
+void bbb_linear_forward(bbb_float *out, const bbb_float *x, const bbb_float *w, const bbb_float *b,
+                        int64_t B, int64_t in, int64_t o) {
+  for (int64_t r = 0; r < B; r++) {
+    if (b) memcpy(out + r * o, b, (size_t)o * sizeof *out);
+    else memset(out + r * o, 0, (size_t)o * sizeof *out);
+  }
+  if (B * o > 0 && in > 0) bbb_gemm(0, 1, B, o, in, x, w, 1, out);
+}
+
+void bbb_bias_grad(bbb_float *db, const bbb_float *dout, int64_t B, int64_t o) {
+  for (int64_t r = 0; r < B; r++)
+    for (int64_t j = 0; j < o; j++) db[j] += dout[r * o + j];
+}
+
 static int linear_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   int st = bbb_blas_room("linear backward"), fx, fw, fb;
   if (st) return st;
@@ -77,8 +91,7 @@ static int linear_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
   if (gw) bbb_gemm(1, 0, o, in, B, g, bbb_data(x), fw ? 0.0f : 1.0f, gw);   /* g^T (o,B) x (B,in) */
   if (gb) {
     if (fb) memset(gb, 0, (size_t)o * sizeof *gb);
-    for (int64_t r = 0; r < B; r++)
-      for (int64_t j = 0; j < o; j++) gb[j] += g[r * o + j];
+    bbb_bias_grad(gb, g, B, o);
   }
   return st;
 }
@@ -100,13 +113,7 @@ int bbb_linear(bbb_tensor **out, bbb_tensor *x, bbb_tensor *w, bbb_tensor *b) {
   int64_t B = x->shape[0], o = w->shape[0], shape[2] = { B, o };
   bbb_tensor *y = bbb_tensor_new(2, shape);
   if (!y) return bbb_errstatus();
-  bbb_float *yd = bbb_data(y);
-  for (int64_t r = 0; r < B; r++) {
-    if (b) memcpy(yd + r * o, bbb_data(b), (size_t)o * sizeof *yd);
-    else memset(yd + r * o, 0, (size_t)o * sizeof *yd);
-  }
-  if (B * o > 0 && x->shape[1] > 0)
-    bbb_gemm(0, 1, B, o, x->shape[1], bbb_data(x), bbb_data(w), 1, yd);
+  bbb_linear_forward(bbb_data(y), bbb_data(x), bbb_data(w), b ? bbb_data(b) : NULL, B, x->shape[1], o);
   bbb_tensor *in[3] = { x, w, b };
   st = bbb_record(y, BBB_OP_LINEAR, 0, linear_backward, 3, in, 3u, NULL, 0, NULL);
   if (st) { bbb_tensor_release(y); return st; }

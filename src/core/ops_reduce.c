@@ -52,8 +52,6 @@ static double sum_contig(const bbb_float *x, int64_t n) {
   return s;
 }
 
-double bbb_sum_floats(const bbb_float *x, int64_t n) { return sum_contig(x, n); }
-
 static bbb_float max_contig(const bbb_float *x, int64_t n) {
   bbb_float m = -INFINITY;
   int nan = 0;
@@ -99,6 +97,18 @@ static double sum_chunk(const void *x, int64_t lo, int64_t hi) {
   return sum_contig((const bbb_float *)x + lo, hi - lo);
 }
 
+/* Below this many elements a sum is one pass: the threads would cost more
+** than they save. */
+#define SUM_PARALLEL_MIN 65536
+
+double bbb_sum_floats(const bbb_float *x, int64_t n) {
+  return n >= SUM_PARALLEL_MIN ? bbb_parallel_sum(n, sum_chunk, x) : sum_contig(x, n);
+}
+
+void bbb_sum_backward(bbb_float *dx, bbb_float dout, int64_t n, int64_t stride) {
+  for (int64_t k = 0; k < n; k++) dx[k * stride] += dout;
+}
+
 static int64_t argmax_at(const bbb_float *x, const rshape *rs, int64_t o, int64_t j) {
   const bbb_float *p = x + o * rs->d * rs->inner + j;
   int64_t best = 0;
@@ -134,7 +144,7 @@ static int reduce_backward(bbb_node *nd, bbb_tensor *out, const bbb_float *g) {
           gx[base + k * rs.inner] += go * bbb_expf(xd[base + k * rs.inner] - yo);
       } else {
         if (op == BBB_MEAN) go /= (bbb_float)rs.d;
-        for (int64_t k = 0; k < rs.d; k++) gx[base + k * rs.inner] += go;
+        bbb_sum_backward(gx + base, go, rs.d, rs.inner);
       }
     }
   return BBB_OK;
@@ -149,8 +159,8 @@ int bbb_reduce(bbb_tensor **out, int op, bbb_tensor *x, int dim, int keepdim) {
   bbb_tensor *y = bbb_tensor_new(nd, shape);
   if (!y) return bbb_errstatus();
   reduce_ctx u = { op, rs, bbb_data(x), bbb_data(y) };
-  if (rs.outer == 1 && rs.inner == 1 && (op == BBB_SUM || op == BBB_MEAN) && rs.d >= 65536) {
-    double total = bbb_parallel_sum(rs.d, sum_chunk, bbb_data(x));
+  if (rs.outer == 1 && rs.inner == 1 && (op == BBB_SUM || op == BBB_MEAN)) {
+    double total = bbb_sum_floats(bbb_data(x), rs.d);
     bbb_data(y)[0] = (bbb_float)(op == BBB_MEAN ? total / rs.d : total);
   } else {
     bbb_parallel_for(rs.outer, 1 + BBB_GRAIN_REDUCE / (rs.d * rs.inner + 1), reduce_range, &u);

@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "lbbb.h"
-#include "parallel.h"
+#include "ops.h"
 
 static const char *DEFAULT_KEY = "bbb.default_generator";
 
@@ -133,14 +133,6 @@ static int t_randn(lua_State *L) { return t_random(L, 1); }
 ** Samples uniformly from [lo, hi) ([0, 1) by default). */
 static int t_rand(lua_State *L) { return t_random(L, 0); }
 
-/* dropout_mask's threshold pass, in place over the uniform numbers. */
-typedef struct { bbb_float *u, p, keep; } mask_ctx;
-static void mask_range(void *c, int64_t lo, int64_t hi) {
-  const mask_ctx *m = c;
-  bbb_float *u = m->u, p = m->p, keep = m->keep;
-  for (int64_t i = lo; i < hi; i++) u[i] = u[i] > p ? keep : 0.0f;
-}
-
 /** dropout_mask(sizes, p [, gen]) -> tensor
 ** The mask of inverted dropout: 1 / (1 - p) with probability 1 - p, else 0
 ** (p in [0, 1)). The same numbers as rand(sizes, 0, 1, gen):gt(p) * (1 / (1 - p)),
@@ -155,9 +147,7 @@ static int t_dropout_mask(lua_State *L) {
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
   u->t = bbb_tensor_new(nd, shape);
   lbbb_check(L, u->t ? BBB_OK : bbb_errstatus());
-  bbb_rng_uniform(g, bbb_data(u->t), u->t->numel, 0, 1);
-  mask_ctx m = { bbb_data(u->t), (bbb_float)p, (bbb_float)(1 / (1 - p)) };
-  bbb_parallel_for(u->t->numel, BBB_GRAIN_ELEM, mask_range, &m);
+  bbb_dropout_mask(bbb_data(u->t), g, u->t->numel, p);
   return 1;
 }
 
