@@ -293,3 +293,18 @@ describe("one writer for every output", function()
     helpers.has(err, "is a FIFO, not a regular file")
   end)
 end)
+
+describe("NaN inputs", function()
+  it("pass through ReLU as NaN, so a prediction from them is NaN and metrics refuse it", function()
+    local y = bbb.tensor { 0 / 0, 2, -1, -0.0 }:relu():totable()
+    assert.is_true(y[1] ~= y[1])
+    assert.are.same({ 2, 0, 0 }, { y[2], y[3], y[4] })
+    local net = bbb.nn.mlp({ 4, 5, 3 }, { generator = bbb.Generator(1) })
+    local p = net:predict(bbb.tensor { { 0 / 0, 1, 2, 3 } }):totable()[1]
+    for _, v in ipairs(p) do assert.is_true(v ~= v) end
+    for _, m in ipairs { "accuracy", "nll" } do
+      assert.are.equal(m .. ": probs hold NaN: the inputs or the model are not finite",
+        message(function() return bbb.metrics[m](bbb.tensor { { 0 / 0, 0.5 } }, { 1 }) end))
+    end
+  end)
+end)

@@ -22,6 +22,11 @@ local function check_probs(probs, what)
   if n == 0 or c == 0 then
     error(("%s: empty input (%dx%d)"):format(what, n, c), 3)
   end
+  -- a NaN (from a NaN input, or a diverged net) would read as a class
+  local total = probs:detach():sum():item()
+  if total ~= total then
+    error(("%s: probs hold NaN: the inputs or the model are not finite"):format(what), 3)
+  end
   return probs:detach(), n, c
 end
 

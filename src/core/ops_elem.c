@@ -54,7 +54,7 @@ void bbb_square_backward(bbb_float *dx, const bbb_float *dout, const bbb_float *
   for (int64_t i = 0; i < n; i++) dx[i] += 2 * x[i] * dout[i];
 }
 void bbb_relu_forward(bbb_float *y, const bbb_float *x, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;
+  for (int64_t i = 0; i < n; i++) y[i] = !(x[i] <= 0) ? x[i] : 0;   /* NaN passes, as it does in every other op */
 }
 void bbb_relu_backward(bbb_float *dx, const bbb_float *dout, const bbb_float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) dx[i] += x[i] > 0 ? dout[i] : 0;
