@@ -67,6 +67,8 @@ local function fail(msg)
   os.exit(2)
 end
 
+-- a plot asked for is checked before the work, not after it
+if args.plot and not bbb.sys.find_program("gnuplot") then fail("--plot: gnuplot not found (install gnuplot-nox)") end
 bbb.set_num_threads(args.threads)
 local gen = bbb.Generator(args.seed)
 local read = { target = args.target, task = args.task, ignore = args.ignore, drop_missing = args.drop_missing,
@@ -135,8 +137,12 @@ report("validation", va)
 if te then
   local _, p = report("test", te)
   if args.plot then
-    ok = pcall(tab.plot, model, p, te.y, args.plot, ("%s: %s on the test rows"):format(args.target, args.model))
-    print(ok and ("plot: " .. args.plot) or "fit.lua: no plot (is gnuplot installed?)")
+    local okp, err = pcall(tab.plot, model, p, te.y, args.plot, ("%s: %s on the test rows"):format(args.target, args.model))
+    if not okp then
+      io.stderr:write("fit.lua: no plot: ", (tostring(err):gsub("^[^\n]-:%d+: ", "")), "\n")
+      os.exit(1)
+    end
+    print("plot: " .. args.plot)
   end
 end
 if args.save then

@@ -33,6 +33,8 @@ local function fail(msg)
   os.exit(2)
 end
 
+-- a plot asked for is checked before the work, not after it
+if args.plot and not bbb.sys.find_program("gnuplot") then fail("--plot: gnuplot not found (install gnuplot-nox)") end
 bbb.set_num_threads(args.threads)
 bbb.manual_seed(args.seed)
 local ok, model = pcall(tab.load, args.model)
@@ -46,8 +48,8 @@ if #ds.ignored > 0 then
 end
 local p = tab.predict(model, ds.x, args.pred_samples)
 local lines = tab.rows(model, p, ds.y)
-ok = pcall(cli.write_file, args.out, { table.concat(lines, "\n"), "\n" })
-if not ok then fail("cannot write " .. args.out) end
+local okw, werr = pcall(cli.write_file, args.out, { table.concat(lines, "\n"), "\n" })
+if not okw then fail((tostring(werr):gsub("^[^\n]-:%d+: ", ""):gsub("^cli%.write_file: ", ""))) end
 print(("predict.lua: %d rows of %s -> %s (%s, %s)"):format(ds.n, args.data, args.out, model.task, model.kind))
 if ds.y then
   local s = tab.score(model, ds, args.pred_samples)
@@ -58,8 +60,9 @@ if ds.y then
     print(("accuracy %.2f%%   log-likelihood %.4f   ECE %.4f"):format(100 * s.accuracy, s.ll, s.ece))
   end
   if args.plot then
-    ok = pcall(tab.plot, model, p, ds.y, args.plot, ("%s: %s"):format(model.prep.target.name, args.data))
-    print(ok and ("plot: " .. args.plot) or "predict.lua: no plot (is gnuplot installed?)")
+    local okp, err = pcall(tab.plot, model, p, ds.y, args.plot, ("%s: %s"):format(model.prep.target.name, args.data))
+    if not okp then fail("no plot: " .. (tostring(err):gsub("^[^\n]-:%d+: ", ""))) end
+    print("plot: " .. args.plot)
   end
 elseif args.plot then
   print(("predict.lua: no plot: %s has no column '%s' to compare with"):format(args.data, model.prep.target.name))

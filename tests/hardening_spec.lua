@@ -308,3 +308,25 @@ describe("NaN inputs", function()
     end
   end)
 end)
+
+describe("plots", function()
+  it("are drawn into a temporary and renamed: a failed plot keeps the old figure and leaves nothing", function()
+    local dir = tmp .. "/plots"
+    os.execute("mkdir -p " .. helpers.q(dir))
+    local code = ([[
+      local xs = {}
+      for i = 1, %d do xs[i] = math.sin(i / 7) * i end
+      bbb.plot.lines{ file = %q, size = { 1600, 1200 }, series = { { y = xs, title = "noise" } } }]])
+    local out, status = helpers.sh(("%s -e %s"):format(helpers.q(helpers.bbblua), helpers.q(code:format(20, dir .. "/f.png"))))
+    assert.are.equal(0, status, out)
+    local before = helpers.read(dir .. "/f.png")
+    out, status = helpers.sh(("ulimit -f 16; %s -e %s"):format(helpers.q(helpers.bbblua),
+      helpers.q(code:format(300, dir .. "/f.png"))))
+    assert.are_not.equal(0, status, out)
+    helpers.has(out, dir .. "/f.png")
+    assert.are.equal(before, helpers.read(dir .. "/f.png"))
+    local p = assert(io.popen("ls -A " .. helpers.q(dir)))
+    assert.are.equal("f.png", p:read("a"):gsub("%s+$", ""))
+    p:close()
+  end)
+end)

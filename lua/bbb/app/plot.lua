@@ -555,8 +555,21 @@ local function write_file(what, opts, body)
   local terminal = terminal_for(what, opts.file, check_size(what, opts.size, { 800, 500 }))
   local path = check_file_name(what, opts.file)
   make_parent_dir(what, path)
-  render(what, opts, body, terminal, path)
-  check_complete(what, path)
+  -- drawn into a temporary beside the file, then renamed over it: a failed
+  -- plot (a full disk, gnuplot stopped) leaves the old figure as it was
+  local ext = path:match("(%.%w+)$")
+  local unique = os.tmpname()   -- a name no other process holds
+  os.remove(unique)
+  local tmp = ("%s.bbb-tmp.%s%s"):format(path:sub(1, -#ext - 1), unique:match("([^/]+)$"), ext)
+  local ok, err = pcall(function()
+    render(what, opts, body, terminal, tmp)
+    check_complete(what, tmp)
+  end)
+  if ok then ok, err = os.rename(tmp, path) end
+  if not ok then
+    os.remove(tmp)
+    error(tostring(err):gsub(tmp:gsub("%p", "%%%0"), (path:gsub("%%", "%%%%"))), 0)
+  end
   return opts.file
 end
 
