@@ -330,3 +330,30 @@ describe("plots", function()
     p:close()
   end)
 end)
+
+describe("output paths", function()
+  it("are refused before any work when they name an input, another output, a FIFO or a link", function()
+    local dir = tmp .. "/outs"
+    os.execute("mkdir -p " .. helpers.q(dir))
+    helpers.write(dir .. "/rows.csv", "x,y\n1,2\n3,4\n5,6\n")
+    os.execute(("mkfifo %s && ln -s %s %s"):format(helpers.q(dir .. "/pipe.ckpt"), helpers.q(dir .. "/rows.csv"),
+      helpers.q(dir .. "/link.ckpt")))
+    local q = helpers.q
+    local cases = {
+      { ("scripts/fit.lua --data %s --target y --save %s"):format(q(dir .. "/rows.csv"), q(dir .. "/./rows.csv")),
+        "--save and --data name the same file" },
+      { ("scripts/predict.lua --model %s --data %s --out %s"):format(q(dir .. "/m.ckpt"), q(dir .. "/rows.csv"),
+        q(dir .. "/../outs/rows.csv")), "--out and --data name the same file" },
+      { ("scripts/mnist.lua --save %s --checkpoint %s"):format(q(dir .. "/x.ckpt"), q(dir .. "//x.ckpt")),
+        "--checkpoint and --save name the same file" },
+      { ("scripts/mnist.lua --save %s"):format(q(dir .. "/pipe.ckpt")), "is a FIFO, not a regular file" },
+      { ("scripts/mnist.lua --save %s"):format(q(dir .. "/link.ckpt")), "is a symbolic link: name the file it points to" },
+    }
+    for _, c in ipairs(cases) do
+      local status, out = helpers.run(c[1])
+      assert.are.equal(2, status, c[1] .. "\n" .. out)
+      helpers.has(out, c[2])
+    end
+    assert.are.equal("x,y\n1,2\n3,4\n5,6\n", helpers.read(dir .. "/rows.csv"))
+  end)
+end)

@@ -218,17 +218,30 @@ static int l_mkdir_p(lua_State *L) {
   return 1;
 }
 
-/** sys.kind(path) -> "file"|"folder"|"fifo"|"device"|"socket"|"link"|nil
-** What path is, without following a final symbolic link and without
-** opening it (opening a FIFO would block); nil when nothing is there. */
+/** sys.kind(path [, follow]) -> "file"|"folder"|"fifo"|"device"|"socket"|"link"|nil
+** What path is, without opening it (opening a FIFO would block), and
+** without following a final symbolic link unless follow is true; nil when
+** nothing is there. */
 static int l_kind(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
+  int follow = lua_toboolean(L, 2);
   struct stat st;
-  if (lstat(path, &st) != 0) return 0;
+  if ((follow ? stat(path, &st) : lstat(path, &st)) != 0) return 0;
   const char *k = S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "folder"
                 : S_ISFIFO(st.st_mode) ? "fifo" : S_ISLNK(st.st_mode) ? "link"
                 : S_ISSOCK(st.st_mode) ? "socket" : "device";
   lua_pushstring(L, k);
+  return 1;
+}
+
+/** sys.identity(path) -> string | nil
+** "device:inode" of the file at path (links followed), or nil when there
+** is none: two paths name one file exactly when their identities match. */
+static int l_identity(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  if (stat(path, &st) != 0) return 0;
+  lua_pushfstring(L, "%I:%I", (lua_Integer)st.st_dev, (lua_Integer)st.st_ino);
   return 1;
 }
 
@@ -372,7 +385,8 @@ void lbbb_open_sys(lua_State *L, const lbbb_tables *tb) {
   static const luaL_Reg funcs[] = {
     {"spawn", l_spawn}, {"wait", l_wait}, {"kill", l_kill}, {"mkdir_p", l_mkdir_p},
     {"kind", l_kind}, {"nproc", l_nproc}, {"isatty", l_isatty}, {"sleep", l_sleep},
-    {"find_program", l_find_program}, {"lock", l_lock}, {"write_file", l_write_file}, {NULL, NULL}
+    {"find_program", l_find_program}, {"lock", l_lock}, {"write_file", l_write_file},
+    {"identity", l_identity}, {NULL, NULL}
   };
   luaL_newlib(L, funcs);
   lua_setfield(L, tb->module, "sys");

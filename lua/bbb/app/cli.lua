@@ -227,6 +227,14 @@ function cli.output_path(opts)
       end
     end
     if s:sub(-1) == "/" or is_dir(s) then return nil, ("%s is a folder, not a file"):format(show(s)) end
+    -- what is there decides before anything opens it: opening a FIFO blocks,
+    -- and a file is replaced by a rename, which a link or device cannot take
+    local kind = require("bbb.core").sys.kind(s)
+    if kind == "link" then
+      return nil, ("%s is a symbolic link: name the file it points to"):format(show(s))
+    elseif kind and kind ~= "file" then
+      return nil, ("%s is a %s, not a regular file"):format(show(s), kind == "fifo" and "FIFO" or kind)
+    end
     if exists(s) then
       local f, err = io.open(s, "a")
       if not f then return nil, ("cannot write %s: %s"):format(show(s), err) end

@@ -342,25 +342,50 @@ function recipe.declare_model_prior(parser)
     end)
 end
 
+-- The flags that name files a run reads: no output may be one of them.
+local INPUTS = { "data", "model", "test", "from", "resume", "from_bbb", "from_mlp", "from_dropout" }
+
+-- A key that is the same for two paths of one file: its device and inode
+-- when it exists, else its folder's and its name (so "x.ckpt" and
+-- "./x.ckpt" meet), else the path itself.
+local function file_key(path)
+  local sys = require("bbb.core").sys
+  local id = sys.identity(path)
+  if id then return id end
+  local dir, base = path:match("^(.*)/([^/]*)$")
+  if not dir then dir, base = ".", path elseif dir == "" then dir = "/" end
+  local did = sys.identity(dir)
+  return did and (did .. "/" .. base) or path
+end
+
 --- recipe.prepare_outputs(args [, extra]) -> true | nil, message: refuses two
--- outputs on one path and makes every output's missing folder now, before
--- any training, so a path error never throws away a trained model.
--- extra lists script-specific output keys besides the shared ones.
+-- outputs on one file, and an output on a file the run reads (compared as
+-- files, not strings: "x" and "./x" are one), and makes every output's
+-- missing folder now, before any training, so a path error never throws
+-- away a trained model. extra lists script-specific output keys besides
+-- the shared ones.
 function recipe.prepare_outputs(args, extra)
   local keys = {}
   for name, f in pairs(FLAGS) do if f.output then keys[#keys + 1] = name end end
   for _, k in ipairs(extra or {}) do keys[#keys + 1] = k end
   table.sort(keys)
   local seen = {}
+  for _, k in ipairs(INPUTS) do
+    if type(args[k]) == "string" and k ~= "resume" then seen[file_key(args[k])] = { k, "input" } end
+  end
   for _, k in ipairs(keys) do
     local path = args[k]
     if k == "checkpoint" and path == nil and type(args.resume) == "string" then path = args.resume end
     if type(path) == "string" then
-      if seen[path] then
-        return nil, ("--%s and --%s name the same file %s"):format(seen[path]:gsub("_", "-"),
-          k:gsub("_", "-"), path)
+      local key, other = file_key(path), nil
+      other = seen[key]
+      if other and other[2] == "input" then
+        return nil, ("--%s and --%s name the same file %s: an output must not replace what the run reads")
+          :format(k:gsub("_", "-"), other[1]:gsub("_", "-"), path)
+      elseif other then
+        return nil, ("--%s and --%s name the same file %s"):format(other[1]:gsub("_", "-"), k:gsub("_", "-"), path)
       end
-      seen[path] = k
+      seen[key] = { k, "output" }
       local ok, err = require("bbb.app.sys").mkdir_for(path)
       if not ok then return nil, ("--%s: %s"):format(k:gsub("_", "-"), err) end
     end
