@@ -34,16 +34,23 @@ end
 local prefix = args.out or ("out/" .. args.log:match("([^/]*)$"):gsub("%.[^.]*$", ""))
 
 -- The log: one JSON object per line; a line that does not parse is skipped
--- with a warning (a run killed while writing leaves at most one).
+-- with a warning (a run killed while writing leaves at most one). A resumed
+-- run logs again the epochs after its checkpoint: the last record of an
+-- epoch is the one kept.
+do   -- a FIFO would block the open, a device never end
+  local kind = require("bbb.core").sys.kind(args.log, true)
+  if not kind then fail("cannot open %s: no such file", args.log) end
+  if kind ~= "file" then fail("cannot open %s: it is a %s, not a file", args.log, kind) end
+end
 local f, err = io.open(args.log, "r")
 if not f then fail("cannot open %s", err) end
-local recs, n_line = {}, 0
+local by_epoch, n_line = {}, 0
 for line in f:lines() do
   n_line = n_line + 1
   if line:match("%S") then
     local ok, rec = pcall(json.decode, line, ("%s line %d"):format(args.log, n_line))
     if ok and type(rec) == "table" and tonumber(rec.epoch) then
-      recs[#recs + 1] = rec
+      by_epoch[tonumber(rec.epoch)] = rec
     else
       io.stderr:write(("plot_run.lua: skipping line %d of %s: %s\n"):format(n_line, args.log,
         ok and "not an epoch record" or tostring(rec)))
@@ -51,6 +58,9 @@ for line in f:lines() do
   end
 end
 f:close()
+local recs = {}
+for _, rec in pairs(by_epoch) do recs[#recs + 1] = rec end
+table.sort(recs, function(a, b) return tonumber(a.epoch) < tonumber(b.epoch) end)
 if #recs == 0 then fail("%s holds no epoch records", args.log) end
 
 local function column(key)

@@ -100,7 +100,7 @@ describe("bbb.train.fit", function()
     end
   end)
 
-  it("writes a JSONL record per epoch, flushed, and rewrites it on resume", function()
+  it("writes a JSONL record per epoch, flushed, and appends on resume", function()
     local o = problem(2)
     o.epochs = 2
     o.log = tmp .. "/run.jsonl"
@@ -131,10 +131,12 @@ describe("bbb.train.fit", function()
     o2.model:load_state_dict(info.tensors.model)
     o2.resume = info
     bbb.train.fit(o2)
+    -- appended, nothing lost: the stopped run's epoch 3, then the resumed run's
     recs = lines_of(o.log)
-    assert.are.equal(3, #recs)
-    for i = 1, 3 do assert.are.equal(i, cjson.decode(recs[i]).epoch) end
-    assert.is_not_nil(cjson.decode(recs[3]).nll_per_example)
+    assert.are.equal(4, #recs)
+    for i, e in ipairs { 1, 2, 3, 3 } do assert.are.equal(e, cjson.decode(recs[i]).epoch) end
+    assert.is_nil(cjson.decode(recs[3]).nll_per_example)
+    assert.is_not_nil(cjson.decode(recs[4]).nll_per_example)
   end)
 
   it("never writes a checkpoint from a run that fails", function()

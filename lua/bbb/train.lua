@@ -49,26 +49,15 @@ function train.split_validation(ds, n)
 end
 
 -- Opens the run log for appending, locked (flock) so that two runs never
--- write one log. A fresh run appends after what the file holds; a resumed
--- run first rewrites it from the checkpoint's history, so records after the
--- checkpoint (from the run that was stopped) do not appear twice. Returns
+-- write one log. A resumed run appends too (the file may hold other runs'
+-- records): the epochs after its checkpoint that the stopped run logged
+-- come again, and a reader takes the last record of each epoch. Returns
 -- the file and the lock.
-local function open_log(path, history, resumed)
+local function open_log(path)
   if not path then return nil end
   local lock, lerr = core.sys.lock(path)
   if not lock then fail("train: log %s", lerr) end
-  local f, err
-  if resumed then
-    f, err = io.open(path, "w")   -- the same file (and lock), emptied
-    if not f then fail("train: cannot write the log %s: %s", path, err) end
-    for _, rec in ipairs(history) do
-      local ok, werr = f:write(json.encode(rec), "\n")
-      if not ok then fail("train: cannot write the log %s: %s", path, werr) end
-    end
-    local ok, cerr = f:close()
-    if not ok then fail("train: cannot write the log %s: %s", path, cerr) end
-  end
-  f, err = io.open(path, "a")
+  local f, err = io.open(path, "a")
   if not f then fail("train: cannot write the log %s: %s", path, err) end
   return f, lock
 end
@@ -430,7 +419,7 @@ function train.run(o)
   if r.par.n > 1 then r.par.broadcast_parameters(r.model) end
   if o.resume then restore(r) end
   local par, pos = r.par, r.pos
-  if par.lead then r.log, r.log_lock = open_log(o.log, r.history, o.resume ~= nil) end
+  if par.lead then r.log, r.log_lock = open_log(o.log) end
   r.quiet, r.line = o.quiet or not par.lead, o.print or default_line
   local remaining = (o.epochs - pos.epoch) * r.n_batches - pos.batch
   -- a bar on a terminal unless told otherwise; other ranks stay silent
