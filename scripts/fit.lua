@@ -120,6 +120,10 @@ local t0 = bbb.core.clock()
 local info = tab.train(model, tr, va, { epochs = args.epochs, batch = args.batch, lr = args.lr, samples = args.samples,
   patience = args.patience, weight_decay = args.weight_decay, generator = gen, every = args.every, kl_weight = args.kl_weight,
   progress = args.every == 0 and "bar" or "off" })
+if info.status == "interrupted" then   -- stopped by a signal: no model, no scores, its exit status
+  io.stderr:write(("\nfit.lua: interrupted in epoch %d; nothing was saved\n"):format(info.epochs + 1))
+  os.exit(128 + (info.signal or 2))
+end
 print(("trained %d epochs in %.1f s (%s); best validation log-likelihood %.4f at epoch %d"):format(info.epochs,
   bbb.core.clock() - t0, info.status, info.best_ll, info.best_epoch))
 

@@ -88,11 +88,17 @@ local function run(ds, method, k)
   local tr, va = tab.subset(full, tr2), tab.subset(full, va2)
   o.generator = bbb.Generator(args.seed * 1000 + k + 500)
   local m = tab.new(ds, full.x, full.y, kind, o)
-  local info = tab.train(m, tr, va, o)
+  -- stopped by a signal: the splits so far are not a result; its exit status
+  local function stop_if_interrupted(info)
+    if info.status ~= "interrupted" then return info end
+    io.stderr:write("\nuci.lua: interrupted; nothing was written\n")
+    os.exit(128 + (info.signal or 2))
+  end
+  local info = stop_if_interrupted(tab.train(m, tr, va, o))
   if not args.no_refit then
     o.generator, o.epochs = bbb.Generator(args.seed * 1000 + k + 500), math.max(info.best_epoch, 1)
     m = tab.new(ds, full.x, full.y, kind, o)
-    tab.train(m, full, nil, o)
+    stop_if_interrupted(tab.train(m, full, nil, o))
   end
   local s = tab.score(m, te, args.pred_samples)
   return s, info.best_epoch

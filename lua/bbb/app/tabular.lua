@@ -174,7 +174,7 @@ end
 --        every = 0 (print every n epochs), kl_weight = "uniform" (each
 --        minibatch's complexity weight, as bbb.elbo.ELBO takes it: "uniform"
 --        gives the ELBO, a number below 1 / batches a tempered posterior)})
--- -> {best_epoch, epochs, best_ll, status}
+-- -> {best_epoch, epochs, best_ll, status, signal (when status is "interrupted")}
 -- tr and va hold raw rows. Trains through bbb.train.fit and keeps the
 -- weights of the epoch with the best validation log-likelihood.
 function M.train(m, tr, va, o)
@@ -217,7 +217,7 @@ function M.train(m, tr, va, o)
     m.noise_sigma = reg and elbo:sigma() or 1
   end
   m.net:evaluate()
-  return { best_epoch = best.epoch, epochs = #res.history, best_ll = best.ll, status = res.status }
+  return { best_epoch = best.epoch, epochs = #res.history, best_ll = best.ll, status = res.status, signal = res.signal }
 end
 
 --- save(path, model [, extra]) / load(path) -> model: one checkpoint with the
