@@ -129,11 +129,33 @@ static int msghandler(lua_State *L) {
   return 1;
 }
 
-static int docall(lua_State *L, int narg, int nres) {
+/* A script's error, as its user reads it: the message without the
+** "file.lua:N: " positions that each error() passing it on put in front,
+** and no traceback; BBB_DEBUG=1 keeps both (msghandler). */
+static int script_msghandler(lua_State *L) {
+  const char *debug = getenv("BBB_DEBUG");
+  if ((debug && strcmp(debug, "1") == 0) || lua_type(L, 1) != LUA_TSTRING) return msghandler(L);
+  lua_settop(L, 1);
+  for (;;) {   /* msg:gsub("^[^\n]-%.lua:%d+: ", "") until nothing changes */
+    lua_getglobal(L, "string");
+    lua_getfield(L, -1, "gsub");
+    lua_pushvalue(L, 1);
+    lua_pushliteral(L, "^[^\n]-%.lua:%d+: ");
+    lua_pushliteral(L, "");
+    lua_call(L, 3, 2);
+    int n = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    lua_replace(L, 1);
+    lua_settop(L, 1);
+    if (n == 0) return 1;
+  }
+}
+
+static int docall_with(lua_State *L, int narg, int nres, lua_CFunction handler) {
   int status;
   int base = lua_gettop(L) - narg;
   struct sigaction old;
-  lua_pushcfunction(L, msghandler);
+  lua_pushcfunction(L, handler);
   lua_insert(L, base);
   globalL = L;
   set_sigint(laction, &old);
@@ -144,6 +166,10 @@ static int docall(lua_State *L, int narg, int nres) {
   bbb_interrupt_clear();
   lua_remove(L, base);
   return status;
+}
+
+static int docall(lua_State *L, int narg, int nres) {
+  return docall_with(L, narg, nres, msghandler);
 }
 
 static int dochunk(lua_State *L, int status) {
@@ -352,7 +378,15 @@ static int handle_script(lua_State *L, char **argv) {
   if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
     fname = NULL;
   status = luaL_loadfile(L, fname);
-  if (status == LUA_OK) status = docall(L, pushargs(L), LUA_MULTRET);
+  if (status == LUA_OK) status = docall_with(L, pushargs(L), LUA_MULTRET, script_msghandler);
+  if (status != LUA_OK && fname) {   /* "fit.lua: message", as the scripts' own errors read */
+    const char *base = strrchr(fname, '/');
+    const char *old = progname;
+    progname = base ? base + 1 : fname;
+    report(L, status);
+    progname = old;
+    return status;
+  }
   return report(L, status);
 }
 

@@ -40,13 +40,16 @@ print(arg[-1] ~= nil)
     assert.are.equal(0, status)
     assert.are.equal(path .. "\tone\ttwo words\t2\t2\tone\ttwo words\ntrue\n", out)
   end)
-  it("exits with status 1 and a traceback when a script fails", function()
+  it("exits with status 1 and 'script: message' when a script fails; BBB_DEBUG=1 adds the traceback", function()
     local path = script(".fail.lua", [[
 local function inner() error("boom from the script") end
 local function outer() inner() end
 outer()
 ]])
     local out, status = run(q(bbblua) .. " " .. q(path))
+    assert.are.equal(1, status)
+    assert.are.equal(path:match("[^/]+$") .. ": boom from the script\n", out)
+    out, status = run("BBB_DEBUG=1 " .. q(bbblua) .. " " .. q(path))
     assert.are.equal(1, status)
     assert.truthy(out:find("boom from the script", 1, true), out)
     assert.truthy(out:find("stack traceback:", 1, true), out)
