@@ -104,8 +104,8 @@ describe("rdata reader", function()
     expect_error(read_file(root .. "/tests/fuzz/corpus/rdata/long-length-overflow"),
       "vector length 18446744073709551615 at byte 40 is not a valid length")
   end)
-  it("reads a small frame, plain and xz-compressed alike", function()
-    for _, bytes in ipairs{ W.tiny(), W.xz(W.tiny()) } do
+  it("reads a small frame, plain, gzip- and xz-compressed alike", function()
+    for _, bytes in ipairs{ W.tiny(), W.gzip(W.tiny()), W.xz(W.tiny()) } do
       local f = core.rdata_frame_bytes(bytes)
       assert.are.equal("Tiny", f.name)
       assert.are.equal(3, f.n_rows)
@@ -129,7 +129,8 @@ describe("rdata reader", function()
     expect_error(W.rda("x", W.NIL, 4), "serialization version 4, only versions 2 and 3 are supported")
     expect_error("RDX2\nA\n", "only the XDR (binary big-endian) serialization is supported, found ASCII")
     expect_error("hello world", "not an R data file")
-    expect_error("\x1f\x8b\x08\x00", "gzip-compressed R data is not supported")
+    expect_error("\x1f\x8b\x08\x00", "rdata: the gzip stream: truncated zlib stream")
+    expect_error("BZh91AY", "bzip2-compressed R data is not supported (only gzip and xz)")
   end)
 
   it("huge lengths are errors before anything is allocated", function()

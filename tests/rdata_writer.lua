@@ -135,6 +135,9 @@ function W.tiny()
   }, 3))
 end
 
+--- gzip-compresses bytes with the gzip tool (R's save() writes gzip by default).
+function W.gzip(bytes) return pipe("gzip -c -n", bytes) end
+
 --- xz-compresses bytes with the xz tool.
 function W.xz(bytes)
   local tmp = os.tmpname()

@@ -573,6 +573,9 @@ static int parse_image(const unsigned char *p, size_t n, bbb_rdata_frame *f) {
   return st;
 }
 
+static int inflate_all(const unsigned char *in, size_t n, size_t max, unsigned char **out, size_t *out_len,
+                       const char *what);
+
 int bbb_rdata_parse_frame(const unsigned char *buf, size_t len, bbb_rdata_frame *out) {
   static const unsigned char xz_magic[6] = { 0xfd, '7', 'z', 'X', 'Z', 0 };
   memset(out, 0, sizeof *out);
@@ -588,10 +591,16 @@ int bbb_rdata_parse_frame(const unsigned char *buf, size_t len, bbb_rdata_frame 
       st = parse_image(img, n, out);
       free(img);
     }
-  } else if (len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) {
-    st = bbb_error(BBB_EIO, "rdata: gzip-compressed R data is not supported (only xz)");
+  } else if (len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) {   /* gzip: R's save() by default */
+    unsigned char *img;
+    size_t n = 0;
+    st = inflate_all(buf, len, RD_MAX_IMAGE, &img, &n, "the gzip stream");
+    if (!st) {
+      st = parse_image(img, n, out);
+      free(img);
+    }
   } else if (len >= 3 && buf[0] == 'B' && buf[1] == 'Z' && buf[2] == 'h') {
-    st = bbb_error(BBB_EIO, "rdata: bzip2-compressed R data is not supported (only xz)");
+    st = bbb_error(BBB_EIO, "rdata: bzip2-compressed R data is not supported (only gzip and xz)");
   } else {
     st = parse_image(buf, len, out);
   }
