@@ -369,3 +369,24 @@ describe("signals", function()
     assert.is_nil(helpers.read(tmp .. "/sig.ckpt"))
   end)
 end)
+
+describe("input paths", function()
+  it("that are a FIFO or a device are refused without being opened", function()
+    local fifo = tmp .. "/in_fifo"
+    assert.truthy(os.execute("mkfifo " .. helpers.q(fifo)))
+    local cases = {
+      { "scripts/fit.lua --data /dev/zero --target y", "fit.lua: /dev/zero is a device, not a file" },
+      { "scripts/fit.lua --data " .. fifo .. " --target y", "is a FIFO, not a file" },
+      { "scripts/figure2.lua --from " .. fifo, "--from: " .. fifo .. " is a fifo, not a file" },
+      { "scripts/mnist.lua --prior " .. fifo:gsub("in_fifo", "p.lua"), "does not exist" },
+    }
+    os.execute(("ln -s %s %s"):format(helpers.q(fifo), helpers.q(tmp .. "/q.lua")))
+    cases[#cases + 1] = { "scripts/mnist.lua --prior " .. tmp .. "/q.lua", "is a fifo, not a file" }
+    for _, c in ipairs(cases) do
+      local out, status = helpers.sh(("cd %s && timeout 20 %s %s"):format(helpers.q(helpers.root),
+        helpers.q(helpers.bbblua), c[1]))
+      assert.are.equal(2, status, c[1] .. "\n" .. out)
+      helpers.has(out, c[2])
+    end
+  end)
+end)

@@ -100,9 +100,9 @@ end
 -- since is refused.
 function prior.from_file(path, hash)
   if type(path) ~= "string" then error("prior.from_file: argument 1 (path): expected a string", 2) end
-  local kind = require("bbb.core").sys.kind(path)
+  local kind = require("bbb.core").sys.kind(path, true)   -- what a link leads to: a FIFO would block
   if kind == nil then error(("prior file '%s' does not exist"):format(path), 2) end
-  if kind ~= "file" and kind ~= "link" then error(("prior file '%s' is a %s, not a file"):format(path, kind), 2) end
+  if kind ~= "file" then error(("prior file '%s' is a %s, not a file"):format(path, kind), 2) end
   local f, err = io.open(path, "rb")
   if not f then error(("cannot read the prior file: %s"):format(err), 2) end
   local text = f:read("a")

@@ -16,9 +16,14 @@ local Z = { [0.5] = 0.6744897501960817, [0.9] = 1.6448536269514722, [0.95] = 1.9
 local LOG_2PI = math.log(2 * math.pi)
 
 local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
+  return core.sys.kind(path, true) ~= nil   -- without opening it: a FIFO would block
+end
+
+-- A table file to read must be a regular file: a FIFO blocks, a device
+-- (/dev/zero) never ends.
+local function check_regular(path)
+  local kind = core.sys.kind(path, true)
+  if kind and kind ~= "file" then error(("%s is a %s, not a file"):format(path, kind == "fifo" and "FIFO" or kind), 0) end
 end
 
 --- read(spec, {target, task, ignore, drop_missing, delimiter, levels,
@@ -46,6 +51,7 @@ function M.read(spec, o)
     end
     return bbb.data.load_r(folder, name, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing, levels = o.levels })
   end
+  check_regular(spec)
   return bbb.data.read_csv(spec, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing,
     delimiter = o.delimiter, levels = o.levels, categorical = cat })
 end
@@ -328,6 +334,7 @@ function M.header(spec, delimiter)
   local ds
   if folder and not exists(spec) then ds = bbb.data.load_r(folder, name, { drop_missing = true })
   else
+    check_regular(spec)
     local f = io.open(spec, "rb")
     if not f then error(("cannot open %s"):format(spec), 0) end
     local line = f:read("L")

@@ -83,6 +83,8 @@ local function fail(msg) error({ usage = msg }, 0) end
 local function chosen_settings(paths, units)
   local out, cks, where = {}, {}, {}
   for path in paths:gmatch("[^,]+") do
+    local kind = bbb.core.sys.kind(path, true)
+    if kind and kind ~= "file" then fail(("--from: %s is a %s, not a file"):format(path, kind)) end
     local f, err = io.open(path, "r")
     if not f then fail("--from: " .. tostring(err)) end
     local ok, t = pcall(json.decode, f:read("a"))
