@@ -1,5 +1,5 @@
 /*
-** lsignal.c: SIGINT, SIGTERM and SIGHUP for long runs. While trapped, a
+** lsignal.c: SIGINT, SIGTERM, SIGHUP and SIGQUIT for long runs. While trapped, a
 ** first signal only counts, so a training loop can finish its step and
 ** write a checkpoint (`kill` or a closed terminal loses no more than Ctrl-C
 ** does); a second one restores the default disposition and re-raises it,
@@ -11,7 +11,7 @@
 
 #include "lbbb.h"
 
-static const int trapped_signals[] = { SIGINT, SIGTERM, SIGHUP };
+static const int trapped_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 #define N_TRAPPED (sizeof trapped_signals / sizeof trapped_signals[0])
 
 static volatile sig_atomic_t pending;
@@ -28,7 +28,7 @@ static void on_signal(int sig) {
   }
 }
 
-/* sigint_trap(on): start or stop counting SIGINT, SIGTERM and SIGHUP;
+/* sigint_trap(on): start or stop counting SIGINT, SIGTERM, SIGHUP and SIGQUIT;
 ** returns the count so far */
 static int l_sigint_trap(lua_State *L) {
   int on = lua_toboolean(L, 1);
@@ -55,7 +55,7 @@ static int l_sigint_pending(lua_State *L) {
 }
 
 /* interrupt_signal() -> the number of the first signal counted (2 SIGINT,
-** 15 SIGTERM, 1 SIGHUP), or 0 */
+** 15 SIGTERM, 1 SIGHUP, 3 SIGQUIT), or 0 */
 static int l_interrupt_signal(lua_State *L) {
   lua_pushinteger(L, first_signal);
   return 1;
