@@ -112,7 +112,8 @@ if args.protocol == "paper" then
   if dist then dist.finalize() end
   if worker then os.exit(0) end
   paper.print_rows(rows, args.epochs)
-  cli.write_file(args.out, json.encode{ epochs = args.epochs, protocol = "paper", rows = rows })
+  cli.write_file(args.out, json.encode{ epochs = args.epochs, protocol = "paper", rows = rows,
+    environment = bbb.core.environment() })
   print("rows written to " .. args.out)
   os.exit(0)
 end
@@ -160,7 +161,7 @@ for _, r in ipairs(rows) do
   print(("%-14s %6d %9s %9s %9s %7ds"):format(r.method, r.units, pct(r.test_error), r.failed and "-" or pct(r.test_error_mean),
     r.paper and ("%.2f%%"):format(r.paper) or "-", r.seconds))
 end
-cli.write_file(args.out, json.encode{ epochs = args.epochs, rows = rows })
+cli.write_file(args.out, json.encode{ epochs = args.epochs, rows = rows, environment = bbb.core.environment() })
 print("rows written to " .. args.out)
 local failed = false
 for _, r in ipairs(rows) do failed = failed or r.failed end

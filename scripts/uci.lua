@@ -131,6 +131,7 @@ if args.out then
   local cmd = "build/bbblua scripts/uci.lua " .. table.concat(arg, " ")
   local doc = { command = cmd, commit = commit, date = os.date("!%Y-%m-%d %H:%M UTC"), rows = rows, published = PUBLISHED,
     seconds = bbb.core.clock() - t_start }
+  doc.environment = bbb.core.environment()   -- what a replay of these numbers pins
   cli.write_file(args.out .. ".json", bbb.json.encode(doc) .. "\n")
   local keys = { "rmse", "accuracy", "ll", "cover50", "cover90", "cover95", "ece", "best_epoch" }
   local head = { "set", "method", "splits", "seconds" }

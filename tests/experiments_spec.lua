@@ -16,8 +16,17 @@ local TINY = { limit = 600, test_limit = 100, hidden = 16, epochs = 2, threads =
   lr = 0.01 }
 
 describe("mnist.run", function()
-  it("returns the epochs' records and the test accuracies of a finished run", function()
-    local r = mnist.run(mnist.options(TINY))
+  it("returns the epochs' records and the test accuracies of a finished run, and writes its summary", function()
+    local dir = tmpdir()
+    local t = {}
+    for k, v in pairs(TINY) do t[k] = v end
+    t.summary = dir .. "/s.json"
+    local r = mnist.run(mnist.options(t))
+    local f = assert(io.open(t.summary))
+    local sum = bbb.json.decode(f:read("a"))
+    f:close()
+    assert.are.equal(r.test_acc_mc, sum.test_acc_mc)
+    assert.are.same(bbb.core.environment(), sum.environment)   -- what a replay pins
     assert.are.equal("done", r.status)
     assert.are.equal(2, #r.history)
     for i, e in ipairs(r.history) do

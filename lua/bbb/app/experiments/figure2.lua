@@ -242,7 +242,8 @@ local function write_outputs(args, settings)
   local files = { csv = ("%s/figure2-%d.csv"):format(args.dir, args.units),
                   json = ("%s/figure2-%d.json"):format(args.dir, args.units) }
   cli.write_file(files.csv, table.concat(csv, "\n") .. "\n")
-  cli.write_file(files.json, json.encode{ units = args.units, epochs_asked = args.epochs, methods = summary })
+  cli.write_file(files.json, json.encode{ units = args.units, epochs_asked = args.epochs, methods = summary,
+    environment = bbb.core.environment() })
   if #series > 0 then files.png = draw(args, series) end
   return files, summary
 end

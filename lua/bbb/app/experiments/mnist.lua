@@ -315,7 +315,7 @@ end
 local function write_outputs(args, r)
   if args.save then bbb.save(args.save, { model = r.net, args = r.saved_args }) end
   if args.summary then
-    cli.write_file(args.summary, require("bbb.json").encode{ args = r.saved_args, epochs = r.history,
+    cli.write_file(args.summary, require("bbb.json").encode{ args = r.saved_args, epochs = r.history, environment = bbb.core.environment(),
       test_acc_mean = r.test_acc_mean, test_acc_mc = r.test_acc_mc, seconds = r.seconds })
   end
 end

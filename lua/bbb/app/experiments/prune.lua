@@ -166,7 +166,7 @@ function prune.run(args)
     bbb.save(args.out .. "-pruned.ckpt", { model = m, args = saved })
   end
   print(("pruned model (%g%% removed by SNR) saved to %s-pruned.ckpt"):format(100 * args.save_fraction, args.out))
-  cli.write_file(args.out .. "-table.json", bbb.json.encode{ from = from, test_samples = args.test_samples,
+  cli.write_file(args.out .. "-table.json", bbb.json.encode{ from = from, test_samples = args.test_samples, environment = bbb.core.environment(),
     rows = rows })
   return { from = from, rows = rows, snr = snr, test_samples = args.test_samples, out = args.out,
            fractions = args.fractions, no_plot = args.no_plot }
