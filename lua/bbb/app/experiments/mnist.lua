@@ -104,7 +104,8 @@ function mnist.parser()
     presets = mnist.PRESETS, run_flags = mnist.RUN_FLAGS,
     flags = { "dataset" } })
   parser:option("--model", "bbb (Bayes by Backprop), mlp or dropout; cnn, cnn-plain or cnn-dropout: "
-    .. "the LeNet-5-style bbb.nn.lenet (10 epochs by default).", "bbb")
+    .. "the LeNet-5-style bbb.nn.lenet (cnn: 20 epochs, --shift 2, --kl-weight 0.0002 unless given, "
+    .. "99.39% on MNIST in about 5 minutes on 2 cores; cnn-plain and cnn-dropout: 10 epochs).", "bbb")
     :convert(cli.choice { "bbb", "mlp", "dropout", "cnn", "cnn-plain", "cnn-dropout" })
   parser:option("--shift", "Move each training image by its own random offset of up to N pixels "
     .. "in each direction, every step (augmentation; 0: off).", "0")
@@ -126,16 +127,33 @@ function mnist.parser()
   return parser
 end
 
+-- Each model's own defaults, our best recipe for it (doc/results holds the
+-- runs): for the Bayesian LeNet, every training image moved by up to 2
+-- pixels each step and the complexity term tempered, for 20 epochs.
+mnist.MODEL_DEFAULTS = {
+  cnn = { epochs = 20, shift = 2, kl_weight = 0.0002 },
+  ["cnn-plain"] = { epochs = 10 }, ["cnn-dropout"] = { epochs = 10 },
+}
+
 --- mnist.parse([argv]) -> args: the command line (default: the script's),
--- checked, with --preset and --resume applied.
+-- checked, with --preset and --resume applied, then the model's own
+-- defaults (mnist.MODEL_DEFAULTS) for what neither the command line, the
+-- preset nor the resumed run set.
 function mnist.parse(argv)
-  return (recipe.parse(mnist.parser(), argv))
+  local args, given = recipe.parse(mnist.parser(), argv)
+  local preset = args.preset and mnist.PRESETS[args.preset].flags or {}
+  if not args._resume then
+    for k, v in pairs(mnist.MODEL_DEFAULTS[args.model] or {}) do
+      if not given[k] and preset[k] == nil then args[k] = v end
+    end
+  end
+  return args
 end
 
 --- mnist.options{key = value, ...} -> args: options given as a table, checked
 -- exactly as the same flags on a command line would be.
 function mnist.options(t)
-  return (recipe.parse(mnist.parser(), recipe.argv_of(t)))
+  return mnist.parse(recipe.argv_of(t))
 end
 
 local function fail(msg)
@@ -202,7 +220,6 @@ local function build_net(args, train_set, gen)
     -- the dense layer: --hidden when given, else LeNet's 256; kept with the
     -- run's flags, so a resumed run builds the same network
     args.cnn_hidden = args.cnn_hidden or (args._given and args._given.hidden and args.hidden) or 256
-    if not (args._given and args._given.epochs) and not args._resume then args.epochs = 10 end
     net = bbb.nn.lenet{ bayes = args.model == "cnn", prior = args.model == "cnn" and recipe.prior(args) or nil,
       channels = cli.ints(args.channels), hidden = { args.cnn_hidden },
       estimator = args.estimator, rho_init = args.rho_init, mu_scale = args.mu_init,
