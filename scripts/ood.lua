@@ -6,4 +6,8 @@
 local recipe = require "bbb.app.recipe"
 local ood = require "bbb.app.experiments.ood"
 
-recipe.main("ood.lua", function() ood.run(ood.parse(arg)) end)
+recipe.main("ood.lua", function()
+  local result = ood.run(ood.parse(arg))
+  ood.report(result)
+  ood.plot(result)
+end)

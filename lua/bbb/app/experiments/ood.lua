@@ -2,7 +2,12 @@
 -- MLP and an MC-dropout MLP of the same size, on the in-distribution test
 -- set, the other data set (dataset shift), N(0, 1) noise and uniform noise:
 -- entropies, mutual information, AUROC of in against out, calibration.
--- scripts/ood.lua is its command line.
+-- scripts/ood.lua is its command line:
+--
+--   local config = ood.parse(arg)      -- or ood.options{ hidden = 16, ... }
+--   local result = ood.run(config)     -- plain numbers, strings and tables
+--   ood.report(result)                 -- the tables and the targets
+--   ood.plot(result)                   -- the pictures
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local recipe = require "bbb.app.recipe"
@@ -14,6 +19,8 @@ local E = math.exp
 local INPUTS = 28 * 28       -- MNIST and Fashion-MNIST images
 local LOG2 = math.log(2)
 local TINY = 1e-12
+local KEEP_PASSES = 5    -- images whose per-pass predicted class is kept (seed 000)
+local NOISE_PANELS = 8   -- noise images whose class probabilities are drawn
 
 -- Presets set every flag not given explicitly.
 ood.PRESETS = {
@@ -34,6 +41,8 @@ ood.PRESETS = {
 }
 local SET_NAMES = { "mnist", "fashion", "normal", "uniform" }
 local KINDS = { "bbb", "mlp", "dropout" }
+local NAMES = { mnist = "MNIST", fashion = "Fashion-MNIST", normal = "N(0,1) noise", uniform = "uniform noise" }
+local ACT = { relu = bbb.nn.ReLU, sigmoid = bbb.nn.Sigmoid, tanh = bbb.nn.Tanh }
 
 local epilog = { "Models: each of bbb, mlp and dropout is trained through bbb.train.fit unless "
   .. "--from-<model> names a checkpoint of it (from scripts/mnist.lua --save, --checkpoint, or this "
@@ -95,273 +104,295 @@ function ood.parse(argv)
   return args
 end
 
---- ood.run(args) -> results: trains (or loads) the three models, evaluates
--- them on every set, prints the tables and draws the pictures.
-function ood.run(args)
-  local default_run = args._default_run
-  local function fail(msg, ...)
-    io.stderr:write("ood.lua: ", msg:format(...), "\n")
-    os.exit(2)
+--- ood.options(t) -> config: the settings in t ({hidden = 16, ...}, keys as
+-- the flags' names with underscores), checked as the same flags on a command
+-- line would be.
+function ood.options(t)
+  return ood.parse(recipe.argv_of(t))
+end
+
+-- Bad input: recipe.main prints "ood.lua: message" and exits 2.
+local function fail(msg, ...)
+  error({ usage = msg:format(...) }, 0)
+end
+
+local function clock() return (bbb.core.clock or os.clock)() end
+
+--------------------------------------------------------------------------
+-- Checkpoints: loaded and checked before any data is read.
+
+local function layers_of(net)
+  local list = {}
+  net:apply(function(m) list[#list + 1] = m end)
+  return list
+end
+
+local function has(net, name)
+  for _, m in ipairs(layers_of(net)) do
+    if m.__name == name then return true end
   end
+  return false
+end
 
-  local clock = bbb.core.clock or os.clock
-  local t_wall, t_cpu = clock(), os.clock()
-
-  --------------------------------------------------------------------------
-  -- Checkpoints: loaded and checked before any data is read.
-
-  local function layers_of(net)
-    local list = {}
-    net:apply(function(m) list[#list + 1] = m end)
-    return list
-  end
-
-  local function has(net, name)
-    for _, m in ipairs(layers_of(net)) do
-      if m.__name == name then return true end
-    end
-    return false
-  end
-
-  -- The values a model takes per image: a dense net's first width, or a
-  -- convolutional net's (bbb.nn.lenet: a 1 x 28 x 28 view) channels times
-  -- the pixels of its view.
-  local function first_width(net)
-    for _, m in ipairs(layers_of(net)) do
-      if m.n_in then return m.n_in end
-      if m.in_channels then
-        for _, v in ipairs(layers_of(net)) do
-          if v.__name == "View" and v.sizes then
-            local n = 1
-            for _, d in ipairs(v.sizes) do n = n * d end
-            return m.in_channels == v.sizes[1] and n or nil
-          end
+-- The values a model takes per image: a dense net's first width, or a
+-- convolutional net's (bbb.nn.lenet: a 1 x 28 x 28 view) channels times
+-- the pixels of its view.
+local function first_width(net)
+  for _, m in ipairs(layers_of(net)) do
+    if m.n_in then return m.n_in end
+    if m.in_channels then
+      for _, v in ipairs(layers_of(net)) do
+        if v.__name == "View" and v.sizes then
+          local n = 1
+          for _, d in ipairs(v.sizes) do n = n * d end
+          return m.in_channels == v.sizes[1] and n or nil
         end
-        return nil
       end
+      return nil
     end
   end
+end
 
-  local function last_width(net)
-    local w
-    for _, m in ipairs(layers_of(net)) do
-      if m.n_out then w = m.n_out end
-    end
-    return w
+local function last_width(net)
+  local w
+  for _, m in ipairs(layers_of(net)) do
+    if m.n_out then w = m.n_out end
   end
+  return w
+end
 
+-- The model --from-<kind> names, refused unless it fits the experiment:
+-- MNIST-sized inputs, ten classes, the layers its kind needs, and trained on
+-- the in-distribution data set.
+local function load_model(config, kind)
+  local path, flag = config["from_" .. kind], "--from-" .. kind
+  local ok, net, info = pcall(bbb.load, path, { prior = config._prior })
+  if not ok then fail("%s: %s", flag, (tostring(net):gsub("^[^\n]-:%d+: ", ""))) end
+  if not net then fail("%s: %s holds no model", flag, path) end
+  local n_in, n_out = first_width(net), last_width(net)
+  if n_in ~= INPUTS then
+    fail("%s: %s takes inputs of %s values, but %s images have %d pixels", flag, path,
+      tostring(n_in), config.dataset, INPUTS)
+  end
+  if n_out ~= 10 then fail("%s: %s has %s outputs, but %s has 10 classes", flag, path, tostring(n_out), config.dataset) end
+  local bayes, dropout = has(net, "BayesLinear") or has(net, "BayesConv2d"), has(net, "Dropout")
+  if kind == "bbb" and not bayes then fail("%s: %s holds no Bayesian layer", flag, path) end
+  if kind ~= "bbb" and bayes then fail("%s: %s is a Bayesian model (use --from-bbb)", flag, path) end
+  if kind == "dropout" and not dropout then fail("%s: %s has no dropout layer", flag, path) end
+  if kind == "mlp" and dropout then fail("%s: %s has dropout layers (use --from-dropout)", flag, path) end
+  local saved = type(info.meta.args) == "table" and info.meta.args or {}
+  if saved.dataset and saved.dataset ~= config.dataset then
+    fail("%s: %s was trained on %s, but the in-distribution set is %s (--dataset)", flag, path,
+      tostring(saved.dataset), config.dataset)
+  end
+  return { net = net, pixel_scale = tonumber(saved.pixel_scale) or config.pixel_scale, path = path }
+end
+
+local function load_models(config)
   local loaded = {}
   for _, kind in ipairs(KINDS) do
-    local path = args["from_" .. kind]
-    if path then
-      local flag = "--from-" .. kind
-      local ok, net, info = pcall(bbb.load, path, { prior = args._prior })
-      if not ok then fail("%s: %s", flag, tostring(net):gsub("^[^\n]-:%d+: ", "")) end
-      if not net then fail("%s: %s holds no model", flag, path) end
-      local n_in, n_out = first_width(net), last_width(net)
-      if n_in ~= INPUTS then
-        fail("%s: %s takes inputs of %s values, but %s images have %d pixels", flag, path,
-          tostring(n_in), args.dataset, INPUTS)
-      end
-      if n_out ~= 10 then fail("%s: %s has %s outputs, but %s has 10 classes", flag, path, tostring(n_out), args.dataset) end
-      local bayes, dropout = has(net, "BayesLinear") or has(net, "BayesConv2d"), has(net, "Dropout")
-      if kind == "bbb" and not bayes then fail("%s: %s holds no Bayesian layer", flag, path) end
-      if kind ~= "bbb" and bayes then fail("%s: %s is a Bayesian model (use --from-bbb)", flag, path) end
-      if kind == "dropout" and not dropout then fail("%s: %s has no dropout layer", flag, path) end
-      if kind == "mlp" and dropout then fail("%s: %s has dropout layers (use --from-dropout)", flag, path) end
-      local saved = type(info.meta.args) == "table" and info.meta.args or {}
-      if saved.dataset and saved.dataset ~= args.dataset then
-        fail("%s: %s was trained on %s, but the in-distribution set is %s (--dataset)", flag, path,
-          tostring(saved.dataset), args.dataset)
-      end
-      local scale = tonumber(saved.pixel_scale) or args.pixel_scale
-      loaded[kind] = { net = net, pixel_scale = scale, path = path }
-    end
+    if config["from_" .. kind] then loaded[kind] = load_model(config, kind) end
   end
+  return loaded
+end
 
-  local other = args.dataset == "mnist" and "fashion" or "mnist"
+--------------------------------------------------------------------------
+-- Data: raw pixels 0..255, scaled per model.
+
+local function load_images(name, opts)
+  local loader = name == "mnist" and bbb.data.load_mnist or bbb.data.load_fashion_mnist
+  return loader(opts)
+end
+
+-- The evaluation sets, the in-distribution test set first: name, label, and
+-- raw (pixels scaled per model) or fixed (inputs as they are).
+local function load_sets(config, other)
   local wanted = { [other] = true, normal = true, uniform = true }
-  if args.sets then
+  if config.sets then
     wanted = {}
-    for _, s in ipairs(args.sets) do
-      if s ~= args.dataset then wanted[s] = true end
+    for _, s in ipairs(config.sets) do
+      if s ~= config.dataset then wanted[s] = true end
     end
   end
-
-  --------------------------------------------------------------------------
-  -- Data: raw pixels 0..255, scaled per model.
-
-  bbb.set_num_threads(args.threads)
-  bbb.manual_seed(args.seed)
-  local NAMES = { mnist = "MNIST", fashion = "Fashion-MNIST", normal = "N(0,1) noise", uniform = "uniform noise" }
-  local loaders = { mnist = bbb.data.load_mnist, fashion = bbb.data.load_fashion_mnist }
-  local raw_test = loaders[args.dataset] { split = "test", scale = 1, limit = args.test_limit }
-  local classes = raw_test.classes
-  local noise_gen = bbb.Generator(args.seed + 1000)
-
-  -- Each set: name, label, x as a function of the model's pixel scale.
-  local sets = { { name = args.dataset, label = NAMES[args.dataset] .. " test (in)", raw = raw_test, y = raw_test.y, is_in = true } }
+  local raw_test = load_images(config.dataset, { split = "test", scale = 1, limit = config.test_limit })
+  local noise_gen = bbb.Generator(config.seed + 1000)
+  local sets = { { name = config.dataset, label = NAMES[config.dataset] .. " test (in)", raw = raw_test,
+    y = raw_test.y, is_in = true } }
   if wanted[other] then
-    local ds = loaders[other] { split = "test", scale = 1, limit = args.test_limit }
+    local ds = load_images(other, { split = "test", scale = 1, limit = config.test_limit })
     sets[#sets + 1] = { name = other, label = NAMES[other] .. " test", raw = ds }
   end
   if wanted.normal then
     -- seed 001 feeds torch.randn to the network directly: noise in input space
-    sets[#sets + 1] = { name = "normal", label = "N(0,1) noise", fixed = bbb.randn({ args.noise_n, INPUTS }, 0, 1, noise_gen) }
+    sets[#sets + 1] = { name = "normal", label = "N(0,1) noise",
+      fixed = bbb.randn({ config.noise_n, INPUTS }, 0, 1, noise_gen) }
   end
   if wanted.uniform then
-    sets[#sets + 1] = { name = "uniform", label = "uniform noise", raw = { x = bbb.rand({ args.noise_n, INPUTS }, 0, 255, noise_gen) } }
+    sets[#sets + 1] = { name = "uniform", label = "uniform noise",
+      raw = { x = bbb.rand({ config.noise_n, INPUTS }, 0, 255, noise_gen) } }
   end
+  return sets
+end
 
-  local function inputs(set, pixel_scale)
-    if set.fixed then return set.fixed end
-    return set.raw.x * (1 / pixel_scale)
+local function inputs(set, pixel_scale)
+  if set.fixed then return set.fixed end
+  return set.raw.x * (1 / pixel_scale)
+end
+
+--------------------------------------------------------------------------
+-- Models: loaded, or trained through bbb.train.fit.
+
+local function sizes_for(config, hidden, n_classes)
+  local s = { INPUTS }
+  for _ = 1, config.layers do s[#s + 1] = hidden end
+  s[#s + 1] = n_classes
+  return s
+end
+
+local function build(config, kind, gen, n_classes)
+  if kind == "bbb" then
+    -- --sigma1 is the Gaussian's sigma and the Laplace's b too
+    local prior = bbb.prior.from_config { kind = config.prior, pi = config.pi, sigma1 = config.sigma1,
+      sigma2 = config.sigma2, sigma = config.sigma1, b = config.sigma1 }
+    return bbb.nn.bayes_mlp(sizes_for(config, config.hidden, n_classes), { prior = prior,
+      activation = ACT[config.activation], rho_init = config.rho_init, mu_scale = config.mu_init, generator = gen })
   end
+  return bbb.nn.mlp(sizes_for(config, config.base_hidden, n_classes), { activation = ACT[config.base_activation],
+    generator = gen, dropout = kind == "dropout" and config.dropout or nil })
+end
 
-  --------------------------------------------------------------------------
-  -- Models: loaded, or trained through bbb.train.fit.
+local function save_model(config, kind, net)
+  local path = config.save_models .. "-" .. kind .. ".safetensors"
+  local saved = recipe.saved_args(config)
+  saved.threads, saved.sets, saved.model = nil, nil, kind
+  bbb.save(path, { model = net, args = saved })
+  print("  saved " .. path)
+end
 
-  local ACT = { relu = bbb.nn.ReLU, sigmoid = bbb.nn.Sigmoid, tanh = bbb.nn.Tanh }
-
-  local function sizes_for(hidden)
-    local s = { INPUTS }
-    for _ = 1, args.layers do s[#s + 1] = hidden end
-    s[#s + 1] = #classes
-    return s
+-- Model number k of KINDS, trained on train_set and tested on raw_test.
+local function train_model(config, kind, k, train_set, raw_test)
+  local gen = bbb.Generator(config.seed + k)
+  local net = build(config, kind, gen, #raw_test.classes)
+  local epochs = kind == "bbb" and config.epochs or config.base_epochs
+  local decay = kind == "bbb" and config.lr_decay or config.base_lr_decay
+  local elbo = bbb.elbo.ELBO { n_data = train_set.n, batch_size = config.batch,
+    reduction = kind == "bbb" and config.reduction or "mean" }
+  local opt = bbb.optim.Adam(net, { lr = config.lr })
+  local test = { x = raw_test.x * (1 / config.pixel_scale), y = raw_test.y, n = raw_test.n }
+  print(("training %s: %s, %d epochs"):format(kind, tostring(net):gsub("\n%s*", " "), epochs))
+  io.stdout:flush()
+  local result = bbb.train.fit {
+    model = net, elbo = elbo, optimizer = opt, schedule = bbb.optim.schedule.exponential(opt, decay),
+    data = train_set, test = test, batch_size = config.batch, epochs = epochs, generator = gen,
+    print = function(rec)
+      return ("  %-7s epoch %2d  nll/ex %.4f  train %.2f%%  test %.2f%%  %.1f s"):format(kind, rec.epoch,
+        rec.nll_per_example, 100 * (rec.train_acc or 0), 100 * (rec.test_acc or 0), rec.seconds)
+    end,
+  }
+  if result.status == "interrupted" then
+    io.stderr:write("\ninterrupted while training " .. kind .. "\n")
+    os.exit(130)
   end
+  if config.save_models then save_model(config, kind, net) end
+  return { net = net, pixel_scale = config.pixel_scale }
+end
 
-  local function build(kind, gen)
-    if kind == "bbb" then
-      -- --sigma1 is the Gaussian's sigma and the Laplace's b too
-      local prior = bbb.prior.from_config { kind = args.prior, pi = args.pi, sigma1 = args.sigma1,
-        sigma2 = args.sigma2, sigma = args.sigma1, b = args.sigma1 }
-      return bbb.nn.bayes_mlp(sizes_for(args.hidden), { prior = prior, activation = ACT[args.activation],
-        rho_init = args.rho_init, mu_scale = args.mu_init, generator = gen })
-    end
-    return bbb.nn.mlp(sizes_for(args.base_hidden), { activation = ACT[args.base_activation], generator = gen,
-      dropout = kind == "dropout" and args.dropout or nil })
-  end
-
+-- Every model of KINDS, loaded or trained (the training images read only
+-- when a model is trained).
+local function ready_models(config, loaded, raw_test)
   local train_set
-  local function train_model(kind, k)
-    if not train_set then
-      train_set = loaders[args.dataset] { split = "train", scale = 1 / args.pixel_scale, limit = args.limit }
-    end
-    local gen = bbb.Generator(args.seed + k)
-    local net = build(kind, gen)
-    local epochs = kind == "bbb" and args.epochs or args.base_epochs
-    local decay = kind == "bbb" and args.lr_decay or args.base_lr_decay
-    local elbo = bbb.elbo.ELBO { n_data = train_set.n, batch_size = args.batch,
-      reduction = kind == "bbb" and args.reduction or "mean" }
-    local opt = bbb.optim.Adam(net, { lr = args.lr })
-    local test = { x = raw_test.x * (1 / args.pixel_scale), y = raw_test.y, n = raw_test.n }
-    print(("training %s: %s, %d epochs"):format(kind, tostring(net):gsub("\n%s*", " "), epochs))
-    io.stdout:flush()
-    local result = bbb.train.fit {
-      model = net, elbo = elbo, optimizer = opt, schedule = bbb.optim.schedule.exponential(opt, decay),
-      data = train_set, test = test, batch_size = args.batch, epochs = epochs, generator = gen,
-      print = function(rec)
-        return ("  %-7s epoch %2d  nll/ex %.4f  train %.2f%%  test %.2f%%  %.1f s"):format(kind, rec.epoch,
-          rec.nll_per_example, 100 * (rec.train_acc or 0), 100 * (rec.test_acc or 0), rec.seconds)
-      end,
-    }
-    if result.status == "interrupted" then
-      io.stderr:write("\ninterrupted while training " .. kind .. "\n")
-      os.exit(130)
-    end
-    if args.save_models then
-      local path = args.save_models .. "-" .. kind .. ".safetensors"
-      local saved = {}
-      for key, v in pairs(args) do if key ~= "threads" and key ~= "sets" then saved[key] = v end end
-      saved.model = kind
-      bbb.save(path, { model = net, args = saved })
-      print("  saved " .. path)
-    end
-    return { net = net, pixel_scale = args.pixel_scale }
+  local function train_data()
+    train_set = train_set or load_images(config.dataset,
+      { split = "train", scale = 1 / config.pixel_scale, limit = config.limit })
+    return train_set
   end
-
   local models = {}
   for k, kind in ipairs(KINDS) do
-    models[kind] = loaded[kind] or train_model(kind, k)
+    models[kind] = loaded[kind] or train_model(config, kind, k, train_data(), raw_test)
     if loaded[kind] then print(("%s: loaded %s (pixels / %g)"):format(kind, loaded[kind].path, loaded[kind].pixel_scale)) end
   end
   -- MC dropout: the dropout layers keep sampling in evaluation; predict's
   -- mode = "mean" would turn them off.
   models.dropout.net:apply(function(m) if m.__name == "Dropout" then m.mode = "sample" end end)
-  local t_trained_wall, t_trained_cpu = clock() - t_wall, os.clock() - t_cpu
+  return models
+end
 
-  --------------------------------------------------------------------------
-  -- Evaluation: every row (a model and how it predicts) on every set,
-  -- in chunks of --chunk images so at most samples x chunk x classes floats
-  -- of per-pass probabilities exist at a time.
+--------------------------------------------------------------------------
+-- Evaluation: every row (a model and how it predicts) on every set,
+-- in chunks of --chunk images so at most samples x chunk x classes floats
+-- of per-pass probabilities exist at a time.
 
-  local ROWS = {
+local function rows_of(config)
+  return {
     { key = "bbb_mean", label = "BBB posterior mean", model = "bbb", mc = false },
-    { key = "bbb_mc", label = ("BBB MC %d"):format(args.test_samples), model = "bbb", mc = true },
+    { key = "bbb_mc", label = ("BBB MC %d"):format(config.test_samples), model = "bbb", mc = true },
     { key = "mlp", label = "MLP", model = "mlp", mc = false },
-    { key = "dropout_mc", label = ("MC dropout %d"):format(args.test_samples), model = "dropout", mc = true },
+    { key = "dropout_mc", label = ("MC dropout %d"):format(config.test_samples), model = "dropout", mc = true },
   }
+end
 
-  local function cat(list)
-    return #list == 1 and list[1] or bbb.cat(list, 1)
-  end
+local function cat(list)
+  return #list == 1 and list[1] or bbb.cat(list, 1)
+end
 
-  -- Seed 001's entropy: exp of the mean log-softmax (not normalised), in bits,
-  -- with its log2(p + 1e-10).
-  local function seed_entropy(stack)
-    local p = stack:clamp(TINY):log():mean(1):exp()
-    return (p * (p + 1e-10):log()):sum(2):neg() * (1 / LOG2)
-  end
+-- Seed 001's entropy: exp of the mean log-softmax (not normalised), in bits,
+-- with its log2(p + 1e-10).
+local function seed_entropy(stack)
+  local p = stack:clamp(TINY):log():mean(1):exp()
+  return (p * (p + 1e-10):log()):sum(2):neg() * (1 / LOG2)
+end
 
-  local KEEP_PASSES = 5   -- images whose per-pass predicted class is kept (seed 000)
-
-  local function evaluate(row, set)
-    local m = models[row.model]
-    local x = inputs(set, m.pixel_scale)
-    local n = x:size(1)
-    local parts = { mean = {}, predictive = {}, expected = {}, mi = {}, seed = {} }
-    local passes
-    for start = 1, n, args.chunk do
-      local len = math.min(args.chunk, n - start + 1)
-      local xc = x:narrow(1, start, len)
-      if row.mc then
-        local _, stack = m.net:predict(xc, { samples = args.test_samples, keep_samples = "tensor" })
-        local u = metrics.uncertainty(stack, 2)
-        parts.mean[#parts.mean + 1] = u.mean
-        parts.predictive[#parts.predictive + 1] = u.predictive
-        parts.expected[#parts.expected + 1] = u.expected
-        parts.mi[#parts.mi + 1] = u.mutual_information
-        parts.seed[#parts.seed + 1] = seed_entropy(stack)
-        if start == 1 then passes = stack:narrow(2, 1, math.min(KEEP_PASSES, len)):argmax(3) end
-      else
-        local p = m.net:predict(xc, { mode = "mean" })
-        local h = metrics.entropy(p, 2)
-        parts.mean[#parts.mean + 1] = p
-        parts.predictive[#parts.predictive + 1] = h
-        parts.seed[#parts.seed + 1] = seed_entropy(p:reshape { 1, len, p:size(2) })
-      end
+-- One row on one set: per-image probabilities and entropies (tensors), the
+-- predicted class of each pass for the first images, and on the
+-- in-distribution set accuracy, NLL and calibration.
+local function evaluate(config, m, row, set)
+  local x = inputs(set, m.pixel_scale)
+  local n = x:size(1)
+  local parts = { mean = {}, predictive = {}, expected = {}, mi = {}, seed = {} }
+  local passes
+  for start = 1, n, config.chunk do
+    local len = math.min(config.chunk, n - start + 1)
+    local xc = x:narrow(1, start, len)
+    if row.mc then
+      local _, stack = m.net:predict(xc, { samples = config.test_samples, keep_samples = "tensor" })
+      local u = metrics.uncertainty(stack, 2)
+      parts.mean[#parts.mean + 1] = u.mean
+      parts.predictive[#parts.predictive + 1] = u.predictive
+      parts.expected[#parts.expected + 1] = u.expected
+      parts.mi[#parts.mi + 1] = u.mutual_information
+      parts.seed[#parts.seed + 1] = seed_entropy(stack)
+      if start == 1 then passes = stack:narrow(2, 1, math.min(KEEP_PASSES, len)):argmax(3) end
+    else
+      local p = m.net:predict(xc, { mode = "mean" })
+      local h = metrics.entropy(p, 2)
+      parts.mean[#parts.mean + 1] = p
+      parts.predictive[#parts.predictive + 1] = h
+      parts.seed[#parts.seed + 1] = seed_entropy(p:reshape { 1, len, p:size(2) })
     end
-    local r = { probs = cat(parts.mean), predictive = cat(parts.predictive), seed = cat(parts.seed), passes = passes }
-    if row.mc then r.expected, r.mi = cat(parts.expected), cat(parts.mi) end
-    if set.is_in then
-      r.acc = metrics.accuracy(r.probs, set.y)
-      r.nll = metrics.nll(r.probs, set.y)
-      r.ece = metrics.ece(r.probs, set.y, 15)
-      r.bins = metrics.reliability(r.probs, set.y, 15)
-    end
-    return r
   end
+  local r = { probs = cat(parts.mean), predictive = cat(parts.predictive), seed = cat(parts.seed), passes = passes }
+  if row.mc then r.expected, r.mi = cat(parts.expected), cat(parts.mi) end
+  if set.is_in then
+    r.acc = metrics.accuracy(r.probs, set.y)
+    r.nll = metrics.nll(r.probs, set.y)
+    r.ece = metrics.ece(r.probs, set.y, 15)
+    r.bins = metrics.reliability(r.probs, set.y, 15)
+  end
+  return r
+end
 
-  local results = {}
-  local n_jobs, done = #ROWS * #sets, 0
+-- evals[row key][set name] = evaluate's answer, with a progress line each.
+local function evaluate_all(config, rows, sets, models)
+  local evals = {}
+  local n_jobs, done = #rows * #sets, 0
   local progress = bbb.progress.new { total = n_jobs }
-  for _, row in ipairs(ROWS) do
-    results[row.key] = {}
+  for _, row in ipairs(rows) do
+    evals[row.key] = {}
     for _, set in ipairs(sets) do
       progress.label = ("%s on %s"):format(row.label, set.label)
       progress:update(done)
       local t0 = clock()
-      results[row.key][set.name] = evaluate(row, set)
+      evals[row.key][set.name] = evaluate(config, models[row.model], row, set)
       done = done + 1
       progress:clear()
       print(("evaluated %s on %s (%d/%d, %.1f s)"):format(row.label, set.label, done, n_jobs, clock() - t0))
@@ -370,25 +401,122 @@ function ood.run(args)
     end
   end
   progress:finish()
-  for _, row in ipairs(ROWS) do
-    local base = results[row.key][sets[1].name]
+  return evals
+end
+
+-- How well a score tells an out-of-distribution set's images from the
+-- in-distribution ones (higher score: more likely out).
+local function auroc(out_scores, in_scores)
+  return metrics.auroc(out_scores, in_scores)
+end
+
+-- Each set after the first against the in-distribution set, by predictive
+-- entropy and (for the MC rows) by mutual information.
+local function score_sets(rows, sets, evals)
+  for _, row in ipairs(rows) do
+    local base = evals[row.key][sets[1].name]
     for s = 2, #sets do
-      local r = results[row.key][sets[s].name]
-      r.auroc_h = metrics.auroc(r.predictive, base.predictive)
-      if row.mc then r.auroc_mi = metrics.auroc(r.mi, base.mi) end
+      local r = evals[row.key][sets[s].name]
+      r.auroc_h = auroc(r.predictive, base.predictive)
+      if row.mc then r.auroc_mi = auroc(r.mi, base.mi) end
     end
   end
-  local t_total_wall, t_total_cpu = clock() - t_wall, os.clock() - t_cpu
+end
 
-  --------------------------------------------------------------------------
-  -- The table.
+--------------------------------------------------------------------------
+-- The result: plain numbers, strings and tables of them.
 
-  local function mean_of(t) return t and t:mean():item() end
-  local function fmt(v, f) return v and (f or "%.4f"):format(v) or "-" end
+local function mean_of(t) return t and t:mean():item() end
+local function list_of(t) return t:reshape(-1):totable() end
 
+-- One row on one set as figures: means over the set (entropies in bits),
+-- AUROC against the in-distribution set, and on that set acc, NLL and ECE.
+local function figures_of(r)
+  return { acc = r.acc, nll = r.nll, ece = r.ece, entropy = mean_of(r.predictive), mi = mean_of(r.mi),
+    expected_entropy = mean_of(r.expected), seed001_entropy = mean_of(r.seed),
+    auroc_entropy = r.auroc_h, auroc_mi = r.auroc_mi }
+end
+
+-- The first images' predicted class in each pass of the BNN, with their labels.
+local function passes_of(set, r)
+  local images = {}
+  for i = 1, r.passes:size(2) do
+    images[i] = { label = set.raw.classes[math.tointeger(set.raw.y[i])],
+      classes = r.passes:narrow(2, i, 1):reshape(-1):totable() }
+  end
+  return { set = set.name, images = images }
+end
+
+-- What the pictures draw: per-image entropies, the reliability bins, class
+-- probabilities on the first noise images, and the BNN's passes.
+local function picture_data(result, rows, sets, evals, other)
+  result.entropies, result.reliability = {}, {}
+  for _, row in ipairs(rows) do
+    result.entropies[row.key] = {}
+    for _, set in ipairs(sets) do result.entropies[row.key][set.name] = list_of(evals[row.key][set.name].predictive) end
+    result.reliability[row.key] = evals[row.key][sets[1].name].bins
+  end
+  if evals.bbb_mc.normal then
+    local pb, pm = evals.bbb_mc.normal.probs, evals.mlp.normal.probs
+    result.noise_probs = { bbb_mc = {}, mlp = {} }
+    for i = 1, math.min(NOISE_PANELS, pb:size(1)) do
+      result.noise_probs.bbb_mc[i], result.noise_probs.mlp[i] = list_of(pb[i]), list_of(pm[i])
+    end
+  end
+  if evals.bbb_mc[other] then
+    -- the other data set is always the second set when it is evaluated
+    result.passes = { passes_of(sets[1], evals.bbb_mc[sets[1].name]), passes_of(sets[2], evals.bbb_mc[other]) }
+  end
+end
+
+local function summarize(config, rows, sets, evals, other, times)
+  local result = { config = recipe.saved_args(config), default_run = config._default_run == true,
+    dataset = config.dataset, other = other, classes = sets[1].raw.classes, times = times,
+    rows = {}, sets = {}, figures = {} }
+  for i, row in ipairs(rows) do
+    result.rows[i] = { key = row.key, label = row.label, model = row.model, mc = row.mc }
+    result.figures[row.key] = {}
+    for _, set in ipairs(sets) do result.figures[row.key][set.name] = figures_of(evals[row.key][set.name]) end
+  end
+  for i, set in ipairs(sets) do result.sets[i] = { name = set.name, label = set.label, is_in = set.is_in == true } end
+  picture_data(result, rows, sets, evals, other)
+  return result
+end
+
+--- ood.run(config) -> result: trains (or loads) the three models and
+-- evaluates them on every set. result.figures[row][set] holds the numbers
+-- of the table (row: bbb_mean, bbb_mc, mlp, dropout_mc; set: the data set
+-- names, normal, uniform): acc, nll, ece (in-distribution set only),
+-- entropy, mi, expected_entropy, seed001_entropy (bits, means over the
+-- set), auroc_entropy, auroc_mi (the set against the in-distribution one).
+-- result.rows and result.sets list them in the table's order; times holds
+-- the wall and CPU seconds; the rest is what ood.plot draws.
+function ood.run(config)
+  local t_wall, t_cpu = clock(), os.clock()
+  local loaded = load_models(config)
+  bbb.set_num_threads(config.threads)
+  bbb.manual_seed(config.seed)
+  local other = config.dataset == "mnist" and "fashion" or "mnist"
+  local sets = load_sets(config, other)
+  local models = ready_models(config, loaded, sets[1].raw)
+  local times = { trained_wall = clock() - t_wall, trained_cpu = os.clock() - t_cpu }
+  local rows = rows_of(config)
+  local evals = evaluate_all(config, rows, sets, models)
+  score_sets(rows, sets, evals)
+  times.total_wall, times.total_cpu = clock() - t_wall, os.clock() - t_cpu
+  return summarize(config, rows, sets, evals, other, times)
+end
+
+--------------------------------------------------------------------------
+-- The report.
+
+local function fmt(v, f) return v and (f or "%.4f"):format(v) or "-" end
+
+local function print_tables(result)
+  local c = result.config
   print()
   print(("In-distribution: %s; %d MC samples for BBB MC and MC dropout; noise sets of %d images."):format(
-    NAMES[args.dataset], args.test_samples, args.noise_n))
+    NAMES[result.dataset], c.test_samples, c.noise_n))
   print("Units: entropy H, mutual information MI (epistemic) and expected entropy E[H] (aleatoric) in bits,")
   print("means over the set; H seed001 = seed 001's entropy of exp(mean log-softmax), not normalised, bits;")
   print("NLL in nats per image and accuracy on the in-distribution set only (the others have no labels of")
@@ -397,152 +525,167 @@ function ood.run(args)
     "H", "MI", "E[H]", "H seed001", "AUROC H", "AUROC MI")
   print(header)
   print(("-"):rep(#header))
-  for _, row in ipairs(ROWS) do
-    for _, set in ipairs(sets) do
-      local r = results[row.key][set.name]
+  for _, row in ipairs(result.rows) do
+    for _, set in ipairs(result.sets) do
+      local f = result.figures[row.key][set.name]
       print(("%-20s %-22s %7s %7s %7.4f %7s %7s %10.4f %8s %8s"):format(row.label, set.label,
-        fmt(r.acc and 100 * r.acc, "%.2f"), fmt(r.nll), mean_of(r.predictive), fmt(mean_of(r.mi)),
-        fmt(mean_of(r.expected)), mean_of(r.seed), fmt(r.auroc_h), fmt(r.auroc_mi)))
+        fmt(f.acc and 100 * f.acc, "%.2f"), fmt(f.nll), f.entropy, fmt(f.mi), fmt(f.expected_entropy),
+        f.seed001_entropy, fmt(f.auroc_entropy), fmt(f.auroc_mi)))
     end
   end
   print()
-  print(("Calibration on %s test (15 equal-width confidence bins):"):format(NAMES[args.dataset]))
+  print(("Calibration on %s test (15 equal-width confidence bins):"):format(NAMES[result.dataset]))
   print(("%-20s %8s %8s %8s"):format("model", "ECE", "acc %", "NLL"))
-  for _, row in ipairs(ROWS) do
-    local r = results[row.key][sets[1].name]
-    print(("%-20s %8.4f %8.2f %8.4f"):format(row.label, r.ece, 100 * r.acc, r.nll))
+  for _, row in ipairs(result.rows) do
+    local f = result.figures[row.key][result.sets[1].name]
+    print(("%-20s %8.4f %8.2f %8.4f"):format(row.label, f.ece, 100 * f.acc, f.nll))
   end
+end
 
-  --------------------------------------------------------------------------
-  -- Targets beside the measured values.
+local function verdict(ok) return type(ok) == "string" and ok or ok and "met" or "missed" end
 
-  local function verdict(ok) return type(ok) == "string" and ok or ok and "met" or "missed" end
+-- The seeds' targets that apply to this run, each beside the measured value.
+local function target_lines(result)
   local lines = {}
   local function target(text, measured, ok)
     lines[#lines + 1] = ("  %-62s %-34s %s"):format(text, measured, verdict(ok))
   end
-  local function find(key, set) return results[key] and results[key][set] end
-
+  local function find(key, set) return result.figures[key] and result.figures[key][set] end
+  local c, times = result.config, result.times
   local bn, mn = find("bbb_mc", "normal"), find("mlp", "normal")
-  if args.preset == "s1" and bn and mn then
-    local hb, hm, hs = mean_of(bn.predictive), mean_of(mn.predictive), mean_of(bn.seed)
+  if c.preset == "s1" and bn and mn then
+    local hb, hm, hs = bn.entropy, mn.entropy, bn.seed001_entropy
     target("seed 001: BNN entropy on N(0,1) noise >= 0.99 bits (seed: 0.9909)",
       ("%.4f bits (seed's variant %.4f)"):format(hb, hs), hb >= 0.99)
     target("seed 001: BNN noise entropy >= 3x our MLP's (seed MLP: 0.1446)",
       ("%.4f vs 3 x %.4f = %.4f"):format(hb, hm, 3 * hm), hb >= 3 * hm)
   end
-  if args.dataset == "mnist" and find("bbb_mc", "fashion") then
-    local b, mm = find("bbb_mc", "fashion"), find("mlp", "fashion")
-    local d = find("dropout_mc", "fashion")
+  if result.dataset == "mnist" and find("bbb_mc", "fashion") then
+    local b, mm, d = find("bbb_mc", "fashion"), find("mlp", "fashion"), find("dropout_mc", "fashion")
     target("MNIST vs Fashion-MNIST: BBB AUROC by MI >= 0.95", ("%.4f"):format(b.auroc_mi), b.auroc_mi >= 0.95)
     if d then
       target("MNIST vs Fashion-MNIST: BBB AUROC (MI) > MC dropout's (MI)",
         ("%.4f vs %.4f"):format(b.auroc_mi, d.auroc_mi), b.auroc_mi > d.auroc_mi)
     end
     target("MNIST vs Fashion-MNIST: BBB AUROC (MI) > MLP AUROC (entropy)",
-      ("%.4f vs %.4f (BBB by H %.4f)"):format(b.auroc_mi, mm.auroc_h, b.auroc_h), b.auroc_mi > mm.auroc_h)
+      ("%.4f vs %.4f (BBB by H %.4f)"):format(b.auroc_mi, mm.auroc_entropy, b.auroc_entropy),
+      b.auroc_mi > mm.auroc_entropy)
   end
-  if args.dataset == "fashion" then
-    local mean_acc = results.bbb_mean[sets[1].name].acc
-    local mc_acc = results.bbb_mc[sets[1].name].acc
+  if result.dataset == "fashion" then
+    local in_set = result.sets[1].name
+    local mean_acc, mc_acc = find("bbb_mean", in_set).acc, find("bbb_mc", in_set).acc
     target("seed 000: Fashion accuracy, posterior means >= 87.7%", ("%.2f%%"):format(100 * mean_acc), mean_acc >= 0.877)
-    target(("seed 000: Fashion accuracy, %d samples >= 88.3%%"):format(args.test_samples), ("%.2f%%"):format(100 * mc_acc),
+    target(("seed 000: Fashion accuracy, %d samples >= 88.3%%"):format(c.test_samples), ("%.2f%%"):format(100 * mc_acc),
       mc_acc >= 0.883)
     local best, best_label = -1, nil
-    for _, row in ipairs(ROWS) do
-      local a = results[row.key][sets[1].name].acc
+    for _, row in ipairs(result.rows) do
+      local a = find(row.key, in_set).acc
       if a > best then best, best_label = a, row.label end
     end
     target("a Fashion model of ours reaches 90%", ("%.2f%% (%s)"):format(100 * best, best_label), best >= 0.90)
   end
-  if default_run then
+  if result.default_run then
     -- On a shared machine the wall time measures the other jobs too; the CPU
     -- time of all threads bounds the wall time of a quiet 2-core machine.
-    local ok = t_total_wall <= 300 or (t_total_cpu <= 300 and "met on CPU time (wall inflated by other jobs)")
+    local ok = times.total_wall <= 300 or (times.total_cpu <= 300 and "met on CPU time (wall inflated by other jobs)")
     target("the default run finishes in <= 5 min (training included)",
-      ("%.0f s wall, %.0f s CPU"):format(t_total_wall, t_total_cpu), ok)
+      ("%.0f s wall, %.0f s CPU"):format(times.total_wall, times.total_cpu), ok)
   end
+  return lines
+end
+
+--- ood.report(result) prints the table of every model on every set, the
+-- calibration, the targets and the times.
+function ood.report(result)
+  print_tables(result)
+  local lines = target_lines(result)
   if #lines > 0 then
     print()
     print("Targets:")
     for _, l in ipairs(lines) do print(l) end
   end
+  local t = result.times
   print()
   print(("time: models ready after %.1f s wall (%.1f s CPU), total %.1f s wall (%.1f s CPU, all threads)"):format(
-    t_trained_wall, t_trained_cpu, t_total_wall, t_total_cpu))
+    t.trained_wall, t.trained_cpu, t.total_wall, t.total_cpu))
   io.stdout:flush()
+end
 
-  --------------------------------------------------------------------------
-  -- Pictures.
+--------------------------------------------------------------------------
+-- Pictures.
 
-  if not bbb.sys.find_program("gnuplot") then
-    print("gnuplot not found: no pictures (install gnuplot-nox)")
-    return
+local function entropy_histogram(result, row, model_name)
+  local series = {}
+  for _, set in ipairs(result.sets) do
+    series[#series + 1] = { values = result.entropies[row.key][set.name], title = set.label }
   end
-  local written = {}
-  local function wrote(f) written[#written + 1] = f end
-  local model_name = NAMES[args.dataset] .. " model"
+  return bbb.plot.histogram { file = ("%s-entropy-%s.png"):format(result.config.out, row.key), bins = 40,
+    density = true, title = ("Predictive entropy, %s (%s)"):format(row.label, model_name),
+    xlabel = "predictive entropy (bits)", ylabel = "density", series = series }
+end
 
-  for _, row in ipairs(ROWS) do
-    local series = {}
-    for _, set in ipairs(sets) do
-      series[#series + 1] = { values = results[row.key][set.name].predictive, title = set.label }
-    end
-    wrote(bbb.plot.histogram { file = ("%s-entropy-%s.png"):format(args.out, row.key), bins = 40, density = true,
-      title = ("Predictive entropy, %s (%s)"):format(row.label, model_name),
-      xlabel = "predictive entropy (bits)", ylabel = "density", series = series })
-  end
-
+local function reliability_lines(result, model_name)
   local rel = { { x = { 0, 1 }, y = { 0, 1 }, title = "perfect calibration", color = "#7f7f7f" } }
-  for _, row in ipairs(ROWS) do
+  for _, row in ipairs(result.rows) do
     local xs, ys = {}, {}
-    for _, b in ipairs(results[row.key][sets[1].name].bins) do
+    for _, b in ipairs(result.reliability[row.key]) do
       if b.count > 0 then xs[#xs + 1], ys[#ys + 1] = b.confidence, b.accuracy end
     end
     rel[#rel + 1] = { x = xs, y = ys, style = "linespoints",
-      title = ("%s (ECE %.4f)"):format(row.label, results[row.key][sets[1].name].ece) }
+      title = ("%s (ECE %.4f)"):format(row.label, result.figures[row.key][result.sets[1].name].ece) }
   end
-  wrote(bbb.plot.lines { file = args.out .. "-reliability.png", xrange = { 0, 1 }, yrange = { 0, 1 },
-    title = ("Reliability on %s test, 15 bins (%s)"):format(NAMES[args.dataset], model_name),
-    xlabel = "confidence (mean top probability in the bin)", ylabel = "accuracy in the bin", series = rel })
+  return bbb.plot.lines { file = result.config.out .. "-reliability.png", xrange = { 0, 1 }, yrange = { 0, 1 },
+    title = ("Reliability on %s test, 15 bins (%s)"):format(NAMES[result.dataset], model_name),
+    xlabel = "confidence (mean top probability in the bin)", ylabel = "accuracy in the bin", series = rel }
+end
 
-  if find("bbb_mc", "normal") then
-    local pb, pm = results.bbb_mc.normal.probs, results.mlp.normal.probs
-    local panels = {}
-    for i = 1, math.min(8, pb:size(1)) do
-      panels[i] = { title = ("noise image %d"):format(i), series = {
-        { values = pb[i], title = ("BNN (mean of %d passes)"):format(args.test_samples) },
-        { values = pm[i], title = "MLP" } } }
-    end
-    wrote(bbb.plot.bars { file = args.out .. "-noise-bars.png", size = { 1600, 700 }, layout = { 2, 4 },
-      title = ("Class probabilities on N(0,1) noise, BNN vs MLP (%s, as seed 001)"):format(model_name),
-      xlabel = "class", ylabel = "predicted probability", categories = classes, panels = panels })
+local function noise_bars(result, model_name)
+  local pb, pm = result.noise_probs.bbb_mc, result.noise_probs.mlp
+  local panels = {}
+  for i = 1, #pb do
+    panels[i] = { title = ("noise image %d"):format(i), series = {
+      { values = pb[i], title = ("BNN (mean of %d passes)"):format(result.config.test_samples) },
+      { values = pm[i], title = "MLP" } } }
   end
+  return bbb.plot.bars { file = result.config.out .. "-noise-bars.png", size = { 1600, 700 }, layout = { 2, 4 },
+    title = ("Class probabilities on N(0,1) noise, BNN vs MLP (%s, as seed 001)"):format(model_name),
+    xlabel = "class", ylabel = "predicted probability", categories = result.classes, panels = panels }
+end
 
-  local shifted = find("bbb_mc", other)
-  if shifted then
-    local panels = {}
-    for _, pair in ipairs { { sets[1], results.bbb_mc[sets[1].name] }, { nil, shifted } } do
-      local set = pair[1] or sets[2]
-      local passes = pair[2].passes
-      for i = 1, passes:size(2) do
-        local counts = {}
-        for c = 1, #classes do counts[c] = 0 end
-        for _, c in ipairs(passes:narrow(2, i, 1):reshape(-1):totable()) do counts[c] = counts[c] + 1 end
-        local label = ("label %s"):format(set.raw.classes[math.tointeger(set.raw.y[i])])
-        panels[#panels + 1] = { title = ("%s #%d (%s)"):format(NAMES[set.name], i, label),
-          series = { { values = counts } } }
-      end
+local function passes_bars(result)
+  local classes, panels = result.classes, {}
+  for _, group in ipairs(result.passes) do
+    for i, image in ipairs(group.images) do
+      local counts = {}
+      for c = 1, #classes do counts[c] = 0 end
+      for _, c in ipairs(image.classes) do counts[c] = counts[c] + 1 end
+      panels[#panels + 1] = { title = ("%s #%d (label %s)"):format(NAMES[group.set], i, image.label),
+        series = { { values = counts } } }
     end
-    wrote(bbb.plot.bars { file = args.out .. "-passes.png", size = { 2000, 800 }, layout = { 2, KEEP_PASSES },
-      title = ("Predicted class over %d passes of the BNN: %s test (top) and %s test (bottom), as seed 000")
-        :format(args.test_samples, NAMES[args.dataset], NAMES[other]),
-      xlabel = ("predicted %s class"):format(NAMES[args.dataset]), ylabel = "passes", categories = classes,
-      panels = panels })
   end
+  return bbb.plot.bars { file = result.config.out .. "-passes.png", size = { 2000, 800 }, layout = { 2, KEEP_PASSES },
+    title = ("Predicted class over %d passes of the BNN: %s test (top) and %s test (bottom), as seed 000")
+      :format(result.config.test_samples, NAMES[result.dataset], NAMES[result.other]),
+    xlabel = ("predicted %s class"):format(NAMES[result.dataset]), ylabel = "passes", categories = classes,
+    panels = panels }
+end
+
+--- ood.plot(result) -> the files written (nil without gnuplot): the entropy
+-- histograms of every row, the reliability diagram, the class probabilities
+-- on noise and the BNN's passes.
+function ood.plot(result)
+  if not bbb.sys.find_program("gnuplot") then
+    print("gnuplot not found: no pictures (install gnuplot-nox)")
+    return nil
+  end
+  local written = {}
+  local model_name = NAMES[result.dataset] .. " model"
+  for _, row in ipairs(result.rows) do written[#written + 1] = entropy_histogram(result, row, model_name) end
+  written[#written + 1] = reliability_lines(result, model_name)
+  if result.noise_probs then written[#written + 1] = noise_bars(result, model_name) end
+  if result.passes then written[#written + 1] = passes_bars(result) end
   print("wrote " .. table.concat(written, ", "))
-
-  return results
+  return written
 end
 
 return ood
