@@ -510,6 +510,9 @@ local function put_file(path, bytes)   -- whole or not at all: a rename over the
   assert(os.rename(tmp, path))
 end
 
+-- Successive halving under mpirun, a worker's side: trains each job rank 0
+-- sends in a folder of its own, and sends back the result line and the
+-- checkpoint.
 local function halving_worker(g)
   local dist = g.dist
   local mine = ("%s/rank%d"):format(g.work, g.rank)
