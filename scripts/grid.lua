@@ -11,4 +11,7 @@
 local recipe = require "bbb.app.recipe"
 local grid = require "bbb.app.experiments.grid"
 
-recipe.main("grid.lua", function() grid.run(grid.parse(arg)) end)
+recipe.main("grid.lua", function()
+  local result = grid.report(grid.run(grid.parse(arg)))
+  if result.args.final then grid.final(result) end
+end)

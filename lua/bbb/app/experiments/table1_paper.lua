@@ -130,7 +130,7 @@ function paper.row(method, units, o)
   for _, w in ipairs(paper.FIXED) do argv[#argv + 1] = w end
   for _, w in ipairs(MODEL[method]) do argv[#argv + 1] = w end
   for _, w in ipairs(o.extra or {}) do argv[#argv + 1] = w end
-  local g = grid.run(grid.parse(argv), { keep_dist = true })
+  local g = grid.report(grid.run(grid.parse(argv), { keep_dist = true }))
   if g.worker then return nil end   -- a worker rank under mpirun: rank 0 has the row
   local best = g.ranked[1]
   local row = { method = method, units = units, protocol = "paper", budget = g.budget, grid = g.grid,
