@@ -367,6 +367,8 @@ function M.run(args)
   for _, w in ipairs(worker_args) do base[#base + 1] = w end
   if args.data then base[#base + 1] = "--data"; base[#base + 1] = args.data end
   if args.resume then base[#base + 1] = "--resume" end
+  -- the settings a worker is not given fall back as the coordinator's did
+  if args.paper_agent then base[#base + 1] = "--paper-agent" end
   -- Each worker is started from its argument vector, never through a shell.
   local argvs = {}
   for i, r in ipairs(runs) do
