@@ -10,4 +10,10 @@
 local recipe = require "bbb.app.recipe"
 local bandit = require "bbb.app.experiments.bandit"
 
-recipe.main("bandit.lua", function() bandit.run(bandit.parse(arg)) end)
+recipe.main("bandit.lua", function()
+  local args = bandit.parse(arg)
+  if args.worker then return bandit.work(args) end   -- one run, started by the coordinator below
+  local result = bandit.run(args)
+  bandit.report(result)
+  if not args.no_plot then bandit.plot(result) end
+end)

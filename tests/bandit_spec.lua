@@ -1,6 +1,7 @@
 -- bbb.bandit: reward and regret bookkeeping on hand-computed sequences,
 -- common random numbers, the replay buffer, each agent's interface, the
--- linear agent's posterior against a direct solve, and the script end to end.
+-- linear agent's posterior against a direct solve, the experiment's config,
+-- workers and result in-process, and the script end to end.
 local bbb = require "bbb"
 local bandit = require "bbb.bandit"
 
@@ -500,6 +501,80 @@ describe("agents", function()
     for i = 1, 3 do assert.is_true(math.abs(got[i] - want[i]) < 1e-12, got[i] .. " vs " .. want[i]) end
     -- the other action's model saw nothing: its mean is the prior's, zero
     for _, v in ipairs(agent:posterior_mean(1)) do assert.are.equal(0, v) end
+  end)
+end)
+
+describe("bbb.app.experiments.bandit", function()
+  local experiment = require "bbb.app.experiments.bandit"
+  local json = require "bbb.json"
+  local out = os.tmpname()
+  os.remove(out)
+
+  it("gives a worker the coordinator's config, to the type, with or without --paper-agent", function()
+    for _, flags in ipairs {
+      {},
+      { "--paper-agent" },
+      { "--paper", "--agents", "bbb" },
+      { "--noise-model", "hetero", "--prior-sigma-in", "0", "--prior-mix", "0.5,1.0,0.1", "--sigma", "1.0" },
+      { "--paper-agent", "--learn-sigma", "--sigma-final", "0.5", "--rho-init", "-4", "--resume", "--jobs", "3" },
+    } do
+      local args = experiment.parse { "--out", out, table.unpack(flags) }
+      local config = experiment.config(args)
+      local worker = experiment.parse(experiment.worker_args(args, config, "bbb", 1))
+      assert.are.equal("bbb", worker.worker)
+      assert.are.equal(1, worker.run)
+      assert.are.equal(args.out, worker.out)
+      assert.are.equal(args.resume, worker.resume)
+      local got = experiment.config(worker)
+      assert.are.equal(1, got.repeats)   -- a worker plays one run
+      got.repeats = config.repeats
+      assert.are.same(config, got)
+      for k, v in pairs(config) do assert.are.equal(math.type(v), math.type(got[k]), k) end
+    end
+  end)
+
+  it("reads a saved config again: its integers are integers, a refused value names its setting", function()
+    local config = experiment.config(experiment.parse { "--out", out, "--noise-model", "hetero",
+      "--prior-mix", "0.5,1,0.1", "--prior-sigma-in", "0" })
+    local saved = json.decode(json.encode(config))   -- as a checkpoint gives it back
+    assert.are.equal("float", math.type(saved.updates))
+    local back = experiment.saved_config(saved, "c.safetensors")
+    assert.are.same(config, back)
+    for _, k in ipairs { "steps", "updates", "batch", "buffer", "seed", "repeats", "every", "decide_samples",
+                         "refit", "sigma_steps" } do
+      assert.are.equal("integer", math.type(back[k]), k)
+    end
+    assert.is_true(back.hetero)
+    assert.is_false(back.prior_sigma_in)
+    saved.kl = "t"
+    helpers.errors_with(function() experiment.saved_config(saved, "c.safetensors") end,
+      "c.safetensors holds an invalid --kl (expected one of size, capacity, seen, blundell, got 't')")
+  end)
+
+  it("runs the workers and returns each agent's curves over its runs", function()
+    local args = experiment.parse { "--agents", "uniform,bbb", "--steps", "30", "--updates", "2", "--batch", "8",
+      "--buffer", "64", "--repeats", "2", "--jobs", "2", "--checkpoint-every", "0", "--out", out,
+      "--data", helpers.root .. "/data/mushroom/Mushroom.rda" }
+    local result = experiment.run(args, { command = { helpers.bbblua, helpers.root .. "/scripts/bandit.lua" } })
+    assert.are.same({ "bbb", "uniform" }, result.names)
+    assert.are.equal(30, result.steps)
+    assert.are.equal(2, result.repeats)
+    assert.are.equal(out .. "/bandit_curves.csv", result.csv)
+    for _, name in ipairs(result.names) do
+      local finals = {}
+      for r = 0, 1 do   -- each worker's own curve
+        local last
+        for line in io.lines(("%s/raw/%s_r%d.csv"):format(out, name, r)) do last = line end
+        finals[#finals + 1] = tonumber(last:match("^30,([^,]+),"))
+      end
+      assert.are.same(finals, result.finals[name])
+      assert.are.equal((finals[1] + finals[2]) / 2, result.expected[name][30])
+      assert.are.equal(math.min(finals[1], finals[2]), result.lowest[name][30])
+      assert.are.equal(math.max(finals[1], finals[2]), result.highest[name][30])
+      assert.are.equal(30, #result.realised[name])
+    end
+    assert.are_not.equal(result.finals.uniform[1], result.finals.uniform[2])   -- two seeds
+    os.execute("rm -rf '" .. out .. "'")
   end)
 end)
 

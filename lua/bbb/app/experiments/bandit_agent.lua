@@ -21,28 +21,27 @@ M.PAPER_AGENT = { buffer = 4096, kl = "size", sigma = 1, learn_sigma = false, he
   dropout = 0.2, refit = 100, sigma_final = false, sigma_steps = 5000 }
 M.DEFAULTS = {}
 for k, v in pairs(M.PAPER_AGENT) do M.DEFAULTS[k] = v end
--- One weight sample per decision (pure Thompson sampling): over seeds 1-5 at
--- 10,000 steps its mean regret was 3,830 against 8,414 for the mean of two,
--- which stopped eating on seed 4 (doc/bandit.md, section 4). Likelihood noise
--- 0.05: the costly decisions were made by a wrong posterior mean, not by the
--- draws, and halving the noise from 0.1 weighs each reward four times as much
--- against the complexity term (section 5).
+-- Every transition kept, the complexity term divided by the transitions seen
+-- so far. One weight sample per decision (pure Thompson sampling): the mean
+-- of two samples explores less and can stop eating altogether
+-- (doc/bandit.md, sections 4 and 10). Likelihood noise 0.05: the costly
+-- decisions come from a wrong posterior mean rather than from the draws, and
+-- a smaller noise weighs each reward more against the complexity term
+-- (section 5).
 M.DEFAULTS.buffer, M.DEFAULTS.kl, M.DEFAULTS.sigma, M.DEFAULTS.decide_samples = 100000, "seen", 0.05, 1
--- BBB's noise grows from 0.05 to 3 over the first 2,500 transitions: the
--- late mistakes were poisonous mushrooms whose every meal had been lucky
--- (+5), which a noise of 0.05 makes worth (20 / 0.05)^2 / 2 nats against
--- the features; at noise 3 one lucky meal no longer outweighs them, while the
--- small noise early still teaches the mean fast (doc/bandit.md, section 6).
--- Growing over 2,500 transitions rather than 5,000 lowered the regret at
--- 50,000 steps on four of seeds 1-5 and the late slope on average (section 8).
+-- BBB's noise grows from 0.05 to 3 over the first transitions: the late
+-- mistakes are poisonous mushrooms whose every meal was lucky (+5), which a
+-- noise of 0.05 makes worth (20 / 0.05)^2 / 2 nats against the features; at
+-- noise 3 one lucky meal no longer outweighs them, while the small noise
+-- early still teaches the mean fast (section 6). Why it grows over 2,500
+-- transitions rather than 5,000: section 8.
 M.DEFAULTS.sigma_final, M.DEFAULTS.sigma_steps = 3, 2500
 -- BBB's input layer has the prior N(0, 0.2^2), the other layers N(0, 0.1^2):
--- under 0.1 everywhere, a seed with few poisonous meals by the noise's end
--- (seed 1: 15 in 2,000 steps) lost its feature weights to the complexity
--- term as the noise reached 3 and ate every mushroom for 500 steps. A weight
--- of the input layer carries one feature value; under 0.2 it costs a quarter
--- of the nats. Seeds 1-5: regret at 10,000 steps 2,040 against 2,341, at
--- 50,000 2,628 against 3,021, late slope 0.013 both (doc/bandit.md, section 11).
+-- under 0.1 everywhere, a seed with few poisonous meals by the end of the
+-- noise's growth can lose its feature weights to the complexity term as the
+-- noise reaches 3, and then eats every mushroom for a while. A weight of the
+-- input layer carries one feature value; under 0.2 it costs a quarter of the
+-- nats (section 11).
 M.DEFAULTS.prior_sigma_in = 0.2
 
 
