@@ -4,8 +4,8 @@
 */
 #include <string.h>
 
-#include "lbbb.h"
-#include "bayes.h"
+#include "lua/lbbb.h"
+#include "bayes/bayes.h"
 
 /* A prior from a table: {kind = "gaussian" | "mixture" | "laplace" | "none",
 ** sigma = , pi = , sigma1 = , sigma2 = , b = } */

@@ -3,7 +3,7 @@
 ** bbb.Tensor metatable and its methods table (bbb.core.Tensor, open to
 ** extension from Lua) are filled by one opener per binding file.
 */
-#include "lbbb.h"
+#include "lua/lbbb.h"
 
 typedef void (*lbbb_opener)(lua_State *L, const lbbb_tables *tb);
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lbbb.h"
-#include "safetensors.h"
+#include "lua/lbbb.h"
+#include "io/safetensors.h"
 
 /* st_save(path, header, {t1, t2, ...}): the header's offsets must match the
 ** tensors' sizes in this order (the Lua side builds both). */

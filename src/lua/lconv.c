@@ -4,8 +4,8 @@
 */
 #include <stdio.h>
 
-#include "lbbb.h"
-#include "ops.h"
+#include "lua/lbbb.h"
+#include "engine/ops.h"
 
 /* The value at stack index at as a pair: an integer (both entries) or a
 ** list of two; each at least lo. what names it in the error ("argument 3

@@ -11,8 +11,8 @@
 */
 #include <string.h>
 
-#include "lbbb.h"
-#include "csvread.h"
+#include "lua/lbbb.h"
+#include "io/csvread.h"
 
 #define CSV_MT "bbb.CSVTable"
 

@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "lbbb.h"
-#include "io.h"
+#include "lua/lbbb.h"
+#include "io/idx.h"
 
 /** load_idx(path [, scale [, offset [, limit [, max_bytes]]]]) -> tensor
 ** An IDX file of unsigned bytes (raw or gzipped) as floats byte * scale +

@@ -12,8 +12,8 @@
 */
 #include <string.h>
 
-#include "lbbb.h"
-#include "mlp.h"
+#include "lua/lbbb.h"
+#include "bayes/mlp.h"
 
 #define MLP_MT "bbb.MLP"
 

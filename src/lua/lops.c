@@ -5,8 +5,8 @@
 */
 #include <math.h>
 
-#include "lbbb.h"
-#include "ops.h"
+#include "lua/lbbb.h"
+#include "engine/ops.h"
 
 static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i, "x"); }
 #define push_result lbbb_result

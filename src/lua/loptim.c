@@ -15,9 +15,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "autograd.h"
-#include "lbbb.h"
-#include "optim.h"
+#include "engine/autograd.h"
+#include "lua/lbbb.h"
+#include "bayes/optim.h"
 
 static int l_sqnorm(lua_State *L) {
   lua_pushnumber(L, bbb_sqnorm(lbbb_check_tensor(L, 1, "t")));

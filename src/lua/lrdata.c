@@ -10,8 +10,8 @@
 */
 #include <string.h>
 
-#include "lbbb.h"
-#include "rdata.h"
+#include "lua/lbbb.h"
+#include "io/rdata.h"
 
 #define RDATA_MT "bbb.RDataFrame"
 

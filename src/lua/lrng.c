@@ -4,8 +4,8 @@
 */
 #include <math.h>
 
-#include "lbbb.h"
-#include "parallel.h"
+#include "lua/lbbb.h"
+#include "engine/parallel.h"
 
 static const char *DEFAULT_KEY = "bbb.default_generator";
 

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemm.h"
-#include "lbbb.h"
-#include "parallel.h"
+#include "engine/gemm.h"
+#include "lua/lbbb.h"
+#include "engine/parallel.h"
 
 /** set_num_threads(n)
 ** Threads for bbb's parallel passes and OpenBLAS alike. */

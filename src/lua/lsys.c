@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lbbb.h"
+#include "lua/lbbb.h"
 
 extern char **environ;
 

@@ -6,9 +6,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "lbbb.h"
-#include "autograd.h"
-#include "ops.h"
+#include "lua/lbbb.h"
+#include "engine/autograd.h"
+#include "engine/ops.h"
 
 static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i, "x"); }
 

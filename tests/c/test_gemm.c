@@ -19,9 +19,9 @@
 
 #include <cblas.h>
 
-#include "gemm.h"
-#include "ops.h"
-#include "parallel.h"
+#include "engine/gemm.h"
+#include "engine/ops.h"
+#include "engine/parallel.h"
 
 char *openblas_get_corename(void);
 char *openblas_get_config(void);

@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "safetensors.h"
+#include "io/safetensors.h"
 
 static uint64_t u64(const uint8_t *p) {
   uint64_t v = 0;
