@@ -24,7 +24,7 @@
 
 #include "engine/arena.h"
 #include "io/csvread.h"
-#include "io/idx.h"
+#include "io/input.h"
 
 #define BLOCK_BYTES ((size_t)4 << 20)
 #define READ_BYTES ((size_t)1 << 20)

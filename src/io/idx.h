@@ -1,22 +1,12 @@
 /*
-** io.h: reading data files. IDX (the MNIST format), raw or gzipped.
+** idx.h: reading IDX files (the MNIST format), raw or gzipped.
 */
-#ifndef BBB_IO_H
-#define BBB_IO_H
+#ifndef BBB_IDX_H
+#define BBB_IDX_H
 
 #include <stddef.h>
 
 #include "engine/tensor.h"
-
-/* Opens an input file for reading: a regular file, checked with stat
-** before it is opened (a FIFO would block the open) and with fstat after
-** (the path may have changed in between). what names the caller in
-** messages ("load", "idx"). *fd and *size on success. */
-int bbb_open_input(const char *path, const char *what, int *fd, uint64_t *size);
-
-/* What path is, without opening it: "file", "directory", "fifo", "device",
-** "socket", "other", or NULL when it cannot be stat'ed (errno is kept). */
-const char *bbb_path_kind(const char *path);
 
 /* The default cap on an IDX file's data bytes (gzip output above all). */
 #define BBB_IDX_MAX_BYTES ((uint64_t)2 << 30)

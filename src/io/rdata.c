@@ -21,10 +21,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/idx.h"
 #include "engine/arena.h"
-#include "io/rdata.h"
 #include "engine/tensor.h"
+#include "io/input.h"
+#include "io/rdata.h"
 
 #define RD_MAX_DEPTH 64
 #define RD_MAX_IMAGE ((size_t)1 << 26)     /* decompressed bytes */

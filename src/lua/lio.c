@@ -6,6 +6,7 @@
 
 #include "lua/lbbb.h"
 #include "io/idx.h"
+#include "io/input.h"
 
 /** load_idx(path [, scale [, offset [, limit [, max_bytes]]]]) -> tensor
 ** An IDX file of unsigned bytes (raw or gzipped) as floats byte * scale +
