@@ -22,12 +22,20 @@ struct bbb_autograd {
 static int grad_on = 1;
 static unsigned visit_epoch;
 
+/* t's state, NULL until autograd first needs it. */
+static struct bbb_autograd *ag(const bbb_tensor *t) { return t->ext; }
+
+static void ag_free(void *p);
+
 static struct bbb_autograd *ag_get(bbb_tensor *t) {
-  if (!t->ag) t->ag = calloc(1, sizeof *t->ag);
-  return t->ag;
+  if (!t->ext) {
+    t->ext = calloc(1, sizeof(struct bbb_autograd));
+    t->ext_free = ag_free;
+  }
+  return t->ext;
 }
 
-static int requires(const bbb_tensor *t) { return t->ag && t->ag->requires_grad; }
+static int requires(const bbb_tensor *t) { return ag(t) && ag(t)->requires_grad; }
 
 /* Fills a gradient that bbb_grad_mark left unwritten with its zeros. */
 static void settle(struct bbb_autograd *a) {
@@ -37,7 +45,7 @@ static void settle(struct bbb_autograd *a) {
     a->grad_unset = 0;
   }
 }
-static bbb_node *node_of(const bbb_tensor *t) { return t->ag ? t->ag->node : NULL; }
+static bbb_node *node_of(const bbb_tensor *t) { return ag(t) ? ag(t)->node : NULL; }
 
 static void node_free(bbb_node *n) {
   if (!n) return;
@@ -45,12 +53,12 @@ static void node_free(bbb_node *n) {
   free(n);
 }
 
-void bbb_autograd_release(bbb_tensor *t) {
-  if (!t->ag) return;
-  node_free(t->ag->node);
-  bbb_tensor_release(t->ag->grad);
-  free(t->ag);
-  t->ag = NULL;
+/* The tensor's ext_free: runs when the tensor dies. */
+static void ag_free(void *p) {
+  struct bbb_autograd *a = p;
+  node_free(a->node);
+  bbb_tensor_release(a->grad);
+  free(a);
 }
 
 int bbb_set_grad_enabled(int on) { int old = grad_on; grad_on = on; return old; }
@@ -58,9 +66,9 @@ int bbb_grad_enabled(void) { return grad_on; }
 
 int bbb_tensor_requires_grad(const bbb_tensor *t) { return requires(t); }
 bbb_tensor *bbb_tensor_grad(const bbb_tensor *t) {
-  if (!t->ag) return NULL;
-  settle(t->ag);
-  return t->ag->grad;
+  if (!ag(t)) return NULL;
+  settle(ag(t));
+  return ag(t)->grad;
 }
 bbb_node *bbb_node_of(const bbb_tensor *t) { return node_of(t); }
 
@@ -118,43 +126,43 @@ int bbb_record(bbb_tensor *out, bbb_op op, int code, bbb_backward_fn fn, int nin
     }
   }
   n->out_version = out->storage->version;
-  out->ag->node = n;
-  out->ag->requires_grad = 1;
+  ag(out)->node = n;
+  ag(out)->requires_grad = 1;
   if (node) *node = n;
   return BBB_OK;
 }
 
 bbb_float *bbb_grad_of(bbb_tensor *t, int *status) {
   if (!t || !requires(t)) return NULL;
-  if (!t->ag->grad) {
-    t->ag->grad = bbb_tensor_zeros(t->ndim, t->shape);
-    if (!t->ag->grad) { *status = bbb_errstatus(); return NULL; }
+  if (!ag(t)->grad) {
+    ag(t)->grad = bbb_tensor_zeros(t->ndim, t->shape);
+    if (!ag(t)->grad) { *status = bbb_errstatus(); return NULL; }
   }
-  settle(t->ag);
-  bbb_tensor_touch(t->ag->grad);   /* the caller writes it */
-  return bbb_data(t->ag->grad);
+  settle(ag(t));
+  bbb_tensor_touch(ag(t)->grad);   /* the caller writes it */
+  return bbb_data(ag(t)->grad);
 }
 
 void bbb_grad_mark(bbb_tensor *t, int *status) {
-  if (!t || !requires(t) || t->ag->grad) return;
-  t->ag->grad = bbb_tensor_new(t->ndim, t->shape);
-  if (!t->ag->grad) { *status = bbb_errstatus(); return; }
-  t->ag->grad_unset = 1;
+  if (!t || !requires(t) || ag(t)->grad) return;
+  ag(t)->grad = bbb_tensor_new(t->ndim, t->shape);
+  if (!ag(t)->grad) { *status = bbb_errstatus(); return; }
+  ag(t)->grad_unset = 1;
 }
 
 bbb_float *bbb_grad_begin(bbb_tensor *t, int *fresh, int *status) {
   *fresh = 0;
   if (!t || !requires(t)) return NULL;
-  if (!t->ag->grad) {
-    t->ag->grad = bbb_tensor_new(t->ndim, t->shape);
-    if (!t->ag->grad) { *status = bbb_errstatus(); return NULL; }
+  if (!ag(t)->grad) {
+    ag(t)->grad = bbb_tensor_new(t->ndim, t->shape);
+    if (!ag(t)->grad) { *status = bbb_errstatus(); return NULL; }
     *fresh = 1;
-  } else if (t->ag->grad_unset) {
-    t->ag->grad_unset = 0;
+  } else if (ag(t)->grad_unset) {
+    ag(t)->grad_unset = 0;
     *fresh = 1;
   }
-  bbb_tensor_touch(t->ag->grad);   /* the caller writes it */
-  return bbb_data(t->ag->grad);
+  bbb_tensor_touch(ag(t)->grad);   /* the caller writes it */
+  return bbb_data(ag(t)->grad);
 }
 
 int bbb_grad_set(bbb_tensor *t, const bbb_tensor *g) {
@@ -162,7 +170,7 @@ int bbb_grad_set(bbb_tensor *t, const bbb_tensor *g) {
   if (g && !bbb_same_shape(g, t))
     return bbb_error(BBB_ESHAPE, "set_grad: gradient %s does not match tensor %s",
                      bbb_shape_str(g, s1, sizeof s1), bbb_shape_str(t, s2, sizeof s2));
-  if (!g && !t->ag) return BBB_OK;
+  if (!g && !ag(t)) return BBB_OK;
   bbb_tensor *c = NULL;
   if (g && !(c = bbb_tensor_clone(g)))
     return bbb_error(BBB_EMEM, "set_grad: out of memory copying a gradient %s",
@@ -171,9 +179,9 @@ int bbb_grad_set(bbb_tensor *t, const bbb_tensor *g) {
     bbb_tensor_release(c);
     return bbb_error(BBB_EMEM, "set_grad: out of memory");
   }
-  bbb_tensor_release(t->ag->grad);
-  t->ag->grad = c;
-  t->ag->grad_unset = 0;
+  bbb_tensor_release(ag(t)->grad);
+  ag(t)->grad = c;
+  ag(t)->grad_unset = 0;
   return BBB_OK;
 }
 
@@ -190,9 +198,9 @@ int bbb_requires_grad(bbb_tensor *t, int on) {
     return bbb_error(BBB_EGRAPH, "requires_grad: cannot turn off on a tensor computed "
                      "by '%s'; use detach()", bbb_node_name(n));
   if (n) return BBB_OK;
-  if (!on && !t->ag) return BBB_OK;
+  if (!on && !ag(t)) return BBB_OK;
   if (!ag_get(t)) return bbb_error(BBB_EMEM, "requires_grad: out of memory");
-  t->ag->requires_grad = on;
+  ag(t)->requires_grad = on;
   return BBB_OK;
 }
 
@@ -221,7 +229,7 @@ static int topo_sort(bbb_tensor *root, tvec *order) {
   tvec stack = {0}; int st = BBB_OK;
   tvec child = {0};   /* parallel stack: next input index to visit */
   unsigned epoch = ++visit_epoch;
-  root->ag->visit = epoch;
+  ag(root)->visit = epoch;
   if (tvec_push(&stack, root) || tvec_push(&child, NULL)) st = BBB_EMEM;
   while (!st && stack.n > 0) {
     bbb_tensor *t = stack.v[stack.n - 1];
@@ -230,10 +238,10 @@ static int topo_sort(bbb_tensor *root, tvec *order) {
     if (n && k < n->nin) {
       child.v[child.n - 1] = (bbb_tensor *)(k + 1);
       bbb_tensor *c = n->in[k].t;
-      if (c && c->ag && !c->ag->requires_grad && c->ag->graph_freed) {
+      if (c && ag(c) && !ag(c)->requires_grad && ag(c)->graph_freed) {
         st = BBB_EGRAPH;
-      } else if (c && requires(c) && c->ag->visit != epoch) {
-        c->ag->visit = epoch;
+      } else if (c && requires(c) && ag(c)->visit != epoch) {
+        ag(c)->visit = epoch;
         if (tvec_push(&stack, c) || tvec_push(&child, NULL)) st = BBB_EMEM;
       }
     } else {
@@ -261,7 +269,7 @@ static int check_versions(bbb_node *n, bbb_tensor *out) {
 int bbb_backward(bbb_tensor *root, const bbb_tensor *seed, int retain_graph) {
   char b1[64], b2[64];
   if (!requires(root)) {
-    if (root->ag && root->ag->graph_freed) return bbb_error(BBB_EGRAPH, FREED_MSG);
+    if (ag(root) && ag(root)->graph_freed) return bbb_error(BBB_EGRAPH, FREED_MSG);
     return bbb_error(BBB_EGRAPH, "backward: tensor does not require grad "
                      "(no input of the computation was marked with requires_grad)");
   }
@@ -286,22 +294,22 @@ int bbb_backward(bbb_tensor *root, const bbb_tensor *seed, int retain_graph) {
   for (int i = order.n - 1; !st && i >= 0; i--) {
     bbb_tensor *t = order.v[i];
     if (bbb_interrupted()) st = bbb_error(BBB_EINTR, "backward: interrupted");
-    else if (node_of(t) && t->ag->grad) {
-      settle(t->ag);   /* marked, but nothing flowed in: its gradient is zero */
-      st = t->ag->node->backward(t->ag->node, t, bbb_data(t->ag->grad));
+    else if (node_of(t) && ag(t)->grad) {
+      settle(ag(t));   /* marked, but nothing flowed in: its gradient is zero */
+      st = ag(t)->node->backward(ag(t)->node, t, bbb_data(ag(t)->grad));
     }
   }
   for (int i = order.n - 1; i >= 0; i--) {
     bbb_tensor *t = order.v[i];
     if (!node_of(t)) continue;
-    bbb_tensor_release(t->ag->grad);
-    t->ag->grad = NULL;
-    t->ag->grad_unset = 0;
+    bbb_tensor_release(ag(t)->grad);
+    ag(t)->grad = NULL;
+    ag(t)->grad_unset = 0;
     if (!retain_graph) {
-      node_free(t->ag->node);
-      t->ag->node = NULL;
-      t->ag->requires_grad = 0;
-      t->ag->graph_freed = 1;
+      node_free(ag(t)->node);
+      ag(t)->node = NULL;
+      ag(t)->requires_grad = 0;
+      ag(t)->graph_freed = 1;
     }
   }
   for (int i = 0; i < order.n; i++) bbb_tensor_release(order.v[i]);

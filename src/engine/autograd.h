@@ -6,9 +6,9 @@
 ** outputs; backward() walks the nodes in reverse topological order,
 ** accumulates (+=) into .grad, and then releases the graph.
 **
-** A tensor's autograd state (gradient, node, flags) belongs to this file:
-** the tensor holds an opaque pointer to it, and tensor.c releases it with
-** bbb_autograd_release() (declared in tensor.h) and nothing else.
+** A tensor's autograd state (gradient, node, flags) belongs to autograd.c:
+** the tensor holds it as an opaque pointer with the function that frees it,
+** both set here, so tensor.c frees it without knowing autograd.
 */
 #ifndef BBB_AUTOGRAD_H
 #define BBB_AUTOGRAD_H

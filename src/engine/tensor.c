@@ -259,7 +259,7 @@ void bbb_tensor_retain(bbb_tensor *t) { if (t) t->refcount++; }
 
 void bbb_tensor_release(bbb_tensor *t) {
   if (!t || --t->refcount > 0) return;
-  bbb_autograd_release(t);
+  if (t->ext) t->ext_free(t->ext);
   storage_release(t->storage);
   header_free(&tensor_headers, t);
 }

@@ -26,8 +26,6 @@ typedef struct bbb_storage {
   double sq;
 } bbb_storage;
 
-struct bbb_autograd;   /* autograd.c's per-tensor state */
-
 typedef struct bbb_tensor {
   int refcount;
   int ndim;
@@ -35,7 +33,11 @@ typedef struct bbb_tensor {
   int64_t numel;
   int64_t offset;                /* into storage, in elements */
   bbb_storage *storage;
-  struct bbb_autograd *ag;       /* gradient, graph node, flags: owned by autograd.c */
+  /* State a layer above attaches (autograd: gradient, graph node, flags)
+  ** and the function that frees it when the tensor dies. The tensor sits
+  ** below autograd and must not know it: it only calls ext_free. */
+  void *ext;
+  void (*ext_free)(void *ext);
 } bbb_tensor;
 
 static inline bbb_float *bbb_data(const bbb_tensor *t) {
@@ -53,10 +55,6 @@ bbb_tensor *bbb_tensor_view(bbb_tensor *t, int ndim, const int64_t *shape,
 
 void bbb_tensor_retain(bbb_tensor *t);
 void bbb_tensor_release(bbb_tensor *t);   /* NULL is fine */
-
-/* Frees t's autograd state (implemented in autograd.c): the one call
-** through which a tensor's release reaches autograd. */
-void bbb_autograd_release(bbb_tensor *t);
 
 /* Shape helpers */
 int bbb_shape_check(int ndim, const int64_t *shape, int64_t *numel);
