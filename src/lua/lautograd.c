@@ -1,5 +1,5 @@
 /*
-** lautograd.c: gradients from Lua (src/core/autograd.c): marking
+** lautograd.c: gradients from Lua (src/engine/autograd.c): marking
 ** parameters, backward, reading and resetting .grad, grad mode.
 */
 #include "lua/lbbb.h"

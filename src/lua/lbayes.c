@@ -1,6 +1,6 @@
 /*
 ** lbayes.c: binding of the fused Bayesian kernels and the C priors
-** (src/core/bayes.c).
+** (src/bayes/bayes.c).
 */
 #include <string.h>
 

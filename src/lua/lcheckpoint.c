@@ -1,5 +1,5 @@
 /*
-** lcheckpoint.c: the byte-moving half of bbb.checkpoint (src/core/
+** lcheckpoint.c: the byte-moving half of bbb.checkpoint (src/io/
 ** safetensors.c). The JSON header is built and checked in Lua.
 */
 #include <stdlib.h>

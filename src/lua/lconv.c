@@ -1,5 +1,5 @@
 /*
-** lconv.c: binding of conv2d and pooling (src/core/ops_conv.c). Options
+** lconv.c: binding of conv2d and pooling (src/engine/ops_conv.c). Options
 ** follow PyTorch's F.conv2d: each is an integer or a pair {height, width}.
 */
 #include <stdio.h>

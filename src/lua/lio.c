@@ -1,5 +1,5 @@
 /*
-** lio.c: binding of the data file readers (src/core/io.c).
+** lio.c: binding of the data file readers (src/io/idx.c, src/io/input.c).
 */
 #include <errno.h>
 #include <string.h>

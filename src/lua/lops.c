@@ -1,5 +1,5 @@
 /*
-** lops.c: the differentiable ops (src/core/ops_*.c) as tensor methods,
+** lops.c: the differentiable ops (src/engine/ops_*.c) as tensor methods,
 ** module functions and operators. The elementwise ops are registered from
 ** tables: one row per op, one wrapper per kind.
 */

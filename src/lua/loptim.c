@@ -1,5 +1,5 @@
 /*
-** loptim.c: binding of the fused optimizer updates (src/core/optim.c).
+** loptim.c: binding of the fused optimizer updates (src/bayes/optim.c).
 ** Each update takes the tensors, then one table of hyperparameters:
 **   adam_update(p, g, m, v, {lr =, beta1 =, beta2 =, eps =, weight_decay =,
 **                            gscale =, step =, dry =})

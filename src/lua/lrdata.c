@@ -1,5 +1,5 @@
 /*
-** lrdata.c: binding of the R data reader (src/core/rdata.c).
+** lrdata.c: binding of the R data reader (src/io/rdata.c).
 **
 **   rdata_frame(path)        -> {name =, n_rows =, columns = {{name =, levels = {...}}, ...},
 **                                codes = (n_rows, n_cols) tensor: level 1..L, 0 for NA}

@@ -1,5 +1,5 @@
 /*
-** lrng.c: bbb.Generator, explicit random generators (src/core/rng.c), the
+** lrng.c: bbb.Generator, explicit random generators (src/engine/rng.c), the
 ** module's default one (bbb.manual_seed), and random tensors.
 */
 #include <math.h>

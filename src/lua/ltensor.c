@@ -1,5 +1,5 @@
 /*
-** ltensor.c: the bbb.Tensor type (src/core/tensor.c): creation, element
+** ltensor.c: the bbb.Tensor type (src/engine/tensor.c): creation, element
 ** access, in-place writes, the finaliser. Indices and dimensions are 1-based
 ** on this side, 0-based in the core.
 */
