@@ -33,7 +33,7 @@
 #endif
 
 #include "bbblua_complete.h"
-#include "runtime.h"
+#include "engine/runtime.h"
 
 int luaopen_bbb_core(lua_State *L);
 int luaopen_bbb_bench(lua_State *L);

@@ -1,4 +1,4 @@
--- bbb.data.read_csv (src/core/csvread.c on libcsv): numbers against strtod
+-- bbb.data.read_csv (src/io/csvread.c on libcsv): numbers against strtod
 -- in float64, categories one-hot with their levels, RFC 4180 quoting, and
 -- an error naming the row and column for every malformed input.
 local bbb = require "bbb"

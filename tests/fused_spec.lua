@@ -1,4 +1,4 @@
--- The graph-free training step (bbb.nn.fused, src/core/mlp.c) against the
+-- The graph-free training step (bbb.nn.fused, src/bayes/mlp.c) against the
 -- graph it stands for: the same loss, terms and gradients, bit for bit,
 -- over several Adam steps; the networks it refuses, and bad input.
 local bbb = require "bbb"

@@ -1,4 +1,4 @@
--- The R data reader (src/core/rdata.c) and bbb.data.load_mushroom: the known
+-- The R data reader (src/io/rdata.c) and bbb.data.load_mushroom: the known
 -- facts of the real Mushroom table, and errors (never crashes) for
 -- truncated, corrupted and hostile files.
 local bbb = require "bbb"

@@ -16,8 +16,8 @@
 #include <lua.h>
 #include <lauxlib.h>
 
-#include "tensor.h"
-#include "lbbb.h"
+#include "engine/tensor.h"
+#include "lua/lbbb.h"
 
 static int finalized, abort_code = 1;
 

@@ -1,9 +1,9 @@
 /*
-** lautograd.c: gradients from Lua (src/core/autograd.c): marking
+** lautograd.c: gradients from Lua (src/engine/autograd.c): marking
 ** parameters, backward, reading and resetting .grad, grad mode.
 */
-#include "lbbb.h"
-#include "autograd.h"
+#include "lua/lbbb.h"
+#include "engine/autograd.h"
 
 static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i, "x"); }
 

@@ -1,11 +1,11 @@
 /*
 ** lbayes.c: binding of the fused Bayesian kernels and the C priors
-** (src/core/bayes.c).
+** (src/bayes/bayes.c).
 */
 #include <string.h>
 
-#include "lbbb.h"
-#include "bayes.h"
+#include "lua/lbbb.h"
+#include "bayes/bayes.h"
 
 /* A prior from a table: {kind = "gaussian" | "mixture" | "laplace" | "none",
 ** sigma = , pi = , sigma1 = , sigma2 = , b = } */

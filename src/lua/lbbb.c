@@ -5,7 +5,7 @@
 */
 #include <signal.h>
 
-#include "lbbb.h"
+#include "lua/lbbb.h"
 
 typedef void (*lbbb_opener)(lua_State *L, const lbbb_tables *tb);
 

@@ -8,9 +8,9 @@
 #include <lua.h>
 #include <lauxlib.h>
 
-#include "tensor.h"
-#include "rng.h"
-#include "bayes.h"
+#include "engine/tensor.h"
+#include "engine/rng.h"
+#include "bayes/bayes.h"
 
 #define BBB_TENSOR_MT "bbb.Tensor"
 #define BBB_GENERATOR_MT "bbb.Generator"

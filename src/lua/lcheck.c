@@ -13,7 +13,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "lbbb.h"
+#include "lua/lbbb.h"
 
 const char *lbbb_fname(lua_State *L) {
   const char *name = lua_tostring(L, lua_upvalueindex(1));

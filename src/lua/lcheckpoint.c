@@ -1,12 +1,12 @@
 /*
-** lcheckpoint.c: the byte-moving half of bbb.checkpoint (src/core/
+** lcheckpoint.c: the byte-moving half of bbb.checkpoint (src/io/
 ** safetensors.c). The JSON header is built and checked in Lua.
 */
 #include <stdlib.h>
 #include <string.h>
 
-#include "lbbb.h"
-#include "safetensors.h"
+#include "lua/lbbb.h"
+#include "io/safetensors.h"
 
 /* st_save(path, header, {t1, t2, ...}): the header's offsets must match the
 ** tensors' sizes in this order (the Lua side builds both). */

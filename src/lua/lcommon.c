@@ -4,8 +4,8 @@
 */
 #include <string.h>
 
-#include "lbbb.h"
-#include "runtime.h"
+#include "lua/lbbb.h"
+#include "engine/runtime.h"
 
 static const char *LAST_ERROR_KEY = "bbb.last_error";
 

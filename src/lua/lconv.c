@@ -1,11 +1,11 @@
 /*
-** lconv.c: binding of conv2d and pooling (src/core/ops_conv.c). Options
+** lconv.c: binding of conv2d and pooling (src/engine/ops_conv.c). Options
 ** follow PyTorch's F.conv2d: each is an integer or a pair {height, width}.
 */
 #include <stdio.h>
 
-#include "lbbb.h"
-#include "ops.h"
+#include "lua/lbbb.h"
+#include "engine/ops.h"
 
 /* The value at stack index at as a pair: an integer (both entries) or a
 ** list of two; each at least lo. what names it in the error ("argument 3

@@ -1,5 +1,5 @@
 /*
-** lcsv.c: binding of the CSV reader (src/core/csvread.c).
+** lcsv.c: binding of the CSV reader (src/io/csvread.c).
 **
 **   read_csv(path [, opts])        -> {x = (n, k) tensor, y = (n) tensor or nil, n_rows =,
 **                                      n_dropped =, columns = {{name =, categorical =, levels = {...}}},
@@ -11,8 +11,8 @@
 */
 #include <string.h>
 
-#include "lbbb.h"
-#include "csvread.h"
+#include "lua/lbbb.h"
+#include "io/csvread.h"
 
 #define CSV_MT "bbb.CSVTable"
 

@@ -2,7 +2,7 @@
 ** lhelp.c: the doc comments of the binding and the Lua library, gathered
 ** at build time (cmake/gendoc.lua) for bbb.help.
 */
-#include "lbbb.h"
+#include "lua/lbbb.h"
 #include "bbb_docs.h"
 
 /** docs() -> string

@@ -1,11 +1,12 @@
 /*
-** lio.c: binding of the data file readers (src/core/io.c).
+** lio.c: binding of the data file readers (src/io/idx.c, src/io/input.c).
 */
 #include <errno.h>
 #include <string.h>
 
-#include "lbbb.h"
-#include "io.h"
+#include "lua/lbbb.h"
+#include "io/idx.h"
+#include "io/input.h"
 
 /** load_idx(path [, scale [, offset [, limit [, max_bytes]]]]) -> tensor
 ** An IDX file of unsigned bytes (raw or gzipped) as floats byte * scale +

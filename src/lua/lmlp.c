@@ -1,5 +1,5 @@
 /*
-** lmlp.c: binding of the fused ReLU-network gradient (src/core/mlp.c).
+** lmlp.c: binding of the fused ReLU-network gradient (src/bayes/mlp.c).
 **   m = mlp_new(layers, generator | nil)
 **     layers: a list, each {w =, b =, dropout =} (plain) or
 **     {wmu =, wrho =, bmu =, brho =, prior = {kind =, ...}}
@@ -12,8 +12,8 @@
 */
 #include <string.h>
 
-#include "lbbb.h"
-#include "mlp.h"
+#include "lua/lbbb.h"
+#include "bayes/mlp.h"
 
 #define MLP_MT "bbb.MLP"
 

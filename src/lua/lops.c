@@ -1,12 +1,12 @@
 /*
-** lops.c: the differentiable ops (src/core/ops_*.c) as tensor methods,
+** lops.c: the differentiable ops (src/engine/ops_*.c) as tensor methods,
 ** module functions and operators. The elementwise ops are registered from
 ** tables: one row per op, one wrapper per kind.
 */
 #include <math.h>
 
-#include "lbbb.h"
-#include "ops.h"
+#include "lua/lbbb.h"
+#include "engine/ops.h"
 
 static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i, "x"); }
 #define push_result lbbb_result

@@ -1,5 +1,5 @@
 /*
-** loptim.c: binding of the fused optimizer updates (src/core/optim.c).
+** loptim.c: binding of the fused optimizer updates (src/bayes/optim.c).
 ** Each update takes the tensors, then one table of hyperparameters:
 **   adam_update(p, g, m, v, {lr =, beta1 =, beta2 =, eps =, weight_decay =,
 **                            gscale =, step =, dry =})
@@ -15,9 +15,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "autograd.h"
-#include "lbbb.h"
-#include "optim.h"
+#include "engine/autograd.h"
+#include "lua/lbbb.h"
+#include "bayes/optim.h"
 
 static int l_sqnorm(lua_State *L) {
   lua_pushnumber(L, bbb_sqnorm(lbbb_check_tensor(L, 1, "t")));

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lbbb.h"
-#include "autograd.h"
+#include "lua/lbbb.h"
+#include "engine/autograd.h"
 
 static void fmt_value(char *buf, size_t n, double v, int mode) {
   if (mode == 0) snprintf(buf, n, "%.0f", v);

@@ -1,5 +1,5 @@
 /*
-** lrdata.c: binding of the R data reader (src/core/rdata.c).
+** lrdata.c: binding of the R data reader (src/io/rdata.c).
 **
 **   rdata_frame(path)        -> {name =, n_rows =, columns = {{name =, levels = {...}}, ...},
 **                                codes = (n_rows, n_cols) tensor: level 1..L, 0 for NA}
@@ -10,8 +10,8 @@
 */
 #include <string.h>
 
-#include "lbbb.h"
-#include "rdata.h"
+#include "lua/lbbb.h"
+#include "io/rdata.h"
 
 #define RDATA_MT "bbb.RDataFrame"
 

@@ -1,11 +1,11 @@
 /*
-** lrng.c: bbb.Generator, explicit random generators (src/core/rng.c), the
+** lrng.c: bbb.Generator, explicit random generators (src/engine/rng.c), the
 ** module's default one (bbb.manual_seed), and random tensors.
 */
 #include <math.h>
 
-#include "lbbb.h"
-#include "ops.h"
+#include "lua/lbbb.h"
+#include "engine/ops.h"
 
 static const char *DEFAULT_KEY = "bbb.default_generator";
 

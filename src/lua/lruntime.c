@@ -1,13 +1,13 @@
 /*
-** lruntime.c: settings of the running library (src/core/parallel.c,
+** lruntime.c: settings of the running library (src/engine/parallel.c,
 ** allocation counters) and a wall clock.
 */
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemm.h"
-#include "lbbb.h"
-#include "parallel.h"
+#include "engine/gemm.h"
+#include "lua/lbbb.h"
+#include "engine/parallel.h"
 
 /** set_num_threads(n)
 ** Threads for bbb's parallel passes and OpenBLAS alike. */

@@ -9,7 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "lbbb.h"
+#include "lua/lbbb.h"
 
 static const int trapped_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 #define N_TRAPPED (sizeof trapped_signals / sizeof trapped_signals[0])

@@ -23,8 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lbbb.h"
-#include "wfile.h"
+#include "lua/lbbb.h"
+#include "io/wfile.h"
 
 extern char **environ;
 

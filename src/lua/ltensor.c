@@ -1,14 +1,14 @@
 /*
-** ltensor.c: the bbb.Tensor type (src/core/tensor.c): creation, element
+** ltensor.c: the bbb.Tensor type (src/engine/tensor.c): creation, element
 ** access, in-place writes, the finaliser. Indices and dimensions are 1-based
 ** on this side, 0-based in the core.
 */
 #include <math.h>
 #include <string.h>
 
-#include "lbbb.h"
-#include "autograd.h"
-#include "ops.h"
+#include "lua/lbbb.h"
+#include "engine/autograd.h"
+#include "engine/ops.h"
 
 static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i, "x"); }
 

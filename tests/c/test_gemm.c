@@ -18,9 +18,9 @@
 
 #include <cblas.h>
 
-#include "gemm.h"
-#include "ops.h"
-#include "parallel.h"
+#include "engine/gemm.h"
+#include "engine/ops.h"
+#include "engine/parallel.h"
 
 static int failed, checks;
 static uint64_t state = 0x9e3779b97f4a7c15ull;

@@ -5,9 +5,9 @@
 */
 #include <stdio.h>
 
-#include "autograd.h"
-#include "ops.h"
-#include "parallel.h"
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "engine/parallel.h"
 
 static int passed, failed;
 

@@ -13,7 +13,7 @@
 #include <omp.h>
 #endif
 
-#include "rng.h"
+#include "engine/rng.h"
 
 #define NBIG 1000000
 

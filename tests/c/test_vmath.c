@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "vmath.h"
+#include "engine/vmath.h"
 
 enum { F_EXP, F_LOG, F_LOG1P, F_SOFTPLUS, F_SIGMOID, F_TANH, F_LOG1P_UNIT, F_LOG1P_RATIO, NFUNC };
 static const char *fname[NFUNC] = {"exp", "log", "log1p", "softplus", "sigmoid", "tanh", "log1p_unit",

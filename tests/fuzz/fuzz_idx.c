@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io.h"
+#include "io/idx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   bbb_idx_opts o = bbb_idx_defaults();

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <zlib.h>
 
-#include "io.h"
+#include "io/idx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > (1 << 20)) return 0;

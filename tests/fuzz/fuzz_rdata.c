@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rdata.h"
+#include "io/rdata.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   bbb_rdata_frame f;

@@ -1,6 +1,6 @@
 /*
 ** fuzz_safetensors.c: libFuzzer harness for the checkpoint reader's C half
-** (src/core/safetensors.c), header, duplicate-key walk and tensor reads.
+** (src/io/safetensors.c), header, duplicate-key walk and tensor reads.
 ** The input's first 24 bytes choose the byte range
 ** and the shape asked for, as a hostile header would; the rest is the file.
 ** Any bytes must give a tensor or an error status, never a crash, a leak,
@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "safetensors.h"
+#include "io/safetensors.h"
 
 static uint64_t u64(const uint8_t *p) {
   uint64_t v = 0;

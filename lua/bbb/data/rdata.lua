@@ -1,5 +1,5 @@
 --- bbb.data.load_r: data sets of Debian's R packages (r-cran-*), read
--- without R by the bounds-checked reader of src/core/rdata.c: an .rda file
+-- without R by the bounds-checked reader of src/io/rdata.c: an .rda file
 -- of the data set's name, or an installed package's lazy-load database
 -- (data/Rdata.rdx + data/Rdata.rdb). The result has the shape of read_csv's.
 local core = require "bbb.core"
