@@ -183,7 +183,7 @@ local submodules = {
   metrics = "bbb.metrics", progress = "bbb.progress", testing = "bbb.testing",
   checkpoint = "bbb.checkpoint", train = "bbb.train", json = "bbb.json", dist = "bbb.dist",
   bandit = "bbb.bandit",
-  -- the application's, for the REPL (tests/layers_lua_spec.lua keeps the
+  -- the application's, for the REPL (tests/unit/layers_lua_spec.lua keeps the
   -- library off these names)
   plot = "bbb.app.plot", cli = "bbb.app.cli", sys = "bbb.app.sys",
 }

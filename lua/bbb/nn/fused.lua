@@ -8,7 +8,7 @@
 --   local terms = elbo:fused_step(plan, x, y)
 --
 -- does what `opt:zero_grad(); elbo:loss(net, x, y):backward()` does, with
--- the same bits (tests/fused_spec.lua), in one C call: the small networks of
+-- the same bits (tests/unit/fused_spec.lua), in one C call: the small networks of
 -- the bandit spend more time building and walking the graph than in its
 -- arithmetic.
 local core = require "bbb.core"

@@ -1,5 +1,5 @@
 -- What the REPL shows and completes (bbb.repl), and help from the sources'
--- doc comments (bbb.help). tests/pty_spec.lua drives the real terminal.
+-- doc comments (bbb.help). tests/integration/pty_spec.lua drives the real terminal.
 local bbb = require "bbb"
 local repl = require "bbb.app.repl"
 local help = require "bbb.help"
