@@ -30,7 +30,7 @@ parser:option("--steps", "Steps per run.", "10000"):convert(cli.positive_integer
 parser:option("--probes", "Steps at which to diagnose the posterior.", "2000,5000,10000")
 parser:option("--results", "JSONL file of finished runs (appended; a row and seed found there with at "
   .. "least --steps steps is not rerun).",
-  "doc/results/bandit_ablation.jsonl")
+  "out/bandit_ablation.jsonl")
 parser:option("--causes-from", "Count the costly decisions after this step by cause: the mean "
   .. "prediction over weight draws would have taken them too (a wrong fit) or not (exploration).", "1000")
   :convert(cli.positive_integer())

@@ -260,9 +260,9 @@ describe("the table scripts", function()
     local paper = require "bbb.app.experiments.table1_paper"
     for _, units in ipairs { 400, 800, 1200 } do
       -- each width's finished search of the scale-mixture row: the preset holds its choice
-      local f = assert(io.open(("%s/doc/results/table1_paper_%d.json"):format(root, units)))
+      local f = assert(io.open(root .. "/tests/fixtures/table1_paper_chosen.json"))
       local flags = mnist.PRESETS["paper-" .. units].flags
-      local t = json.decode(f:read("a"))
+      local t = json.decode(f:read("a"))[tostring(units)]
       f:close()
       local row
       for _, r in ipairs(t.rows) do if r.method == "bbb-mixture" and r.config then row = r end end
