@@ -24,7 +24,10 @@ parser:option("--cores", "Cores to project the paper protocol on (default: this 
   :convert(cli.positive_integer())
 parser:option("--late", "Steps each agent plays before its steps are timed again, late in training (sparser "
   .. "activations; the projection's step times).", "2000"):convert(cli.nonnegative_integer())
+parser:option("--json", "Also write the figures as JSON here (what the tests read).")
+  :convert(cli.output_path { ext = { "json" } })
 local args = cli.parse(parser)
+local out = { updates = {}, environment = bbb.core.environment() }   -- the figures --json writes
 bbb.set_num_threads(args.threads)
 local clock = bbb.core.clock
 local B, SIZES = 64, { 119, 100, 100, 1 }
@@ -105,6 +108,7 @@ print("(fused: the graph-free step the bandit's agents run; graph: elbo:loss and
 for _, kind in ipairs { "bayes", "plain" } do
   for _, how in ipairs { "fused", "graph" } do
     local r = time_updates(kind, how)
+    out.updates[kind .. "_" .. how] = { ms = r.all * 1e3, fwd_ms = r.fwd * 1e3, bwd_ms = r.bwd * 1e3, opt_ms = r.opt * 1e3 }
     print(("%-13s %10.3f %10.3f %8.1f %10.0f %9.3f %9.3f %9.3f"):format(kind .. " " .. how, r.all * 1e3,
       gemm * 1e3, r.all / gemm, 1 / r.all, r.fwd * 1e3, r.bwd * 1e3, r.opt * 1e3))
   end
@@ -119,6 +123,8 @@ do
   local sample = samples.w
   local floor = gemm + draws + sample + adam
   bayes_floor = floor   -- the protocol's floor below
+  out.gemm_ms, out.bayes_passes = gemm * 1e3, { draws_ms = draws * 1e3, sample_ms = sample * 1e3,
+    adam_ms = adam * 1e3, floor_ms = floor * 1e3 }
   print(("bayes update's own passes, timed alone: normal draws %.3f ms, fused sample + its backward %.3f ms "
     .. "(given the draws), Adam %.3f ms; with the GEMMs %.3f ms = %.1fx the GEMMs, a floor for any update "
     .. "made of them (target 2.0x)"):format(draws * 1e3, sample * 1e3, adam * 1e3, floor * 1e3, floor / gemm))
@@ -185,3 +191,13 @@ print(("paper protocol (%d agents x %d seeds x 50,000 steps of 64 updates) on %d
   at_peak and ("; the GEMMs at the fma peak: %.0f min"):format(at_peak / 60) or ""))
 print(("the same steps with every product free (the rest of each step as timed): %.0f min"):format(rest / 60))
 print("the machine may be shared with other work: these timings are noisy")
+if args.json then
+  out.step_ms, out.late_step_ms, out.product_share = {}, {}, {}
+  for _, m in ipairs(MAKE) do
+    out.step_ms[m.name], out.late_step_ms[m.name] = early[m.name] * 1e3, step[m.name] * 1e3
+    out.product_share[m.name] = share[m.name]
+  end
+  out.protocol_min = { cores = cores, projected = wall / 60, gemms_alone = floor / 60, with_bbb_passes = passes / 60,
+    products_free = rest / 60, gemms_at_peak = at_peak and at_peak / 60 or nil }
+  cli.write_file(args.json, require("bbb.json").encode(out) .. "\n")
+end

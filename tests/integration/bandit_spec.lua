@@ -601,35 +601,38 @@ describe("scripts/bandit.lua", function()
   end)
 
   it("bench_bandit projects the paper protocol for every agent and 5 seeds, never below its GEMMs alone", function()
-    local status, text = run("scripts/bench_bandit.lua --updates 20 --steps 1 --late 10")
+    local path = out .. "-bench.json"
+    local status, text = run("scripts/bench_bandit.lua --updates 20 --steps 1 --late 10 --json " .. path)
     assert.are.equal(0, status, text)
-    has(text, "the same after 10 more steps (the projection's): bbb ")
-    assert.truthy(text:match("an update late in training %(a step / 64%): bbb [%d.]+ ms = [%d.]+x its GEMMs"), text)
-    has(text, "bbb ")
-    has(text, "neurallinear ")
-    local wall, floor = text:match("8 agents x 5 seeds x 50,000 steps of 64 updates%) on %d+ core%(s%): projected (%d+) min"
-      .. ".-GEMMs alone: (%d+) min")
-    assert.truthy(wall and floor, text)
-    assert.truthy(tonumber(wall) >= tonumber(floor) and tonumber(floor) > 0, text)
-    -- the floor with BBB's own passes lies between the GEMMs alone and the projection's
-    local passes = text:match("with BBB's own passes %(the floor above%): (%d+) min")
-    assert.truthy(passes and tonumber(passes) >= tonumber(floor), text)
-    -- the Bayesian update's own passes, each a positive time, on top of its GEMMs
-    local d, smp, a, ratio = text:match("normal draws ([%d.]+) ms, fused sample %+ its backward ([%d.]+) ms .-"
-      .. "Adam ([%d.]+) ms; with the GEMMs [%d.]+ ms = ([%d.]+)x the GEMMs")
-    assert.truthy(d and smp and a and ratio, text)
-    assert.truthy(tonumber(d) > 0 and tonumber(smp) > 0 and tonumber(a) > 0 and tonumber(ratio) >= 1, text)
-    -- the products' share of each late step, timed in place: a network agent's is a
-    -- part of its step, the agents without a network have none
-    local shares = text:match("of which the products %(matrix products, timed in place%): ([^\n]+)")
-    assert.truthy(shares, text)
-    for _, name in ipairs { "bbb", "eps0", "dropout", "neurallinear" } do
-      local p = tonumber(shares:match(name .. " (%d+)%%"))
-      assert.truthy(p and p > 0 and p < 100, name .. ": " .. shares)
+    local f = assert(io.open(path))
+    local b = require("bbb.json").decode(f:read("a"))
+    f:close()
+    os.remove(path)
+    -- every update timed, each no faster than its bare GEMMs could allow in part
+    for _, k in ipairs { "bayes_fused", "bayes_graph", "plain_fused", "plain_graph" } do
+      assert.is_true(b.updates[k].ms > 0, k)
     end
-    assert.are.equal("0", shares:match("uniform (%d+)%%"), shares)
-    local free = tonumber(text:match("with every product free %(the rest of each step as timed%): (%d+) min"))
-    assert.truthy(free and free < tonumber(wall), text)
+    assert.is_true(b.gemm_ms > 0)
+    -- the Bayesian update's own passes, each a positive time, on top of its GEMMs
+    local p = b.bayes_passes
+    assert.is_true(p.draws_ms > 0 and p.sample_ms > 0 and p.adam_ms > 0)
+    assert.is_near(b.gemm_ms + p.draws_ms + p.sample_ms + p.adam_ms, p.floor_ms, 1e-9)
+    -- every agent's steps, early and late; the products' share of a network agent's
+    -- late step is a part of it, the agents without a network have none
+    for _, name in ipairs { "bbb", "eps5", "eps1", "eps0", "linear", "uniform", "dropout", "neurallinear" } do
+      assert.is_true(b.step_ms[name] >= 0 and b.late_step_ms[name] >= 0, name)
+    end
+    for _, name in ipairs { "bbb", "eps0", "dropout", "neurallinear" } do
+      assert.is_true(b.product_share[name] > 0 and b.product_share[name] < 1, name)
+    end
+    assert.are.equal(0, b.product_share.uniform)
+    -- the projection: never below the GEMMs alone; the floor with BBB's passes between;
+    -- with every product free, below the projection
+    local m = b.protocol_min
+    assert.is_true(m.gemms_alone > 0 and m.projected >= m.gemms_alone)
+    assert.is_true(m.with_bbb_passes >= m.gemms_alone)
+    assert.is_true(m.products_free < m.projected)
+    assert.is_string(b.environment.openblas)
   end)
 
   it("replays the recorded regrets at step 1,000 in the recorded environment (OpenBLAS pinned)", function()
