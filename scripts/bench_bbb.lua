@@ -25,7 +25,10 @@ parser:option("--estimator", "weight, local or flipout (the main table).", "weig
 parser:flag("--no-table", "Skip the estimator x prior table, the thread scaling and the busy time.")
 parser:flag("--no-torch", "Skip the comparison with PyTorch (scripts/bench_torch.py).")
 parser:flag("--busy-child", "(internal) time steps for the busy-time measurement and print them."):hidden(true)
+parser:option("--json", "Also write the figures as JSON here (what the tests read).")
+  :convert(cli.output_path { ext = { "json" } })
 local args = cli.parse(parser)
+local out = { networks = {}, lenet = {}, environment = bbb.core.environment() }   -- the figures --json writes
 local threads, B, steps = math.tointeger(args.threads), math.tointeger(args.batch), math.tointeger(args.steps)
 bbb.set_num_threads(threads)
 
@@ -65,6 +68,8 @@ for _, sizes in ipairs{ BIG, SMALL } do
   ours[name] = r.step
   local inf, inf_gemm, n = bl.infer(r.net, sizes, math.tointeger(args.infer_images), math.tointeger(args.infer_samples))
   local rs, ri = r.step / r.gemm, inf / inf_gemm
+  local rec = { step_ms = r.step * 1e3, gemm_ms = r.gemm * 1e3, infer_s = inf, infer_gemm_s = inf_gemm, estimators = {} }
+  out.networks[name] = rec
   print((ROW .. " %11.2f %11.2f %7.2f %7s"):format(name, r.step * 1e3, r.gemm * 1e3, rs, target(rs, TARGET[name]),
     inf, inf_gemm, ri, ("<=1.3 %s"):format(verdict(ri, 1.3))))
   print(("%-20s training %.1f steps/s; inference %d samples x %d images: %.1f sample-passes/s")
@@ -80,6 +85,7 @@ for _, sizes in ipairs{ BIG, SMALL } do
   local d, smp, a = bl.bayes_passes(sizes, bl.PRIORS.ScaleMixture(), steps, outs)
   local s = smp[OUT[args.estimator]]
   floors[name] = r.gemm + d + s + a
+  rec.passes = { draws_ms = d * 1e3, sample_ms = s * 1e3, adam_ms = a * 1e3, floor_ms = floors[name] * 1e3 }
   print(("%-20s own passes alone: normal draws %.2f ms, sample + its backward %.2f ms, Adam %.2f ms; with the "
     .. "GEMMs %.2f ms = %.2fx (no step made of these passes goes under it)")
     :format("", d * 1e3, s * 1e3, a * 1e3, floors[name] * 1e3, floors[name] / r.gemm))
@@ -89,6 +95,8 @@ for _, sizes in ipairs{ BIG, SMALL } do
   for _, est in ipairs(sizes == BIG and { "local", "flipout" } or {}) do
     local e = est ~= args.estimator and against_floor(sizes, est)
     if e then
+      rec.estimators[est] = { step_ms = e.step * 1e3, gemm_ms = e.gemm * 1e3,
+        floor_ms = (e.gemm + d + smp[OUT[est]] + a) * 1e3 }
       print((ROW .. "   (own GEMMs: twice the weight estimator's; with its own passes alone %.2fx)")
         :format("  " .. est .. " estimator", e.step * 1e3, e.gemm * 1e3, e.step / e.gemm,
         target(e.step / e.gemm, 1.3), (e.gemm + d + smp[OUT[est]] + a) / e.gemm))
@@ -96,6 +104,7 @@ for _, sizes in ipairs{ BIG, SMALL } do
   end
   for _, m in ipairs { { "plain", "  plain MLP", "" }, { "dropout", "  MC-dropout MLP", "   (dropout 0.5)" } } do
     local p = against_floor(sizes, nil, m[1])
+    rec[m[1]] = { step_ms = p.step * 1e3, gemm_ms = p.gemm * 1e3 }
     print((ROW .. "%s"):format(m[2], p.step * 1e3, p.gemm * 1e3, p.step / p.gemm, target(p.step / p.gemm, 1.2), m[3]))
   end
 end
@@ -110,6 +119,7 @@ for _, est in ipairs { "weight", "local", "flipout" } do
   local t = LENET_TARGET[est]
   local copies = bl.GEMM_COPIES[est]
   if est == "weight" then ours.lenet = r.step end
+  out.lenet[est] = { step_ms = r.step * 1e3, gemm_ms = floor * 1e3 }
   print((ROW .. "   (LeNet 16-32-256, estimator %s%s)"):format("LeNet " .. est, r.step * 1e3, floor * 1e3,
     r.step / floor, t and target(r.step / floor, t) or "", est, copies > 1
       and ("; its GEMMs are twice the weight estimator's, against which it is %.2fx"):format(r.step * copies / floor)
@@ -182,3 +192,4 @@ else
   end
 end
 print(("peak RSS %.0f MiB"):format(bl.peak_rss_mib()))
+if args.json then cli.write_file(args.json, require("bbb.json").encode(out) .. "\n") end

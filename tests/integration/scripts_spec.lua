@@ -78,27 +78,30 @@ describe("scripts", function()
   end)
   it("the benchmarks run and print their ratios", function()
     ok("scripts/bench_core.lua --reps 3", "matmul", "softplus", "vector math", "sigmoid", "OpenBLAS kernels")
-    local out = ok("scripts/bench_bbb.lua --steps 2 --infer-samples 1 --infer-images 1000", "OpenBLAS kernels",
-      "784-1200-1200-10", "784-400-400-10", "LeNet weight", "LeNet local",
-      "local estimator", "flipout estimator", "plain MLP", "MC-dropout MLP", "<=1.3", "<=1.2",
-      "of the cores during the rows above", "thread scaling", "busy share", "ScaleMixture", "Laplace", "flipout",
-      "PyTorch", "peak RSS")
+    local path = os.tmpname() .. ".json"
+    local out = ok("scripts/bench_bbb.lua --steps 2 --infer-samples 1 --infer-images 1000 --json " .. path)
+    local f = assert(io.open(path))
+    local b = require("bbb.json").decode(f:read("a"))
+    f:close()
+    os.remove(path)
     -- the PyTorch rows when python3 (PATH or /usr/bin) has torch, one line saying why not otherwise
     local torch = helpers.sh("(python3 -c 'import torch' || /usr/bin/python3 -c 'import torch') 2>/dev/null && echo yes") == "yes\n"
     assert.truthy(out:find(torch and "torch BBB/bbb" or "PyTorch comparison skipped", 1, true), out)
-    assert.are.equal(2, select(2, out:gsub("\n  plain MLP ", "")), out)   -- one per network
-    -- each network's floor: its GEMMs with the weight estimator's own passes alone, at least the GEMMs
-    local n = 0
-    for d, s, a, f, r in out:gmatch("own passes alone: normal draws ([%d.]+) ms, sample %+ its backward ([%d.]+) ms, "
-        .. "Adam ([%d.]+) ms; with the GEMMs ([%d.]+) ms = ([%d.]+)x") do
-      assert.truthy(tonumber(d) > 0 and tonumber(s) > 0 and tonumber(a) > 0 and tonumber(f) > 0 and tonumber(r) >= 1, out)
-      n = n + 1
+    -- each network: its step, its GEMMs, inference; the floor of its own passes at least the GEMMs
+    for _, name in ipairs { "784-1200-1200-10", "784-400-400-10" } do
+      local n = b.networks[name]
+      assert.is_true(n.step_ms > 0 and n.gemm_ms > 0 and n.infer_s > 0 and n.infer_gemm_s > 0, name)
+      local p = n.passes
+      assert.is_true(p.draws_ms > 0 and p.sample_ms > 0 and p.adam_ms > 0, name)
+      assert.is_near(n.gemm_ms + p.draws_ms + p.sample_ms + p.adam_ms, p.floor_ms, 1e-9)
+      assert.is_true(n.plain.step_ms > 0 and n.dropout.step_ms > 0, name)
     end
-    assert.are.equal(2, n, out)
+    -- the other estimators on the big net, each with its own floor at least its GEMMs
     for _, est in ipairs { "local", "flipout" } do
-      local r = out:match(est .. " estimator [^\n]-with its own passes alone ([%d.]+)x")
-      assert.truthy(r and tonumber(r) >= 1, out)
+      local e = b.networks["784-1200-1200-10"].estimators[est]
+      assert.is_true(e.step_ms > 0 and e.floor_ms >= e.gemm_ms, est)
     end
+    for _, est in ipairs { "weight", "local", "flipout" } do assert.is_true(b.lenet[est].step_ms > 0, est) end
     if torch then assert.truthy(out:find("784-1200-1200-10: 10x needs a step of at most", 1, true), out) end
   end)
 end)
