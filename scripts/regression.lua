@@ -6,4 +6,6 @@
 local recipe = require "bbb.app.recipe"
 local regression = require "bbb.app.experiments.regression"
 
-recipe.main("regression.lua", function() regression.run(regression.parse(arg)) end)
+recipe.main("regression.lua", function()
+  regression.plot(regression.report(regression.run(regression.parse(arg))))
+end)

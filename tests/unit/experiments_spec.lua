@@ -95,3 +95,28 @@ describe("figure2.run", function()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 end)
+
+describe("regression.run", function()
+  local regression = require "bbb.app.experiments.regression"
+  it("returns each net's band over each range, the mean inside it, and the MLP's error", function()
+    local r = regression.run(regression.parse { "--task", "sine", "--steps", "40", "--pred-samples", "20",
+      "--beta", "1,0.01", "--threads", "1", "--no-plot", "--xrange", "-7:7", "--xrange", "-3:3" })
+    assert.are.equal(2, #r.nets)
+    assert.are.same({ 1, 0.01 }, { r.nets[1].beta, r.nets[2].beta })
+    for _, net in ipairs(r.nets) do
+      assert.are.equal(2, #net.views)
+      for _, v in ipairs(net.views) do
+        assert.are.equal(400, #v.gx)
+        for i = 1, #v.gx do assert.is_true(v.lo[i] <= v.m[i] and v.m[i] <= v.hi[i], i) end
+      end
+      assert.is_true(net.views[1].width_out > 0 and net.views[2].width_out == nil)   -- [-3, 3] is the data's range
+      assert.is_true(net.coverage >= 0 and net.coverage <= 1)
+      assert.is_true(net.terms.kl > 0)
+    end
+    assert.is_true(r.mlp_mse > 0)
+    local q = regression.run(regression.parse { "--task", "toy", "--steps", "5", "--pred-samples", "5", "--no-mlp",
+      "--no-plot", "--threads", "1" })
+    assert.is_nil(q.mlp_mse)
+    assert.are.equal(1, #q.nets)
+  end)
+end)

@@ -69,7 +69,7 @@ function regression.parser()
     .. "and its 95% band, and report the band's coverage inside the training range and its width inside "
     .. "and outside it.", { aliases = { epochs = "--steps" },
     defaults = { epochs = false, lr = "0.01", activation = false, hidden = false, samples = "4",
-                 prior_sigma = false, kl_weight = false, threads = "1", layers = "2" } })
+                 prior_sigma = false, kl_weight = false, layers = "2" } })
   parser:epilog(table.concat(preset_help, "\n"))
   parser:option("--preset", "A seed's setup (see below)."):convert(cli.choice(PRESET_NAMES))
   parser:option("--task", "toy, paper or sine.", "paper"):convert(cli.choice { "toy", "paper", "sine" })
@@ -146,362 +146,412 @@ function regression.parse(raw)
   return args
 end
 
---- regression.run(args): trains, reports and plots.
-function regression.run(args)
-  bbb.set_num_threads(args.threads)
+-- Each task: how to draw (x, y), the true function, the training range,
+-- the plot range, and the network and noise settings that suit it.
+local TASKS = {
+  toy = {
+    xs = { -2, -1.8, -1, 1, 1.8, 2 },
+    truth = function(x) return -x ^ 4 + 3 * x ^ 2 + 1 end,
+    noise = 0, sigma = 0.1, learn_sigma = false, lo = -2, hi = 2, plot = { -4, 4 },
+    hidden = 32, activation = "relu", epochs = 3000, prior_sigma = 1, name = "x^4 toy",
+  },
+  paper = {
+    -- y = x + 0.3 sin(2 pi (x + e)) + 0.3 sin(4 pi (x + e)) + e, e ~ N(0, 0.02^2)
+    draw = function(x, e) return x + 0.3 * math.sin(2 * math.pi * (x + e)) + 0.3 * math.sin(4 * math.pi * (x + e)) + e end,
+    truth = function(x) return x + 0.3 * math.sin(2 * math.pi * x) + 0.3 * math.sin(4 * math.pi * x) end,
+    noise = 0.02, sigma = 0.05, learn_sigma = true, lo = 0, hi = 0.5, plot = { -0.5, 1.2 },
+    hidden = 32, activation = "relu", epochs = 3000, prior_sigma = 2, name = "Blundell et al. fig. 5 curve",
+  },
+  sine = {
+    draw = function(x, e) return math.sin(x) + e end,
+    truth = math.sin,
+    noise = 0.1, sigma = 0.1, learn_sigma = true, lo = -3, hi = 3, plot = { -7, 7 },
+    hidden = 10, activation = "tanh", epochs = 4000, prior_sigma = 1, name = "sine",
+  },
+}
+local ACT = { relu = bbb.nn.ReLU, sigmoid = bbb.nn.Sigmoid, tanh = bbb.nn.Tanh }
+local clock = bbb.core.clock or os.clock
 
-  -- Each task: how to draw (x, y), the true function, the training range,
-  -- the plot range, and the network and noise settings that suit it.
-  local tasks = {
-    toy = {
-      xs = { -2, -1.8, -1, 1, 1.8, 2 },
-      truth = function(x) return -x ^ 4 + 3 * x ^ 2 + 1 end,
-      noise = 0, sigma = 0.1, learn_sigma = false, lo = -2, hi = 2, plot = { -4, 4 },
-      hidden = 32, activation = "relu", epochs = 3000, prior_sigma = 1, name = "x^4 toy",
-    },
-    paper = {
-      -- y = x + 0.3 sin(2 pi (x + e)) + 0.3 sin(4 pi (x + e)) + e, e ~ N(0, 0.02^2)
-      draw = function(x, e) return x + 0.3 * math.sin(2 * math.pi * (x + e)) + 0.3 * math.sin(4 * math.pi * (x + e)) + e end,
-      truth = function(x) return x + 0.3 * math.sin(2 * math.pi * x) + 0.3 * math.sin(4 * math.pi * x) end,
-      noise = 0.02, sigma = 0.05, learn_sigma = true, lo = 0, hi = 0.5, plot = { -0.5, 1.2 },
-      hidden = 32, activation = "relu", epochs = 3000, prior_sigma = 2, name = "Blundell et al. fig. 5 curve",
-    },
-    sine = {
-      draw = function(x, e) return math.sin(x) + e end,
-      truth = math.sin,
-      noise = 0.1, sigma = 0.1, learn_sigma = true, lo = -3, hi = 3, plot = { -7, 7 },
-      hidden = 10, activation = "tanh", epochs = 4000, prior_sigma = 1, name = "sine",
-    },
-  }
-  local task = tasks[args.task]
-  local ACT = { relu = bbb.nn.ReLU, sigmoid = bbb.nn.Sigmoid, tanh = bbb.nn.Tanh }
-  local act_name = args.activation or task.activation
-  local hidden = args.hidden or task.hidden
-  local epochs = args.epochs or task.epochs
-  local prior_sigma = args.prior_sigma or task.prior_sigma
-  local ranges = args.xrange or { task.plot }
-  local gen = bbb.Generator(args.seed)
+local function column(list) return bbb.tensor(list):reshape(-1, 1) end
+local function sizes_of(layers, units)
+  local s = { 1 }
+  for _ = 1, layers do s[#s + 1] = units end
+  s[#s + 1] = 1
+  return s
+end
+local function arch(s, act) return table.concat(s, "-") .. " " .. act end
+local function fmt_range(r) return ("[%g, %g]"):format(r[1], r[2]) end
 
-  -- n points (x, y) from the task's process, x uniform in its range.
-  local function draw(n)
-    if task.xs then
-      local ys = {}
-      for i, x in ipairs(task.xs) do ys[i] = task.truth(x) end
-      return task.xs, ys
-    end
-    local u = bbb.rand({ n }, task.lo, task.hi, gen):totable()
-    local e = bbb.randn({ n }, 0, task.noise, gen):totable()
+-- n points (x, y) from the task's process, x uniform in its range.
+local function draw(c, n)
+  local task = c.task
+  if task.xs then
     local ys = {}
-    for i = 1, n do ys[i] = task.draw(u[i], e[i]) end
-    return u, ys
+    for i, x in ipairs(task.xs) do ys[i] = task.truth(x) end
+    return task.xs, ys
   end
+  local u = bbb.rand({ n }, task.lo, task.hi, c.gen):totable()
+  local e = bbb.randn({ n }, 0, task.noise, c.gen):totable()
+  local ys = {}
+  for i = 1, n do ys[i] = task.draw(u[i], e[i]) end
+  return u, ys
+end
 
-  local function column(list) return bbb.tensor(list):reshape(-1, 1) end
-  local function sizes_of(layers, units)
-    local s = { 1 }
-    for _ = 1, layers do s[#s + 1] = units end
-    s[#s + 1] = 1
-    return s
-  end
-  local function arch(s, act) return table.concat(s, "-") .. " " .. act end
-
-  local xs, ys = draw(args.n)
-  local x, y = column(xs), column(ys)
-  local n = #xs
-  local train_set = { x = x, y = y, n = n }
-  local fresh_x, fresh_y = draw(1000)   -- for coverage (paper, sine): drawn before any training
-
-  -- The KL weights to train with: --kl-weight w is against the summed
-  -- log-likelihood; beta against the mean, so w = beta * n.
-  local weights = {}
+-- The run's settings with the task's defaults filled in, its data, and the
+-- KL weights to train with (--kl-weight w is against the summed
+-- log-likelihood; beta against the mean, so w = beta * n).
+local function setup(args)
+  local task = TASKS[args.task]
+  local c = { args = args, task = task, gen = bbb.Generator(args.seed),
+    act_name = args.activation or task.activation, hidden = args.hidden or task.hidden,
+    epochs = args.epochs or task.epochs, prior_sigma = args.prior_sigma or task.prior_sigma,
+    ranges = args.xrange or { task.plot } }
+  c.xs, c.ys = draw(c, args.n)
+  c.x, c.y, c.n = column(c.xs), column(c.ys), #c.xs
+  c.train_set = { x = c.x, y = c.y, n = c.n }
+  c.fresh_x, c.fresh_y = draw(c, 1000)   -- for coverage (paper, sine): drawn before any training
+  c.weights = {}
   if args.beta then
-    for i, b in ipairs(args.beta) do weights[i] = { w = b * n, beta = b } end
+    for i, b in ipairs(args.beta) do c.weights[i] = { w = b * c.n, beta = b } end
   else
     local w = args.kl_weight or 1
-    weights[1] = { w = w, beta = w / n }
+    c.weights[1] = { w = w, beta = w / c.n }
   end
+  c.bnn_sizes = sizes_of(args.layers, c.hidden)
+  c.fixed_sigma = args.noise_sigma or (not task.learn_sigma and task.sigma) or nil
+  return c
+end
 
-  local clock = bbb.core.clock or os.clock
-  local bnn_sizes = sizes_of(args.layers, hidden)
-  local fixed_sigma = args.noise_sigma or (not task.learn_sigma and task.sigma) or nil
-  print(("%s: %d points in [%g, %g]; BBB %s, prior N(0, %g^2), noise sigma %s, %s lr %g, %d epochs, "
-    .. "%d sample(s), kl %s")
-    :format(args.task, n, task.lo, task.hi, arch(bnn_sizes, act_name), prior_sigma,
-      fixed_sigma and ("%g (fixed)"):format(fixed_sigma) or "learned", args.optim, args.lr, epochs, args.samples,
-      args.kl))
+-- A training run stopped by a signal ends the experiment with its exit
+-- status: a half-trained net's figures are not a result.
+local function stop_if_interrupted(fit)
+  if fit.status ~= "interrupted" then return fit end
+  io.stderr:write(("\nregression.lua: interrupted in epoch %d; nothing was written\n"):format(#fit.history + 1))
+  os.exit(128 + (fit.signal or 2))
+end
 
-  -- Trains one Bayesian net with KL weight w; returns the net, its ELBO
-  -- and the last epoch record.
-  local function train_bnn(w)
-    local g = bbb.Generator(args.seed)
-    local zero_mu = args.mu_init == 0
-    local net = bbb.nn.bayes_mlp(bnn_sizes, { prior = bbb.prior.Gaussian{ sigma = prior_sigma },
-      activation = ACT[act_name], rho_init = args.rho_init, mu_scale = not zero_mu and args.mu_init or nil,
-      generator = g, kl = args.kl })
-    if zero_mu then   -- seed 001 starts every mean at 0: the weight noise breaks the symmetry
-      for _, p in ipairs(net:named_parameters()) do
-        if p[1]:match("mu$") then p[2]:copy(bbb.zeros(p[2]:size())) end
-      end
+-- Trains one Bayesian net with KL weight w; returns the net, its ELBO and
+-- the last epoch record.
+local function train_bnn(c, w)
+  local args = c.args
+  local g = bbb.Generator(args.seed)
+  local zero_mu = args.mu_init == 0
+  local net = bbb.nn.bayes_mlp(c.bnn_sizes, { prior = bbb.prior.Gaussian{ sigma = c.prior_sigma },
+    activation = ACT[c.act_name], rho_init = args.rho_init, mu_scale = not zero_mu and args.mu_init or nil,
+    generator = g, kl = args.kl })
+  if zero_mu then   -- seed 001 starts every mean at 0: the weight noise breaks the symmetry
+    for _, p in ipairs(net:named_parameters()) do
+      if p[1]:match("mu$") then p[2]:copy(bbb.zeros(p[2]:size())) end
     end
-    local elbo = bbb.elbo.ELBO{ n_data = n, n_batches = 1, likelihood = "gaussian",
-      sigma = fixed_sigma or task.sigma, learn_sigma = not fixed_sigma, samples = args.samples, kl_weight = w }
-    local params = net:named_parameters()
-    for _, p in ipairs(elbo:named_parameters()) do params[#params + 1] = p end
-    local opt = (args.optim == "adam" and bbb.optim.Adam or bbb.optim.SGD)(params, { lr = args.lr })
-    -- Cosine decay over the run lets the fit settle instead of jittering at lr.
-    local schedule = args.schedule == "cosine" and bbb.optim.schedule.cosine(opt, epochs, args.lr / 20) or nil
-    local fit = bbb.train.fit{ model = net, elbo = elbo, optimizer = opt, schedule = schedule,
-      data = train_set, batch_size = n, epochs = epochs, generator = g, log = args.log, quiet = true }
-    return net, elbo, fit.history[#fit.history]
   end
+  local elbo = bbb.elbo.ELBO{ n_data = c.n, n_batches = 1, likelihood = "gaussian",
+    sigma = c.fixed_sigma or c.task.sigma, learn_sigma = not c.fixed_sigma, samples = args.samples, kl_weight = w }
+  local params = net:named_parameters()
+  for _, p in ipairs(elbo:named_parameters()) do params[#params + 1] = p end
+  local opt = (args.optim == "adam" and bbb.optim.Adam or bbb.optim.SGD)(params, { lr = args.lr })
+  -- Cosine decay over the run lets the fit settle instead of jittering at lr.
+  local schedule = args.schedule == "cosine" and bbb.optim.schedule.cosine(opt, c.epochs, args.lr / 20) or nil
+  local fit = bbb.train.fit{ model = net, elbo = elbo, optimizer = opt, schedule = schedule,
+    data = c.train_set, batch_size = c.n, epochs = c.epochs, generator = g, log = args.log, quiet = true }
+  stop_if_interrupted(fit)
+  return net, elbo, fit.history[#fit.history]
+end
 
-  -- The MLP baseline: the same loop with a Gaussian likelihood of variance
-  -- 1/2 and no complexity term, i.e. the mean squared error plus a constant.
-  local mlp, mlp_mse, mlp_sizes, mlp_act
-  if not args.no_mlp then
-    mlp_sizes = sizes_of(args.mlp_layers or args.layers, args.mlp_hidden or hidden)
-    mlp_act = act_name
-    local g = bbb.Generator(args.seed + 1)
-    mlp = bbb.nn.mlp(mlp_sizes, { activation = ACT[act_name], generator = g })
-    local optim = args.mlp_optim or args.optim
-    local lr = args.mlp_lr or args.lr
-    local t0 = clock()
-    local fit = bbb.train.fit{ model = mlp, optimizer = (optim == "adam" and bbb.optim.Adam or bbb.optim.SGD)(mlp, { lr = lr }),
-      data = train_set, elbo = bbb.elbo.ELBO{ n_data = n, n_batches = 1, likelihood = "gaussian", sigma = math.sqrt(0.5) },
-      batch_size = n, epochs = args.mlp_epochs or epochs, generator = g, quiet = true }
-    mlp_mse = fit.history[#fit.history].nll_per_example - 0.5 * math.log(math.pi)
-    print(("MLP %s, MSE, %s lr %g, %d epochs in %.1f s: final MSE %.3g")
-      :format(arch(mlp_sizes, mlp_act), optim, lr, args.mlp_epochs or epochs, clock() - t0, mlp_mse))
-  end
+-- The MLP baseline: the same loop with a Gaussian likelihood of variance
+-- 1/2 and no complexity term, i.e. the mean squared error plus a constant.
+local function train_mlp(c)
+  local args = c.args
+  c.mlp_sizes = sizes_of(args.mlp_layers or args.layers, args.mlp_hidden or c.hidden)
+  local g = bbb.Generator(args.seed + 1)
+  c.mlp = bbb.nn.mlp(c.mlp_sizes, { activation = ACT[c.act_name], generator = g })
+  local optim = args.mlp_optim or args.optim
+  local lr = args.mlp_lr or args.lr
+  local t0 = clock()
+  local fit = bbb.train.fit{ model = c.mlp, optimizer = (optim == "adam" and bbb.optim.Adam or bbb.optim.SGD)(c.mlp, { lr = lr }),
+    data = c.train_set, elbo = bbb.elbo.ELBO{ n_data = c.n, n_batches = 1, likelihood = "gaussian", sigma = math.sqrt(0.5) },
+    batch_size = c.n, epochs = args.mlp_epochs or c.epochs, generator = g, quiet = true }
+  stop_if_interrupted(fit)
+  c.mlp_mse = fit.history[#fit.history].nll_per_example - 0.5 * math.log(math.pi)
+  print(("MLP %s, MSE, %s lr %g, %d epochs in %.1f s: final MSE %.3g")
+    :format(arch(c.mlp_sizes, c.act_name), optim, lr, args.mlp_epochs or c.epochs, clock() - t0, c.mlp_mse))
+end
 
-  local function mlp_at(xq)
-    return bbb.no_grad(function() return mlp:forward(xq) end):reshape(-1):totable()
-  end
+local function mlp_at(c, xq)
+  return bbb.no_grad(function() return c.mlp:forward(xq) end):reshape(-1):totable()
+end
 
-  -- The 95% band at the points xq (a column) of the posterior predictive of
-  -- y = f(x, w) + sigma e (--band-of y) or of f(x, w) alone (--band-of f):
-  -- percentiles of the samples, or the mean +- 1.96 standard deviations.
-  local function percentile(sorted, p)
-    local h = (#sorted - 1) * p + 1
-    local i = math.floor(h)
-    local f = h - i
-    return sorted[i] + f * ((sorted[math.min(i + 1, #sorted)]) - sorted[i])
-  end
+local function percentile(sorted, p)
+  local h = (#sorted - 1) * p + 1
+  local i = math.floor(h)
+  local f = h - i
+  return sorted[i] + f * ((sorted[math.min(i + 1, #sorted)]) - sorted[i])
+end
 
-  local function band(net, sigma, xq)
-    local N = xq:size(1)
-    if args.band_of == "f" then sigma = 0 end
-    if args.band == "normal" then
-      local mean, sd = net:predict(xq, { samples = args.pred_samples, likelihood = "gaussian", noise_sigma = sigma })
-      local m, s = mean:reshape(-1):totable(), sd:reshape(-1):totable()
-      local lo, hi = {}, {}
-      for i = 1, N do lo[i], hi[i] = m[i] - 1.96 * s[i], m[i] + 1.96 * s[i] end
-      return m, lo, hi
-    end
-    local mean, _, outs = net:predict(xq, { samples = args.pred_samples, likelihood = "gaussian", keep_samples = true })
-    local cols = {}
-    for s, o in ipairs(outs) do
-      cols[s] = (sigma > 0 and o:reshape(-1) + bbb.randn({ N }, 0, sigma, gen) or o:reshape(-1)):totable()
-    end
+-- The 95% band at the points xq (a column) of the posterior predictive of
+-- y = f(x, w) + sigma e (--band-of y) or of f(x, w) alone (--band-of f):
+-- percentiles of the samples, or the mean +- 1.96 standard deviations.
+local function band(c, net, sigma, xq)
+  local args, N = c.args, xq:size(1)
+  if args.band_of == "f" then sigma = 0 end
+  if args.band == "normal" then
+    local mean, sd = net:predict(xq, { samples = args.pred_samples, likelihood = "gaussian", noise_sigma = sigma })
+    local m, s = mean:reshape(-1):totable(), sd:reshape(-1):totable()
     local lo, hi = {}, {}
-    local v = {}
-    for i = 1, N do
-      for s = 1, #cols do v[s] = cols[s][i] end
-      table.sort(v)
-      lo[i], hi[i] = percentile(v, 0.025), percentile(v, 0.975)
-    end
-    return mean:reshape(-1):totable(), lo, hi
+    for i = 1, N do lo[i], hi[i] = m[i] - 1.96 * s[i], m[i] + 1.96 * s[i] end
+    return m, lo, hi
   end
-
-  local function inside(v) return v >= task.lo and v <= task.hi end
-
-  -- Coverage of the band inside the training range: of fresh noisy points
-  -- for a band of y, of the true function on a fine grid for a band of f
-  -- (and on the noise-free toy).
-  local function coverage(net, sigma)
-    local cx, cy = fresh_x, fresh_y
-    if task.xs or args.band_of == "f" then
-      cx, cy = bbb.linspace(task.lo, task.hi, 401):totable(), {}
-      for i, v in ipairs(cx) do cy[i] = task.truth(v) end
-    end
-    local _, lo, hi = band(net, sigma, column(cx))
-    local k = 0
-    for i = 1, #cx do
-      if cy[i] >= lo[i] and cy[i] <= hi[i] then k = k + 1 end
-    end
-    return k / #cx
+  local mean, _, outs = net:predict(xq, { samples = args.pred_samples, likelihood = "gaussian", keep_samples = true })
+  local cols = {}
+  for s, o in ipairs(outs) do
+    cols[s] = (sigma > 0 and o:reshape(-1) + bbb.randn({ N }, 0, sigma, c.gen) or o:reshape(-1)):totable()
   end
-
-  -- Seed 004's figures: L2 = -(mean squared error on the training points,
-  -- averaged over weight samples), KL (the analytic KL or the MC complexity,
-  -- averaged likewise) and ELBO = L2 - beta KL.
-  local function seed4_terms(net, beta)
-    local S = 100
-    local se, kl = 0, 0
-    net:evaluate()
-    bbb.no_grad(function()
-      for _ = 1, S do
-        local out = net:forward(x)
-        se = se + ((out - y) ^ 2):mean():item()
-        kl = kl + net:kl():item()
-      end
-    end)
-    net:train()
-    local l2 = -se / S
-    return { l2 = l2, kl = kl / S, elbo = l2 - beta * kl / S }
+  local lo, hi, v = {}, {}, {}
+  for i = 1, N do
+    for s = 1, #cols do v[s] = cols[s][i] end
+    table.sort(v)
+    lo[i], hi[i] = percentile(v, 0.025), percentile(v, 0.975)
   end
+  return mean:reshape(-1):totable(), lo, hi
+end
 
+-- Coverage of the band inside the training range: of fresh noisy points
+-- for a band of y, of the true function on a fine grid for a band of f
+-- (and on the noise-free toy).
+local function coverage(c, net, sigma)
+  local task, cx, cy = c.task, c.fresh_x, c.fresh_y
+  if task.xs or c.args.band_of == "f" then
+    cx, cy = bbb.linspace(task.lo, task.hi, 401):totable(), {}
+    for i, v in ipairs(cx) do cy[i] = task.truth(v) end
+  end
+  local _, lo, hi = band(c, net, sigma, column(cx))
+  local k = 0
+  for i = 1, #cx do
+    if cy[i] >= lo[i] and cy[i] <= hi[i] then k = k + 1 end
+  end
+  return k / #cx
+end
+
+-- Seed 004's figures: L2 = -(mean squared error on the training points,
+-- averaged over weight samples), KL (the analytic KL or the MC complexity,
+-- averaged likewise) and ELBO = L2 - beta KL.
+local function seed4_terms(c, net, beta)
+  local S, se, kl = 100, 0, 0
+  net:evaluate()
+  bbb.no_grad(function()
+    for _ = 1, S do
+      local out = net:forward(c.x)
+      se = se + ((out - c.y) ^ 2):mean():item()
+      kl = kl + net:kl():item()
+    end
+  end)
+  net:train()
+  local l2 = -se / S
+  return { l2 = l2, kl = kl / S, elbo = l2 - beta * kl / S }
+end
+
+-- One Bayesian net per KL weight, each with its coverage and seed 004's terms.
+local function train_bnns(c)
   local results = {}
-  local t_all = clock()
-  for i, wt in ipairs(weights) do
+  for i, wt in ipairs(c.weights) do
     local t0 = clock()
-    local net, elbo, last = train_bnn(wt.w)
+    local net, elbo, last = train_bnn(c, wt.w)
     local sigma = elbo:sigma()
     local r = { net = net, sigma = sigma, beta = wt.beta, w = wt.w, last = last }
-    r.terms = seed4_terms(net, wt.beta)
-    if not task.xs or task.truth then r.coverage = coverage(net, sigma) end
+    r.terms = seed4_terms(c, net, wt.beta)
+    if not c.task.xs or c.task.truth then r.coverage = coverage(c, net, sigma) end
     r.seconds = clock() - t0
     results[i] = r
     print(("BBB kl-weight %g (beta %g): %d epochs in %.1f s; -elbo total %.2f (nll %.2f + %g x complexity %.2f), "
       .. "noise sigma %.4f")
-      :format(wt.w, wt.beta, epochs, r.seconds, last.elbo_per_example * n, last.nll_per_example * n, wt.w,
+      :format(wt.w, wt.beta, c.epochs, r.seconds, last.elbo_per_example * c.n, last.nll_per_example * c.n, wt.w,
         last.complexity_total / math.max(wt.w, 1e-300), sigma))
     io.stdout:flush()
   end
+  return results
+end
 
-  -- Band, mean and widths over each plot range; the y-range from the data
-  -- and the truth over the training range (widened to the means when the
-  -- view is more than ten times wider than the data).
-  local function view(r, range)
-    local grid = bbb.linspace(range[1], range[2], 400)
-    local gx = grid:totable()
-    local m, lo, hi = band(r.net, r.sigma, grid:reshape(-1, 1))
-    local w_in, n_in, w_out, n_out = 0, 0, 0, 0
-    for i, v in ipairs(gx) do
-      if inside(v) then w_in, n_in = w_in + hi[i] - lo[i], n_in + 1
-      else w_out, n_out = w_out + hi[i] - lo[i], n_out + 1 end
-    end
-    local v = { gx = gx, m = m, lo = lo, hi = hi, range = range,
-                width_in = n_in > 0 and w_in / n_in or nil, width_out = n_out > 0 and w_out / n_out or nil }
-    if mlp then v.mlp = mlp_at(grid:reshape(-1, 1)) end
-    local ylo, yhi = math.huge, -math.huge
-    local function take(val) if val == val then ylo, yhi = math.min(ylo, val), math.max(yhi, val) end end
-    for _, val in ipairs(ys) do take(val) end
-    for _, t in ipairs(bbb.linspace(task.lo, task.hi, 200):totable()) do take(task.truth(t)) end
-    local wide = (range[2] - range[1]) > 10 * (task.hi - task.lo)
-    if wide then
-      for i = 1, #gx do take(m[i]); if v.mlp then take(v.mlp[i]) end end
-    end
-    local pad = 0.15 * (yhi - ylo)
-    v.yrange = args.yrange or { ylo - pad, yhi + pad }
-    local off = {}
-    for i = 1, #gx do
-      if lo[i] < v.yrange[1] or hi[i] > v.yrange[2] then off.band = true end
-      local t = task.truth(gx[i])
-      if t < v.yrange[1] or t > v.yrange[2] then off.truth = true end
-      if m[i] < v.yrange[1] or m[i] > v.yrange[2] then off.mean = true end
-      if v.mlp and (v.mlp[i] < v.yrange[1] or v.mlp[i] > v.yrange[2]) then off.mlp = true end
-    end
-    local names = {}
-    for _, k in ipairs { "band", "truth", "mean", "mlp" } do
-      if off[k] then names[#names + 1] = ({ band = "band", truth = "truth", mean = "BBB mean", mlp = "MLP" })[k] end
-    end
-    v.off = #names > 0 and ("off the chart: " .. table.concat(names, ", ")) or nil
-    v.wide = wide
-    return v
+-- The y-range of a view: from the data and the truth over the training
+-- range, widened to the means when the view is more than ten times wider
+-- than the data; and what leaves it.
+local function y_extent(c, v)
+  local task = c.task
+  local ylo, yhi = math.huge, -math.huge
+  local function take(val) if val == val then ylo, yhi = math.min(ylo, val), math.max(yhi, val) end end
+  for _, val in ipairs(c.ys) do take(val) end
+  for _, t in ipairs(bbb.linspace(task.lo, task.hi, 200):totable()) do take(task.truth(t)) end
+  v.wide = (v.range[2] - v.range[1]) > 10 * (task.hi - task.lo)
+  if v.wide then
+    for i = 1, #v.gx do take(v.m[i]); if v.mlp then take(v.mlp[i]) end end
   end
+  local pad = 0.15 * (yhi - ylo)
+  v.yrange = c.args.yrange or { ylo - pad, yhi + pad }
+  local off = {}
+  for i = 1, #v.gx do
+    if v.lo[i] < v.yrange[1] or v.hi[i] > v.yrange[2] then off.band = true end
+    local t = task.truth(v.gx[i])
+    if t < v.yrange[1] or t > v.yrange[2] then off.truth = true end
+    if v.m[i] < v.yrange[1] or v.m[i] > v.yrange[2] then off.mean = true end
+    if v.mlp and (v.mlp[i] < v.yrange[1] or v.mlp[i] > v.yrange[2]) then off.mlp = true end
+  end
+  local names = {}
+  for _, k in ipairs { "band", "truth", "mean", "mlp" } do
+    if off[k] then names[#names + 1] = ({ band = "band", truth = "truth", mean = "BBB mean", mlp = "MLP" })[k] end
+  end
+  v.off = #names > 0 and ("off the chart: " .. table.concat(names, ", ")) or nil
+end
 
-  local function fmt_range(r) return ("[%g, %g]"):format(r[1], r[2]) end
+-- Band, mean and widths of net r over one plot range.
+local function view(c, r, range)
+  local grid = bbb.linspace(range[1], range[2], 400)
+  local gx = grid:totable()
+  local m, lo, hi = band(c, r.net, r.sigma, grid:reshape(-1, 1))
+  local w_in, n_in, w_out, n_out = 0, 0, 0, 0
+  for i, v in ipairs(gx) do
+    if v >= c.task.lo and v <= c.task.hi then w_in, n_in = w_in + hi[i] - lo[i], n_in + 1
+    else w_out, n_out = w_out + hi[i] - lo[i], n_out + 1 end
+  end
+  local v = { gx = gx, m = m, lo = lo, hi = hi, range = range,
+              width_in = n_in > 0 and w_in / n_in or nil, width_out = n_out > 0 and w_out / n_out or nil }
+  if c.mlp then v.mlp = mlp_at(c, grid:reshape(-1, 1)) end
+  y_extent(c, v)
+  return v
+end
 
-  for _, r in ipairs(results) do
+-- Seed 001's figures beside ours (its preset with the MLP on).
+local function seed1_figures(c, r)
+  local m, lo, hi = band(c, r.net, r.sigma, bbb.tensor{ { 4 }, { 100 } })
+  return { elbo = r.last.elbo_per_example * c.n, mlp_mse = c.mlp_mse, mlp_at_100 = mlp_at(c, bbb.tensor{ { 100 } })[1],
+           at4 = { truth = c.task.truth(4), mean = m[1], lo = lo[1], hi = hi[1] },
+           at100 = { mean = m[2], lo = lo[2], hi = hi[2] } }
+end
+
+--- regression.run(args) -> result: trains the Bayesian net (one per KL
+-- weight) and the MLP baseline; result.nets[i] holds each net's beta, KL
+-- weight, coverage, seed 004's terms (elbo, l2, kl) and its views, one per
+-- plot range (gx, m, lo, hi: the grid, the predictive mean and the 95% band;
+-- width_in, width_out); result.mlp_mse, result.seed1 (preset s1).
+function regression.run(args)
+  bbb.set_num_threads(args.threads)
+  local c = setup(args)
+  print(("%s: %d points in [%g, %g]; BBB %s, prior N(0, %g^2), noise sigma %s, %s lr %g, %d epochs, "
+    .. "%d sample(s), kl %s")
+    :format(args.task, c.n, c.task.lo, c.task.hi, arch(c.bnn_sizes, c.act_name), c.prior_sigma,
+      c.fixed_sigma and ("%g (fixed)"):format(c.fixed_sigma) or "learned", args.optim, args.lr, c.epochs, args.samples,
+      args.kl))
+  if not args.no_mlp then train_mlp(c) end
+  local t_all = clock()
+  c.nets = train_bnns(c)
+  c.seconds = clock() - t_all
+  for _, r in ipairs(c.nets) do
     r.views = {}
-    for k, range in ipairs(ranges) do r.views[k] = view(r, range) end
-    local v = r.views[1]
-    local lines = {}
-    if r.coverage then
-      lines[#lines + 1] = ("coverage of the 95%% band inside the training range: %.1f%% (%s)"):format(100 * r.coverage,
-        (task.xs or args.band_of == "f") and "of the true function on 401 points" or "of 1000 fresh points")
-    end
-    for k, vv in ipairs(r.views) do
-      if vv.width_out then
-        lines[#lines + 1] = ("mean band width over %s: inside the training range %.4f, outside %.4f, ratio %.1f")
-          :format(fmt_range(ranges[k]), vv.width_in, vv.width_out, vv.width_out / vv.width_in)
-      end
-    end
-    r.report = lines
-    for _, l in ipairs(lines) do print((#weights > 1 and ("beta %g: "):format(r.beta) or "") .. l) end
+    for k, range in ipairs(c.ranges) do r.views[k] = view(c, r, range) end
   end
+  if args.preset == "s1" and c.mlp then c.seed1 = seed1_figures(c, c.nets[1]) end
+  return c
+end
 
-  -- Seed figures beside ours.
-  if args.preset == "s1" and mlp then
-    local r = results[1]
-    print("seed 001 beside ours:")
-    print(("  BNN -ELBO (summed, last epoch, 1 sample): seed 278.1, ours %.1f"):format(r.last.elbo_per_example * n))
-    print(("  MLP MSE at the end: seed 4.19e-05 (epoch 25000), ours %.3g (epoch %d)")
-      :format(mlp_mse, args.mlp_epochs or epochs))
-    print(("  MLP at x = 100: seed about -13, ours %.2f"):format(mlp_at(bbb.tensor{ { 100 } })[1]))
-    local m, lo, hi = band(r.net, r.sigma, bbb.tensor{ { 4 }, { 100 } })
-    print(("  BBB at x = 4: truth %.0f, mean %.1f, band [%.1f, %.1f]; at x = 100: mean %.1f, band [%.1f, %.1f]")
-      :format(task.truth(4), m[1], lo[1], hi[1], m[2], lo[2], hi[2]))
+-- The lines of one net's report: its coverage and its band's widths.
+local function net_lines(c, r)
+  local lines = {}
+  if r.coverage then
+    lines[#lines + 1] = ("coverage of the 95%% band inside the training range: %.1f%% (%s)"):format(100 * r.coverage,
+      (c.task.xs or c.args.band_of == "f") and "of the true function on 401 points" or "of 1000 fresh points")
   end
-  if #weights > 1 or args.preset == "s4" then
+  for k, vv in ipairs(r.views) do
+    if vv.width_out then
+      lines[#lines + 1] = ("mean band width over %s: inside the training range %.4f, outside %.4f, ratio %.1f")
+        :format(fmt_range(c.ranges[k]), vv.width_in, vv.width_out, vv.width_out / vv.width_in)
+    end
+  end
+  return lines
+end
+
+--- regression.report(result): each net's coverage and band widths, the
+-- seeds' figures beside ours, and the sweep's table.
+function regression.report(c)
+  local args = c.args
+  for _, r in ipairs(c.nets) do
+    r.report = net_lines(c, r)
+    for _, l in ipairs(r.report) do print((#c.weights > 1 and ("beta %g: "):format(r.beta) or "") .. l) end
+  end
+  local s = c.seed1
+  if s then
+    print("seed 001 beside ours:")
+    print(("  BNN -ELBO (summed, last epoch, 1 sample): seed 278.1, ours %.1f"):format(s.elbo))
+    print(("  MLP MSE at the end: seed 4.19e-05 (epoch 25000), ours %.3g (epoch %d)")
+      :format(s.mlp_mse, args.mlp_epochs or c.epochs))
+    print(("  MLP at x = 100: seed about -13, ours %.2f"):format(s.mlp_at_100))
+    print(("  BBB at x = 4: truth %.0f, mean %.1f, band [%.1f, %.1f]; at x = 100: mean %.1f, band [%.1f, %.1f]")
+      :format(s.at4.truth, s.at4.mean, s.at4.lo, s.at4.hi, s.at100.mean, s.at100.lo, s.at100.hi))
+  end
+  if #c.weights > 1 or args.preset == "s4" then
     print(("%-8s %10s %10s %10s %10s %10s %10s   %s"):format("beta", "ELBO", "L2", "KL", "coverage", "width in",
       "width out", "seed 004 (ELBO, L2, KL)"))
-    for _, r in ipairs(results) do
+    for _, r in ipairs(c.nets) do
       local v = r.views[1]
       print(("%-8g %10.5f %10.5f %10.3f %9.1f%% %10.4f %10.4f   %s"):format(r.beta, r.terms.elbo, r.terms.l2,
         r.terms.kl, 100 * (r.coverage or 0), v.width_in or 0, v.width_out or 0,
         r.beta == 0.001 and "-0.04507, -0.01688, 28.19" or "-"))
     end
   end
-  if #weights > 1 then print(("sweep: %d nets in %.1f s"):format(#weights, clock() - t_all)) end
+  if #c.weights > 1 then print(("sweep: %d nets in %.1f s"):format(#c.weights, c.seconds)) end
+  return c
+end
 
-  if args.no_plot then return end
+local YRULE = "y-range from the data and the truth over the training range"
 
-  local YRULE = "y-range from the data and the truth over the training range"
-
-  -- One panel per (beta, range).
-  local function panel(r, v, single)
-    local series = {}
-    local lo_t = {}
-    for i, gx in ipairs(v.gx) do lo_t[i] = task.truth(gx) end
-    series[#series + 1] = { x = v.gx, y = lo_t, title = "true function", color = "#000000", width = 1.5, dash = 2 }
-    series[#series + 1] = { x = v.gx, y = v.m, title = "BBB predictive mean", color = "#08519c", width = 2.5 }
-    if v.mlp then series[#series + 1] = { x = v.gx, y = v.mlp, title = "MLP", color = "#d62728", width = 2 } end
-    series[#series + 1] = { x = xs, y = ys, title = "data", style = "points", color = "#000000", pointtype = 7,
-      pointsize = n > 50 and 0.5 or 1.2 }
-    local numbers = {}
-    local band_text = {}
-    if r.coverage then band_text[#band_text + 1] = ("coverage inside %.1f%%"):format(100 * r.coverage) end
-    if v.width_out then
-      band_text[#band_text + 1] = ("width inside %.3g, outside %.3g (x%.1f)"):format(v.width_in, v.width_out,
-        v.width_out / v.width_in)
-    end
-    if #band_text > 0 then numbers[1] = "95% band: " .. table.concat(band_text, "; ") end
-    local title = single and {} or { (#weights > 1 and ("beta = %g, "):format(r.beta) or "") .. "x in " .. fmt_range(v.range) }
-    if single then
-      title[1] = ("Bayes by Backprop, %s%s: BBB %s, %d epochs"):format(task.name,
-        args.preset and (" (preset " .. args.preset .. ")") or "", arch(bnn_sizes, act_name), epochs)
-    else
-      if #weights > 1 then
-        numbers[#numbers + 1] = ("ELBO %.4f, L2 %.4f, KL %.2f"):format(r.terms.elbo, r.terms.l2, r.terms.kl)
-      end
-      for _, l in ipairs(numbers) do title[#title + 1] = l end
-    end
-    if v.off then title[#title + 1] = v.off .. (single and (" (" .. YRULE .. (v.wide and " and the means" or "") .. ")") or "") end
-    return {
-      title = title, xlabel = "x", ylabel = "y", xrange = v.range, yrange = v.yrange,
-      caption = single and numbers or nil,
-      shade = { { lo = task.lo, hi = task.hi, color = "#fdf0c2", title = "training range" } },
-      bands = { { x = v.gx, lo = v.lo, hi = v.hi, color = "#6baed6", opacity = 0.45, edges = true,
-                  edge_color = "#2171b5", title = ("95%% band of %s (%s)"):format(args.band_of, args.band) } },
-      series = series,
-    }
+-- The title and caption lines of one panel.
+local function panel_text(c, r, v, single)
+  local numbers, band_text = {}, {}
+  if r.coverage then band_text[#band_text + 1] = ("coverage inside %.1f%%"):format(100 * r.coverage) end
+  if v.width_out then
+    band_text[#band_text + 1] = ("width inside %.3g, outside %.3g (x%.1f)"):format(v.width_in, v.width_out,
+      v.width_out / v.width_in)
   end
+  if #band_text > 0 then numbers[1] = "95% band: " .. table.concat(band_text, "; ") end
+  local title = single and {} or { (#c.weights > 1 and ("beta = %g, "):format(r.beta) or "") .. "x in " .. fmt_range(v.range) }
+  if single then
+    title[1] = ("Bayes by Backprop, %s%s: BBB %s, %d epochs"):format(c.task.name,
+      c.args.preset and (" (preset " .. c.args.preset .. ")") or "", arch(c.bnn_sizes, c.act_name), c.epochs)
+  else
+    if #c.weights > 1 then
+      numbers[#numbers + 1] = ("ELBO %.4f, L2 %.4f, KL %.2f"):format(r.terms.elbo, r.terms.l2, r.terms.kl)
+    end
+    for _, l in ipairs(numbers) do title[#title + 1] = l end
+  end
+  if v.off then title[#title + 1] = v.off .. (single and (" (" .. YRULE .. (v.wide and " and the means" or "") .. ")") or "") end
+  return title, numbers
+end
 
+-- One panel per (beta, range).
+local function panel(c, r, v, single)
+  local truth = {}
+  for i, gx in ipairs(v.gx) do truth[i] = c.task.truth(gx) end
+  local series = {
+    { x = v.gx, y = truth, title = "true function", color = "#000000", width = 1.5, dash = 2 },
+    { x = v.gx, y = v.m, title = "BBB predictive mean", color = "#08519c", width = 2.5 } }
+  if v.mlp then series[#series + 1] = { x = v.gx, y = v.mlp, title = "MLP", color = "#d62728", width = 2 } end
+  series[#series + 1] = { x = c.xs, y = c.ys, title = "data", style = "points", color = "#000000", pointtype = 7,
+    pointsize = c.n > 50 and 0.5 or 1.2 }
+  local title, numbers = panel_text(c, r, v, single)
+  return {
+    title = title, xlabel = "x", ylabel = "y", xrange = v.range, yrange = v.yrange,
+    caption = single and numbers or nil,
+    shade = { { lo = c.task.lo, hi = c.task.hi, color = "#fdf0c2", title = "training range" } },
+    bands = { { x = v.gx, lo = v.lo, hi = v.hi, color = "#6baed6", opacity = 0.45, edges = true,
+                edge_color = "#2171b5", title = ("95%% band of %s (%s)"):format(c.args.band_of, c.args.band) } },
+    series = series,
+  }
+end
+
+--- regression.plot(result): the curves, the data and the bands, one panel
+-- per KL weight and plot range (not with --no-plot).
+function regression.plot(c)
+  local args = c.args
+  if args.no_plot then return end
   local panels = {}
-  for _, r in ipairs(results) do
-    for _, v in ipairs(r.views) do panels[#panels + 1] = panel(r, v, #results * #ranges == 1) end
+  for _, r in ipairs(c.nets) do
+    for _, v in ipairs(r.views) do panels[#panels + 1] = panel(c, r, v, #c.nets * #c.ranges == 1) end
   end
   local file
   if #panels == 1 then
@@ -515,13 +565,13 @@ function regression.run(args)
     for _, p in ipairs(panels) do p.key = key end
     file = bbb.plot.panels{ file = args.out, size = { (key == "right" and 900 or 650) * cols, 560 * rows },
       layout = { rows, cols },
-      page_title = { ("Bayes by Backprop, %s%s: BBB %s, %d epochs, band of %s (%s)"):format(task.name,
-        args.preset and (" (preset " .. args.preset .. ")") or "", arch(bnn_sizes, act_name), epochs, args.band_of, args.band),
+      page_title = { ("Bayes by Backprop, %s%s: BBB %s, %d epochs, band of %s (%s)"):format(c.task.name,
+        args.preset and (" (preset " .. args.preset .. ")") or "", arch(c.bnn_sizes, c.act_name), c.epochs,
+        args.band_of, args.band),
         YRULE .. " (and the means for a view 10x wider than the data); what leaves it is named" },
       panels = panels }
   end
   print("wrote " .. file)
-
 end
 
 return regression
