@@ -188,3 +188,15 @@ describe("grid.run", function()
 end)
 
 teardown(function() os.execute("rm -rf " .. helpers.q(tmp)) end)
+
+describe("the results file", function()
+  it("is one grid's at a time: a second run on it is refused while the first holds it", function()
+    local path = tmp .. "/locked.jsonl"
+    local lock = assert(require("bbb.core").sys.lock(path))
+    local status, out = helpers.run(("scripts/grid.lua --epochs 1 --limit 300 --val 100 --lr 1e-3 --pi 0.5 "
+      .. "--log-sigma1 0 --log-sigma2 6 --samples 1 --hidden 8 --jobs 1 --results %s"):format(helpers.q(path)))
+    assert.are.equal(2, status, out)
+    helpers.has(out, "grid.lua: --results: '" .. path .. "' is being written by another run")
+    lock:release()
+  end)
+end)

@@ -683,15 +683,21 @@ local function open_grid(args, o)
   g.dist, g.rank = join_ranks(args)
   g.id, g.text = grid.identity(args)
   g.configs = grid.configurations(args)
-  g.done, g.results = load_results(g)
-  g.todo = todo_of(g)
   g.work = args.results:gsub("%.jsonl$", "") .. ".runs"
   local ok, err = sys.mkdir_for(args.results)
   if ok then ok, err = sys.mkdir_p(g.work) end
+  -- the results file is one run's at a time (rank 0 alone writes it): a
+  -- second grid on it would append its lines among the first one's
+  if ok and g.rank == 0 then
+    g.lock, err = require("bbb.core").sys.lock(args.results)
+    ok = g.lock ~= nil
+  end
   if not ok then
     io.stderr:write(("grid.lua: --results: %s\n"):format(err))
     os.exit(2)
   end
+  g.done, g.results = load_results(g)
+  g.todo = todo_of(g)
   local script_dir = (arg and arg[0] or "scripts/grid.lua"):match("^(.*)/[^/]*$") or "."
   g.mnist_script = o.mnist_script or script_dir .. "/mnist.lua"
   g.budget = #g.configs * args.epochs   -- configuration-epochs trained
@@ -752,6 +758,7 @@ function grid.run(args, o)
   o = o or {}
   local g = open_grid(args, o)
   if train(g, o) == "worker" then return { worker = true } end
+  if g.lock then g.lock:release() end
   if g.dist and not o.keep_dist then g.dist.finalize() end
   local work = g.work
   return { ranked = grid.rank(g.results), results = g.results, budget = g.budget, grid = g.id,
