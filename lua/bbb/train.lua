@@ -62,6 +62,24 @@ local function open_log(path)
   return f, lock
 end
 
+-- Locks the checkpoint against a second run writing it. The checkpoint is
+-- replaced by a rename at each save, so the lock sits on a file of its own
+-- beside it (".NAME.lock"), removed when the run ends.
+local function lock_checkpoint(path)
+  if not path then return nil end
+  local dir, base = path:match("^(.*/)([^/]*)$")
+  local lock_path = (dir or "") .. "." .. (base or path) .. ".lock"
+  local lock, err = core.sys.lock(lock_path)
+  if not lock then fail("train: checkpoint %s: another run is writing it (%s)", path, err) end
+  return { lock = lock, path = lock_path }
+end
+
+local function unlock_checkpoint(l)
+  if not l then return end
+  os.remove(l.path)
+  l.lock:release()
+end
+
 local function write_log(f, path, rec)
   if not f then return end
   local ok, err = f:write(json.encode(rec), "\n")
@@ -419,7 +437,10 @@ function train.run(o)
   if r.par.n > 1 then r.par.broadcast_parameters(r.model) end
   if o.resume then restore(r) end
   local par, pos = r.par, r.pos
-  if par.lead then r.log, r.log_lock = open_log(o.log) end
+  if par.lead then
+    r.log, r.log_lock = open_log(o.log)
+    r.ckpt_lock = lock_checkpoint(o.checkpoint)
+  end
   r.quiet, r.line = o.quiet or not par.lead, o.print or default_line
   local remaining = (o.epochs - pos.epoch) * r.n_batches - pos.batch
   -- a bar on a terminal unless told otherwise; other ranks stay silent
@@ -443,6 +464,7 @@ function train.run(o)
   local closed, cerr = true, nil
   if r.log then closed, cerr = r.log:close() end
   if r.log_lock then r.log_lock:release() end
+  unlock_checkpoint(r.ckpt_lock)
   if not ok then error(status, 0) end
   if not closed then fail("train: cannot write the log %s: %s", o.log, tostring(cerr)) end
   return { history = r.history, status = status, epoch = pos.epoch, batch = pos.batch,
