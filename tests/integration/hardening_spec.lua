@@ -390,3 +390,17 @@ describe("input paths", function()
     end
   end)
 end)
+
+describe("signals to a program with workers", function()
+  it("bandit.lua on SIGTERM stops its workers with it and exits 128 + 15", function()
+    local out_dir = tmp .. "/bsig"
+    local cmd = ("%s scripts/bandit.lua --agents eps0,eps1 --steps 3000 --jobs 2 --no-plot --out %s > %s 2>&1 & "
+      .. "pid=$!; sleep 3; kill -TERM $pid; wait $pid; echo rc=$?; sleep 1; "
+      .. "echo left=$(ps -eo args | grep -F -- %s | grep -v grep | wc -l)")
+      :format(helpers.q(helpers.bbblua), helpers.q(out_dir), helpers.q(tmp .. "/bsig.out"), helpers.q(out_dir))
+    local out = helpers.sh("cd " .. helpers.q(helpers.root) .. " && " .. cmd)
+    assert.are.equal("143", out:match("rc=(%d+)"), out)
+    assert.are.equal("0", out:match("left=(%d+)"), out)
+    helpers.has(helpers.read(tmp .. "/bsig.out"), "bandit.lua: interrupted; 2 running worker(s) stopped with it")
+  end)
+end)

@@ -61,7 +61,10 @@ end
 -- that fails is a result with how = "error" and the message as code.
 function sys.run_all(argvs, jobs, opts)
   local results, running, next_i = {}, {}, 1
+  local core = require "bbb.core"
+  core.sigint_trap(true)
   while next_i <= #argvs or #running > 0 do
+    if core.sigint_pending() > 0 then sys.stop_all(running, core.interrupt_signal()) end
     while #running < jobs and next_i <= #argvs do
       local job, err = sys.start(argvs[next_i], opts)
       if job then running[#running + 1] = { job = job, i = next_i }
@@ -79,7 +82,21 @@ function sys.run_all(argvs, jobs, opts)
     end
     if not any and #running > 0 then core_sys.sleep(0.25) end
   end
+  core.sigint_trap(false)
   return results
+end
+
+--- sys.stop_all(running, signal): a signal to the program ends its workers
+-- too (none is left running on its own): each gets the same signal, so it
+-- can save what it has, and is waited for; then the program exits with
+-- 128 + the signal.
+function sys.stop_all(running, sig)
+  sig = sig ~= 0 and sig or 15
+  for _, r in ipairs(running) do r.job:stop(sig) end
+  for _, r in ipairs(running) do r.job:wait() end
+  local script = (arg and arg[0] or "bbblua"):match("([^/]*)$")
+  io.stderr:write(("\n%s: interrupted; %d running worker(s) stopped with it\n"):format(script, #running))
+  os.exit(128 + sig)
 end
 
 --- sys.output(argv) -> what argv printed on stdout (its last newline
