@@ -404,3 +404,14 @@ describe("signals to a program with workers", function()
     helpers.has(helpers.read(tmp .. "/bsig.out"), "bandit.lua: interrupted; 2 running worker(s) stopped with it")
   end)
 end)
+
+describe("figure2.lua", function()
+  it("fails, with no figure, when a net's mnist run fails", function()
+    local dir = tmp .. "/f2fail"
+    local status, out = helpers.run(("scripts/figure2.lua --units 8 --methods sgd --epochs 1 --limit 300 --val 100 "
+      .. "--test-limit 100 --threads 1 --dir %s -- --activation nope"):format(helpers.q(dir)))
+    assert.are.equal(2, status, out)
+    helpers.has(out, "mnist.lua: --activation: expected one of relu, sigmoid, tanh, got 'nope'")
+    assert.is_nil(helpers.read(dir .. "/figure2-8.png"))
+  end)
+end)
