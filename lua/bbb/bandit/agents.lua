@@ -269,8 +269,7 @@ function agents.BBB(o)
   -- explore; from the layer's default -5 one bad meal ends all eating. The
   -- prior N(0, 0.1^2): with the paper's scale mixture and the KL weighted by
   -- the buffer's size, the complexity term keeps the agent exploring almost
-  -- uniformly for thousands of steps (2,000 steps, seed 1: regret 3,605
-  -- with the mixture, 1,635 with this prior).
+  -- uniformly for thousands of steps (doc/bandit.md has the regrets).
   -- prior_in: the input layer's own prior (a one-hot feature value's weight
   -- into a hidden unit), where given
   self.net = bbb.nn.bayes_mlp(self.sizes, { prior = o.prior or bbb.prior.Gaussian{ sigma = 0.1 },
