@@ -74,7 +74,6 @@ recipe.declare(parser, { "limit" })
 parser:option("--out", "Write the rows as JSON here.", "out/table1.json"):convert(cli.output_path { ext = { "json" } })
 parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
 local args = recipe.parse(parser)
-recipe.check_passed_flags(parser, args.mnist_flags)
 if args.protocol ~= "paper" and (args.lr or args.samples) then
   parser:error("--lr and --samples narrow the paper protocol's grid: they need --protocol paper")
 end

@@ -240,6 +240,15 @@ local function checked_saved_args(parser, saved, path)
   return out
 end
 
+-- Flags passed on to mnist.lua (a script's mnist_flags, after --): a first
+-- word that is no flag is a stray argument, refused as bad input rather
+-- than handed on.
+local function check_passed_flags(parser, words)
+  if words[1] and not words[1]:find("^%-") then
+    parser:error(("unexpected argument '%s' (flags for mnist.lua go after --)"):format(words[1]))
+  end
+end
+
 local function is_lua_prior(v) return type(v) == "string" and v:find("%.lua$") ~= nil end
 
 -- The prior a Lua file on the command line returns (a usage error if not).
@@ -315,16 +324,8 @@ function recipe.parse(parser, argv)
   local ok, err = recipe.prepare_outputs(args, spec.outputs)
   if not ok then usage_error(parser, err) end
   args._given = given
+  if type(args.mnist_flags) == "table" then check_passed_flags(parser, args.mnist_flags) end
   return args, given
-end
-
---- recipe.check_passed_flags(parser, words): words are flags passed on to
--- another script (after --): a first word that is no flag is a stray
--- argument, refused as bad input rather than handed on.
-function recipe.check_passed_flags(parser, words)
-  if words[1] and not words[1]:find("^%-") then
-    parser:error(("unexpected argument '%s' (flags for mnist.lua go after --)"):format(words[1]))
-  end
 end
 
 --- recipe.declare_model_prior(parser): --prior FILE for a script that opens

@@ -68,10 +68,7 @@ function figure2.parser()
 end
 
 function figure2.parse(argv)
-  local parser = figure2.parser()
-  local args = recipe.parse(parser, argv)
-  recipe.check_passed_flags(parser, args.mnist_flags)
-  return args
+  return (recipe.parse(figure2.parser(), argv))
 end
 
 local function fail(msg) error({ usage = msg }, 0) end

@@ -58,10 +58,7 @@ end
 
 --- prune.parse([argv]) -> args: the command line, checked.
 function prune.parse(argv)
-  local parser = prune.parser()
-  local args = recipe.parse(parser, argv)
-  recipe.check_passed_flags(parser, args.mnist_flags)
-  return args
+  return (recipe.parse(prune.parser(), argv))
 end
 
 local function fail(msg, ...)
