@@ -161,8 +161,8 @@ end
 --- permutation(n [, generator]) -> a tensor holding 1..n in random order,
 -- drawn exactly as batches(..., {shuffle = true}) draws it.
 function data.permutation(n, generator)
-  if math.type(n) ~= "integer" or n < 0 then
-    error(("permutation: n must be a non-negative integer, got %s"):format(tostring(n)), 2)
+  if math.type(n) ~= "integer" or n < 0 or n >= 1 << 31 then
+    error(("permutation: n must be an integer in [0, 2^31), got %s"):format(tostring(n)), 2)
   end
   return core.tensor(n > 0 and permutation(n, generator) or {})
 end
