@@ -26,6 +26,14 @@ local function check_regular(path)
   if kind and kind ~= "file" then error(("%s is a %s, not a file"):format(path, kind == "fifo" and "FIFO" or kind), 0) end
 end
 
+-- A reader's error without its position: the scripts show it to the person
+-- who gave the file, for whom "tabular.lua:314:" means nothing.
+local function quiet(fn, ...)
+  local r = table.pack(pcall(fn, ...))
+  if not r[1] then error((tostring(r[2]):gsub("^[^\n]-:%d+: ", "")), 0) end
+  return table.unpack(r, 2, r.n)
+end
+
 --- read(spec, {target, task, ignore, drop_missing, delimiter, levels,
 -- categorical}) -> data set. spec: a CSV file, or FOLDER:NAME for data set
 -- NAME of an R package folder (data/r/MASS:Boston). task = "classification"
@@ -45,14 +53,14 @@ function M.read(spec, o)
         .. "files only"):format(spec), 0)
     end
     if cat and not (o.levels and o.levels[o.target]) then
-      local probe = bbb.data.load_r(folder, name, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing })
+      local probe = quiet(bbb.data.load_r, folder, name, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing })
       if not probe.target.categorical then error(("%s: the target '%s' is numeric; use it for regression"):format(spec, o.target), 0) end
       return probe
     end
-    return bbb.data.load_r(folder, name, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing, levels = o.levels })
+    return quiet(bbb.data.load_r, folder, name, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing, levels = o.levels })
   end
   check_regular(spec)
-  return bbb.data.read_csv(spec, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing,
+  return quiet(bbb.data.read_csv, spec, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing,
     delimiter = o.delimiter, levels = o.levels, categorical = cat })
 end
 
@@ -238,7 +246,8 @@ function M.save(path, m, extra)
 end
 
 function M.load(path)
-  local net, info = bbb.load(path)
+  local ok, net, info = pcall(bbb.load, path)
+  if not ok then error((tostring(net):gsub("^[^\n]-:%d+: ", "")), 0) end
   local t = info.meta and info.meta.state and info.meta.state.tabular
   if type(t) ~= "table" or type(t.prep) ~= "table" then
     error(("%s is not a model saved by scripts/fit.lua (no preprocessing in it)"):format(path), 0)
@@ -336,7 +345,7 @@ end
 function M.header(spec, delimiter)
   local folder, name = spec:match("^(.+):([%w%._]+)$")
   local ds
-  if folder and not exists(spec) then ds = bbb.data.load_r(folder, name, { drop_missing = true })
+  if folder and not exists(spec) then ds = quiet(bbb.data.load_r, folder, name, { drop_missing = true })
   else
     check_regular(spec)
     local f = io.open(spec, "rb")
@@ -345,7 +354,7 @@ function M.header(spec, delimiter)
     f:close()
     -- the header line read as its own data row: its names, whatever the
     -- first row of data holds (an incomplete one is no reason to fail here)
-    ds = bbb.data.read_csv((line or "") .. (line and not line:find("\n$") and "\n" or "") .. (line or ""),
+    ds = quiet(bbb.data.read_csv, (line or "") .. (line and not line:find("\n$") and "\n" or "") .. (line or ""),
       { text = true, delimiter = delimiter })
   end
   local names = {}
