@@ -109,11 +109,13 @@ end
 
 --- Learned noise parameters (empty unless learn_sigma).
 function ELBO:parameters() return self.noise_rho and { self.noise_rho } or {} end
+--- named_parameters() -> {{name, tensor}, ...} of the learned noise.
 function ELBO:named_parameters() return self.noise_rho and { { "noise_rho", self.noise_rho } } or {} end
 
 --- {name = tensor} of the learned noise (empty unless learn_sigma).
 function ELBO:state_dict() return self.noise_rho and { noise_rho = self.noise_rho } or {} end
 
+--- load_state_dict(sd): the learned noise back from state_dict's table.
 function ELBO:load_state_dict(sd)
   if self.noise_rho then
     local src = sd.noise_rho
@@ -128,7 +130,7 @@ function ELBO:sigma()
   return self.sigma_value
 end
 
--- Negative log-likelihood summed over the batch.
+--- nll_sum(out, y) -> the negative log-likelihood summed over the batch.
 function ELBO:nll_sum(out, y)
   if self.likelihood == "categorical" then
     return bbb.cross_entropy(out, y, "sum")
@@ -219,7 +221,8 @@ function ELBO:loss(net, x, y, opts)
   return loss, self:terms(step, S, B, nll_total, kl_total, w, loss:item(), x:size(1), correct)
 end
 
--- The terms table of a step from its sums over S samples (the loss as a
+--- terms(step, S, B, nll_total, kl_total, w, loss, examples, correct) ->
+-- the terms table of a step from its sums over S samples (the loss as a
 -- number), after checking that both terms are finite.
 function ELBO:terms(step, S, B, nll_total, kl_total, w, loss, examples, correct)
   local nll_mean, kl_mean = nll_total / (S * B), kl_total / S

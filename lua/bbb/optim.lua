@@ -150,6 +150,7 @@ function optim.RMSprop(params, opts)
   return self
 end
 
+--- zero_grad(): every parameter's gradient set to zero.
 function Optimizer:zero_grad()
   for _, p in ipairs(self.params) do p.t:set_grad(nil) end
 end
@@ -284,6 +285,7 @@ local function rate_at(self, e)
   return lr
 end
 
+--- step() -> lr: the next epoch's learning rate, set on the optimizer.
 function Schedule:step()
   local lr = rate_at(self, self.epoch + 1)
   self.epoch = self.epoch + 1

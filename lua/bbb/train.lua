@@ -432,6 +432,8 @@ local function run_epoch(r, epoch)
   return end_epoch(r, epoch, pos.sums, t0)
 end
 
+--- run(opts) -> result: fit's loop itself, with opts already checked and
+-- errors not rewritten (bbb.train.fit is the entry point).
 function train.run(o)
   local r = new_run(o)
   if r.par.n > 1 then r.par.broadcast_parameters(r.model) end

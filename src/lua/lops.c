@@ -196,6 +196,7 @@ static int t_nll(lua_State *L) {
 
 /** reshape(x, n1, n2, ...) -> tensor
 ** reshape(x, {n1, n2, ...}) -> tensor
+** view(x, n1, n2, ...) -> tensor
 ** The same elements in new sizes (a view sharing storage); one size may be -1
 ** and is then inferred. view is another name for it. */
 static int t_reshape(lua_State *L) {

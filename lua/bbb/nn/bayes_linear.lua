@@ -140,7 +140,8 @@ end
 
 local function noise(self, key) return self.noise and self.noise[key] end
 
--- A weight sample and its complexity term. The fused C pass evaluates C
+--- sample(mu, rho, key [, out]) -> a weight sample (or what out asks for),
+-- its complexity term. The fused C pass evaluates C
 -- priors itself; a Lua prior is evaluated on the sample and differentiated
 -- by the tape. out: what to return beside the complexity term: "w" (the
 -- sample, the default), "var" (sigma^2) or "delta" (the sample minus mu);
@@ -165,7 +166,7 @@ function BayesLinear:sample(mu, rho, key, out)
   return o, logq - lp
 end
 
--- The bias sample (or what out asks for) and its complexity term, or nil
+--- sample_bias([out]) -> the bias sample (or what out asks for) and its complexity term, or nil
 -- and 0 without a bias.
 function BayesLinear:sample_bias(out)
   if not self.bias_mu then return nil, 0 end
@@ -210,6 +211,7 @@ function BayesLinear:forward(x)
   end
 end
 
+--- kl() -> the complexity term log q(w) - log p(w) of the last forward.
 function BayesLinear:kl() return self.last_kl end
 
 function BayesLinear:config()

@@ -175,7 +175,7 @@ local function out_size(self, x)
   return size
 end
 
--- Local reparameterization: each output from N(conv(x, mu), conv(x^2, sigma^2)),
+--- forward_local(x, var, bvar, wm, bm): local reparameterization, each output from N(conv(x, mu), conv(x^2, sigma^2)),
 -- both convolutions and the sampling in one op.
 -- var, bvar: sigma^2 of the weights and biases (from the sample's pass).
 function BayesConv2d:forward_local(x, var, bvar, wm, bm)
@@ -187,7 +187,7 @@ function BayesConv2d:forward_local(x, var, bvar, wm, bm)
     bvar, eps, self.conv_opts)
 end
 
--- Flipout: signs per example and channel, shared over the positions; the
+--- forward_flipout(x, dw, b, wm, bm): flipout, signs per example and channel, shared over the positions; the
 -- two convolutions and the signs in one op. dw: the sample minus mu.
 function BayesConv2d:forward_flipout(x, dw, b, wm, bm)
   local B = x:size(1)
@@ -262,7 +262,9 @@ local function pooling(name, fn)
   return cls
 end
 
+--- MaxPool2d(kernel_size [, {stride = kernel_size, padding = 0}]): the maximum of each window.
 M.MaxPool2d = pooling("MaxPool2d", bbb.max_pool2d)
+--- AvgPool2d(kernel_size [, {stride = kernel_size, padding = 0}]): the mean of each window.
 M.AvgPool2d = pooling("AvgPool2d", bbb.avg_pool2d)
 
 local Flatten = Module.class("Flatten")

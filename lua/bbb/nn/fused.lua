@@ -84,7 +84,7 @@ end
 
 local KEYS = { "w", "b", "wmu", "wrho", "bmu", "brho", "prior" }
 
--- Whether the plan still stands for the network: the same tensors, priors
+--- current() -> boolean: whether the plan still stands for the network: the same tensors, priors
 -- and modes (a parameter replaced by another tensor, a prior swapped, or a
 -- layer switched between training and evaluation needs a new plan).
 function Plan:current()

@@ -136,6 +136,10 @@ local function build(c, opts, path, scratch)
   return m
 end
 
+--- The training step without the graph, for small ReLU MLPs: a plan
+-- (bbb.nn.fused.plan) then elbo:fused_step(plan, x, y). See bbb.nn.fused.
+nn.fused = require "bbb.nn.fused"
+
 --- build(config [, {generator = g, prior = p}]) -> a module from the table
 -- net:config() gave. Parameters are freshly initialised (from a private
 -- generator, so building draws nothing from g); load a state_dict after.

@@ -30,6 +30,7 @@ function Sequential:init(layers)
   end
 end
 
+--- add(layer) -> self, with layer appended.
 function Sequential:add(layer)
   if type(layer) ~= "table" or type(layer.forward) ~= "function" then
     error("Sequential:add: the argument is not a layer", 2)
@@ -101,9 +102,13 @@ local function activation(name, method)
   return cls
 end
 
+--- ReLU(): max(0, x), elementwise.
 M.ReLU = activation("ReLU", "relu")
+--- Sigmoid(): 1 / (1 + exp(-x)), elementwise.
 M.Sigmoid = activation("Sigmoid", "sigmoid")
+--- Tanh(): tanh(x), elementwise.
 M.Tanh = activation("Tanh", "tanh")
+--- Softplus(): log(1 + exp(x)), elementwise.
 M.Softplus = activation("Softplus", "softplus")
 
 --- Dropout(p): zeroes inputs with probability p in training, scales by 1/(1-p).

@@ -2,6 +2,8 @@
 -- class helper so a layer is constructed by calling its class.
 local core = require "bbb.core"
 
+--- Module: the base class of every layer (nn.Module.class makes one); its
+-- methods below are every layer's.
 local Module = {}
 Module.__index = Module
 Module.__name = "Module"
@@ -25,8 +27,10 @@ function Module.class(name, parent)
   return cls
 end
 
+--- init(...): sets the layer up; Class(...) calls it on a new object.
 function Module:init() end
 
+--- forward(x) -> the layer's output for the batch x; net(x) calls it.
 function Module:forward(x)
   error(self.__name .. ": forward is not implemented", 2)
 end
@@ -75,6 +79,7 @@ function Module:named_state()
   return out
 end
 
+--- parameters() -> the list of tensors trained, in named_parameters' order.
 function Module:parameters()
   local out = {}
   for _, p in ipairs(self:named_parameters()) do out[#out + 1] = p[2] end
@@ -151,10 +156,12 @@ function Module:clone()
   return copy
 end
 
+--- train() -> self: every layer in training mode (sampling, dropping).
 function Module:train()
   return self:apply(function(m) m.training = true end)
 end
 
+--- evaluate() -> self: every layer in evaluation mode (see predict's mode).
 function Module:evaluate()
   return self:apply(function(m) m.training = false end)
 end
