@@ -1,7 +1,7 @@
 --- genresults: doc/results.md, one row per result, from doc/results/*.json
 -- and doc/results/index.json (what to show of each file: a label, the
--- figures by their path in the file, the reference, and the command,
--- commit or date when the file lacks them). Run by bbblua:
+-- figures by their path in the file (or in its part `within`), the
+-- reference, and the command, commit or date when the file lacks them). Run by bbblua:
 --   build/bbblua cmake/genresults.lua doc/results.md [--check]
 -- Loaded by dofile (the specs), it runs nothing and returns generate.
 local json = require "bbb.json"
@@ -57,6 +57,7 @@ local function cell(s) return (tostring(s):gsub("\n", " "):gsub("|", "\\|")) end
 
 local function row(root, e)
   local r = json.decode(read(root .. "/doc/results/" .. e.file), e.file)
+  if e.within then r = at(r, e.within, e.file) end   -- a run recorded inside the file
   local ours = {}
   for _, o in ipairs(e.ours) do
     local v = at(r, o.path, e.file)
