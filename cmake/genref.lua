@@ -146,15 +146,15 @@ genref.find_block, genref.block_of_function = find_block, block_of_function
 -- Splits a block into its text and its tagged sections.
 local function sections(block)
   local s = { text = {}, params = {}, returns = {}, raises = {}, usage = {} }
-  local in_usage = false
+  local list, in_usage = nil, false   -- the tag's list an indented line continues
+  local LISTS = { param = s.params, ["return"] = s.returns, raise = s.raises }
   for _, l in ipairs(block) do
     local tag, rest = l:match("^%s*@(%w+)%s*(.*)$")
-    if tag == "param" then s.params[#s.params + 1] = rest; in_usage = false
-    elseif tag == "return" then s.returns[#s.returns + 1] = rest; in_usage = false
-    elseif tag == "raise" then s.raises[#s.raises + 1] = rest; in_usage = false
-    elseif tag == "usage" then in_usage = true; if rest ~= "" then s.usage[#s.usage + 1] = rest end
+    if LISTS[tag] then list, in_usage = LISTS[tag], false; list[#list + 1] = rest
+    elseif tag == "usage" then list, in_usage = nil, true; if rest ~= "" then s.usage[#s.usage + 1] = rest end
     elseif in_usage then s.usage[#s.usage + 1] = (l:gsub("^  ", ""))
-    else s.text[#s.text + 1] = l end
+    elseif list and l:match("^%s+%S") then list[#list] = list[#list] .. " " .. l:gsub("^%s+", "")
+    else list = nil; s.text[#s.text + 1] = l end
   end
   return s
 end
@@ -186,7 +186,8 @@ local function split_signature(text, key)
     while j <= #after do
       local c = after:sub(j, j)
       if c:match("[%(%[{]") then d = d + 1 elseif c:match("[%)%]}]") then d = d - 1
-      elseif d == 0 and c:match("[:.]") and after:sub(j + 1, j + 1):match("^%s?$") then break end
+      elseif d == 0 and c:match("[:.]") and after:sub(j + 1, j + 1):match("^%s?$") then break
+      elseif c == "\n" and after:sub(j + 1, j + 1) == "\n" then j = j - 1; break end
       j = j + 1
     end
     tail = after:sub(1, j)
