@@ -28,7 +28,7 @@ local function from_c(src)
     local sigs, text, in_sigs = {}, {}, true
     for line in (body .. "\n"):gmatch("(.-)\n") do
       line = line:gsub("^%s*", ""):gsub("^%*%*?%s?", ""):gsub("%s+$", "")
-      local name = line:match("^([%a_][%w_%.:]*)%s*%(")
+      local name = line:match("^([%a_][%w_%.:]*)%(")   -- "word (" is text, not a signature
       if in_sigs and name then sigs[#sigs + 1] = { name, line }
       elseif in_sigs and line == "" and #sigs == 0 then -- leading blank
       else in_sigs = false; text[#text + 1] = line end

@@ -27,6 +27,12 @@ end
 --   | "heteroscedastic", sigma = (gaussian noise; heteroscedastic: its floor), learn_sigma = false, kl_weight = "uniform", samples = 1,
 --   kl = "mc" | "analytic" | nil (nil: each layer's own setting),
 --   reduction = "mean" (the loss per example) | "sum" (summed over the batch)}
+-- @raise ELBO: n_data must be a positive integer, got ... (and the same for n_batches, batch_size, samples)
+-- @raise ELBO: likelihood must be "categorical", "gaussian" or "heteroscedastic", got ...
+-- @raise ELBO: sigma must be a number > 0, got ...
+-- @usage
+--   local elbo = bbb.elbo.ELBO{ n_data = 60000, batch_size = 128 }             -- categorical
+--   local reg = bbb.elbo.ELBO{ n_data = 500, n_batches = 1, likelihood = "gaussian", learn_sigma = true }
 function elbo.ELBO(opts)
   opts = opts or {}
   local self = setmetatable({}, ELBO)
@@ -186,6 +192,15 @@ local function show(v) return v ~= v and "nan" or tostring(v) end
 -- x), elbo_per_example (= loss), and for
 -- a categorical likelihood correct (how many of the batch the last MC
 -- sample classified right).
+-- @raise ELBO: targets of size ... do not match outputs of size ...
+-- @raise a loss that is not finite, naming the term (NLL or complexity) that is not
+-- @usage
+--   local net = bbb.nn.bayes_mlp({ 4, 8, 3 })
+--   local elbo = bbb.elbo.ELBO{ n_data = 100, batch_size = 10 }
+--   local y = bbb.tensor{ 1, 2, 3, 1, 2, 3, 1, 2, 3, 1 }   -- classes 1..3
+--   local loss, terms = elbo:loss(net, bbb.randn(10, 4), y)
+--   loss:backward()
+--   print(terms.nll, terms.complexity)
 function ELBO:loss(net, x, y, opts)
   opts = opts or {}
   self.steps = self.steps + 1

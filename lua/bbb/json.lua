@@ -84,6 +84,9 @@ json.null = cjson.null
 json.empty_array = setmetatable({}, { __name = "json.empty_array" })
 
 --- encode(value) -> string; errors name the offending path ("value.args.lr").
+-- @usage
+--   local s = bbb.json.encode{ lr = 0.001, sizes = { 784, 400 } }
+--   assert(bbb.json.decode(s).sizes[2] == 400)
 function json.encode(v)
   local out = {}
   local ok, err = pcall(encode, v, "value", 0, out)

@@ -109,6 +109,9 @@ local function new(kind, params, opts, defaults)
 end
 
 --- SGD(params, {lr = 0.01, momentum = 0, nesterov = false, weight_decay = 0, clip_norm})
+-- @usage
+--   local net = bbb.nn.mlp({ 2, 4, 1 })
+--   local opt = bbb.optim.SGD(net, { lr = 0.1, momentum = 0.9 })
 function optim.SGD(params, opts)
   local self
   self, opts = new("SGD", params, opts, { lr = 0.01 })
@@ -122,6 +125,17 @@ end
 
 --- Adam(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, clip_norm})
 -- betas: two numbers in [0, 1); eps > 0.
+-- @raise Adam: unknown option 'NAME' (known: ...)
+-- @raise Adam: lr must be a finite number >= 0, got ... (and the other hyperparameters' ranges)
+-- @raise Adam: parameter NAME does not require grad
+-- @usage
+--   local net = bbb.nn.bayes_mlp({ 2, 4, 1 })
+--   local opt = bbb.optim.Adam(net, { lr = 1e-3, lr_scale = { rho = 10 } })
+--   opt:zero_grad()
+--   local x = bbb.randn(8, 2)
+--   local loss = (net(x) - x:sum(2, true)):square():mean()
+--   loss:backward()
+--   opt:step()
 function optim.Adam(params, opts)
   local self
   self, opts = new("Adam", params, opts, { lr = 1e-3 })
@@ -334,6 +348,11 @@ function optim.schedule.step(opt, step_size, gamma)
 end
 
 --- lr = eta_min + (lr0 - eta_min) (1 + cos(pi epoch / T)) / 2
+-- @usage
+--   local opt = bbb.optim.SGD(bbb.nn.mlp({ 2, 1 }), { lr = 0.1 })
+--   local sched = bbb.optim.schedule.cosine(opt, 10, 0.001)
+--   for epoch = 1, 10 do sched:step() end
+--   assert(math.abs(opt.lr - 0.001) < 1e-9)
 function optim.schedule.cosine(opt, t_max, eta_min)
   local lr0 = opt and opt.lr
   eta_min = eta_min or 0

@@ -35,12 +35,18 @@ local function num(opts, key, default, what)
 end
 
 --- N(0, sigma^2)
+-- @usage
+--   local p = bbb.prior.Gaussian{ sigma = 1 }
+--   print(p:log_prob(bbb.zeros(3)):item())   -- 3 log N(0 | 0, 1)
 function prior.Gaussian(opts)
   opts = opts or {}
   return make({ kind = "gaussian", sigma = num(opts, "sigma", 1, "Gaussian") })
 end
 
 --- pi N(0, sigma1^2) + (1 - pi) N(0, sigma2^2), the paper's prior.
+-- @usage
+--   local p = bbb.prior.ScaleMixture{ pi = 0.5, sigma1 = 1, sigma2 = math.exp(-6) }
+--   local net = bbb.nn.bayes_mlp({ 784, 400, 10 }, { prior = p })
 function prior.ScaleMixture(opts)
   opts = opts or {}
   return make({ kind = "mixture", pi = num(opts, "pi", 0.5, "ScaleMixture"),
@@ -98,6 +104,12 @@ end
 -- log_prob(self, w). p.file and p.file_hash (of its text) are set, so a
 -- checkpoint can find it again; with hash given, a file whose text changed
 -- since is refused.
+-- @raise prior file 'PATH' does not exist / is a ..., not a file
+-- @raise prior file 'PATH' must return a table with log_prob(self, w), got ...
+-- @raise prior file 'PATH' changed since the run was saved (with hash given)
+-- @usage
+--   local p = bbb.prior.from_file("examples/priors/student_t.lua")
+--   print(bbb.prior.describe(p))
 function prior.from_file(path, hash)
   if type(path) ~= "string" then error("prior.from_file: argument 1 (path): expected a string", 2) end
   local kind = require("bbb.core").sys.kind(path, true)   -- what a link leads to: a FIFO would block

@@ -238,6 +238,15 @@ end
 --   print       function(rec) -> line (default: every figure); quiet = true
 --   progress    "bar" | "lines" | "off" (default: bar on a terminal)
 --   dist        bbb.dist under mpirun: data-parallel training (see above)
+-- @usage
+--   local g = bbb.Generator(1)
+--   local labels = {}
+--   for i = 1, 256 do labels[i] = i % 3 + 1 end
+--   local ds = { x = bbb.randn({ 256, 4 }, 0, 1, g), y = bbb.tensor(labels), n = 256 }
+--   local net = bbb.nn.bayes_mlp({ 4, 16, 3 }, { generator = g })
+--   local res = bbb.train.fit{ model = net, optimizer = bbb.optim.Adam(net, { lr = 1e-2 }), data = ds,
+--     batch_size = 64, epochs = 2, generator = g, quiet = true, progress = "off" }
+--   assert(res.status == "done" and #res.history == 2)
 function train.fit(o)
   local ok, res = pcall(function()
     check_opts(o)

@@ -27,6 +27,13 @@ describe("doc/reference", function()
     p:close()
   end)
 
+  it("reads in the REPL's help with its tags as words", function()
+    local untag = require("bbb.help").untag
+    assert.are.equal("f(x): text\nargument x a number\nerror: f: bad x\nexample:\n  f(1)",
+      untag("f(x): text\n@param x a number\n@raise f: bad x\n@usage\n  f(1)"))
+    assert.are.equal("mail a@b", untag("mail a@b"))
+  end)
+
   it("gives every entry a signature, and the generator's tags their sections", function()
     local genref = dofile(helpers.root .. "/cmake/genref.lua")
     local out = table.concat(genref.render_entry { name = "m.f", key = "f", sigs = {},

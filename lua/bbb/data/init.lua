@@ -175,6 +175,10 @@ end
 -- once, when batches() is called. Unshuffled batches are views of ds.x.
 -- order: a permutation to use instead of drawing one (a resumed epoch);
 -- start: the number of batches to skip.
+-- @raise batches: batch size must be a positive integer, got ...
+-- @usage
+--   local ds = { x = bbb.randn(10, 3), y = bbb.ones(10), n = 10 }
+--   for i, xb, yb in bbb.data.batches(ds, 4) do print(i, xb:size(1)) end   -- 4, 4, 2
 function data.batches(ds, batch_size, opts)
   opts = opts or {}
   local n = check_dataset(ds, "batches")
@@ -216,6 +220,11 @@ end
 
 --- split(ds, n_first) -> the first n_first examples and the rest, as views
 -- (e.g. a validation split: local val, train = data.split(ds, 10000)).
+-- @raise split: n_first must be an integer in 1..N-1, got ...
+-- @usage
+--   local ds = { x = bbb.randn(10, 3), y = bbb.ones(10), n = 10 }
+--   local val, rest = bbb.data.split(ds, 2)
+--   assert(val.n == 2 and rest.n == 8)
 function data.split(ds, n_first)
   local n = check_dataset(ds, "split")
   if math.type(n_first) ~= "integer" or n_first < 1 or n_first >= n then

@@ -17,6 +17,9 @@ end
 M.check_input = check_input
 
 --- Sequential{layer1, layer2, ...}
+-- @usage
+--   local net = bbb.nn.Sequential{ bbb.nn.Linear(4, 8), bbb.nn.ReLU(), bbb.nn.Linear(8, 2) }
+--   assert(net(bbb.randn(3, 4)):size(2) == 2)
 local Sequential = Module.class("Sequential")
 M.Sequential = Sequential
 
@@ -60,6 +63,9 @@ function Sequential:__tostring()
 end
 
 --- Linear(in, out [, {bias = true, generator = g}]): x W^T + b
+-- @usage
+--   local layer = bbb.nn.Linear(3, 2, { generator = bbb.Generator(1) })
+--   assert(layer(bbb.ones(5, 3)):size(1) == 5)
 local Linear = Module.class("Linear")
 M.Linear = Linear
 

@@ -80,6 +80,8 @@ function Module:named_state()
 end
 
 --- parameters() -> the list of tensors trained, in named_parameters' order.
+-- @usage
+--   assert(#bbb.nn.Linear(3, 2):parameters() == 2)   -- weight and bias
 function Module:parameters()
   local out = {}
   for _, p in ipairs(self:named_parameters()) do out[#out + 1] = p[2] end
@@ -94,6 +96,9 @@ end
 
 --- {name = tensor} for every parameter and buffer (the tensors themselves,
 -- not copies).
+-- @usage
+--   local sd = bbb.nn.BayesLinear(3, 2):state_dict()
+--   assert(sd.weight_mu and sd.weight_rho)
 function Module:state_dict()
   local sd = {}
   for _, p in ipairs(self:named_state()) do sd[p[1]] = p[2] end
@@ -200,6 +205,14 @@ end
 -- keep_samples = "tensor" gives them as one (S, N, C) tensor instead,
 -- filled pass by pass (no Lua tables, no copies of the list).
 -- mode = "mean" uses the posterior means (one pass).
+-- @raise predict: mode must be "sample" or "mean", got ...
+-- @raise predict: samples must be a positive integer, got ...
+-- @usage
+--   local net = bbb.nn.bayes_mlp({ 2, 8, 3 })
+--   local probs = net:predict(bbb.randn(5, 2), { samples = 20 })   -- (5, 3), rows sum to 1
+--   local reg = bbb.nn.bayes_mlp({ 2, 8, 1 })
+--   local mean, sd = reg:predict(bbb.randn(5, 2), { samples = 20, likelihood = "gaussian" })
+--   assert(probs:size(2) == 3 and sd:size(1) == 5)
 function Module:predict(x, opts)
   opts = opts or {}
   local bbb = require "bbb"
