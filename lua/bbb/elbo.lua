@@ -102,6 +102,9 @@ function ELBO:__tostring()
 end
 
 --- The weight of the complexity term for minibatch i (1-based) of M.
+-- @usage
+--   local e = bbb.elbo.ELBO{ n_data = 1000, n_batches = 10 }
+--   assert(e:weight(1) == 0.1)   -- uniform: 1 / the number of minibatches
 function ELBO:weight(i)
   local kw, M = self.kl_weight, self.n_batches
   if type(kw) == "number" then return kw end
@@ -131,6 +134,8 @@ function ELBO:load_state_dict(sd)
 end
 
 --- The Gaussian likelihood's noise standard deviation (a number).
+-- @usage
+--   assert(bbb.elbo.ELBO{ n_data = 10, batch_size = 10, likelihood = "gaussian", sigma = 0.3 }:sigma() == 0.3)
 function ELBO:sigma()
   if self.noise_rho then return self.noise_rho:softplus():item() end
   return self.sigma_value

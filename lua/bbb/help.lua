@@ -77,6 +77,8 @@ function help.untag(doc)
 end
 
 --- text(x) -> the help text for x (a function or a name), or nil and why.
+-- @usage
+--   print(require("bbb.help").text(bbb.nn.bayes_mlp):match("^[^\n]+"))   -- the name it goes by
 function help.text(x)
   local docs = help.docs()
   local d, shown

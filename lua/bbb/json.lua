@@ -101,6 +101,8 @@ decoder.decode_invalid_numbers(false)
 
 --- decode(string [, what]) -> value; invalid UTF-8, deep nesting and
 -- malformed text are errors naming `what`.
+-- @usage
+--   assert(bbb.json.decode('{"a": [1, 2]}').a[2] == 2)
 function json.decode(s, what)
   what = what or "json"
   if type(s) ~= "string" then error(("%s: expected a string, got %s"):format(what, type(s)), 2) end

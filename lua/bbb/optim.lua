@@ -155,6 +155,8 @@ end
 
 --- RMSprop(params, {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, clip_norm})
 -- alpha (the decay of the squared-gradient average) in [0, 1); eps > 0.
+-- @usage
+--   local opt = bbb.optim.RMSprop(bbb.nn.mlp({ 2, 1 }), { lr = 1e-3, alpha = 0.99 })
 function optim.RMSprop(params, opts)
   local self
   self, opts = new("RMSprop", params, opts, { lr = 1e-2 })
@@ -333,6 +335,11 @@ local function nonnegative(v) return v >= 0 end
 local function positive_integer(v) return math.type(v) == "integer" and v > 0 end
 
 --- lr = lr0 * gamma^epoch
+-- @usage
+--   local opt = bbb.optim.Adam(bbb.nn.mlp({ 2, 1 }), { lr = 0.1 })
+--   local sched = bbb.optim.schedule.exponential(opt, 0.5)
+--   sched:step()
+--   assert(opt.lr == 0.05)
 function optim.schedule.exponential(opt, gamma)
   local lr0 = opt and opt.lr
   return schedule("exponential", opt, function(e) return lr0 * gamma ^ e end,

@@ -55,6 +55,9 @@ function prior.ScaleMixture(opts)
 end
 
 --- Laplace(0, b)
+-- @usage
+--   local p = bbb.prior.Laplace{ b = 0.1 }
+--   print(bbb.prior.describe(p), p:log_prob(bbb.zeros(2)):item())
 function prior.Laplace(opts)
   opts = opts or {}
   return make({ kind = "laplace", b = num(opts, "b", 1, "Laplace") })
@@ -67,6 +70,8 @@ end
 
 --- describe(p) -> a short name for any prior: a C prior's parameters, a
 -- Lua prior's `name` field, or where its log_prob was written.
+-- @usage
+--   print(bbb.prior.describe(bbb.prior.ScaleMixture{ pi = 0.25, sigma1 = 1, sigma2 = math.exp(-7) }))
 function prior.describe(p)
   if prior.is_fused(p) then return tostring(p) end
   local mt = getmetatable(p)
@@ -82,6 +87,9 @@ end
 --- A table describing p (saved in checkpoints): the C priors' parameters,
 -- or {kind = "lua", name = tostring(p)} for a prior written in Lua, which
 -- must be passed again when the model is loaded.
+-- @usage
+--   local c = bbb.prior.config(bbb.prior.Gaussian{ sigma = 0.5 })
+--   assert(bbb.prior.describe(bbb.prior.from_config(c)) == bbb.prior.describe(bbb.prior.Gaussian{ sigma = 0.5 }))
 function prior.config(p)
   if prior.is_fused(p) then
     local c = { kind = p.kind }
@@ -178,6 +186,9 @@ function prior.from_config(c, given)
 end
 
 --- Checks that p can serve as a prior; errors name the problem.
+-- @usage
+--   bbb.prior.check({ log_prob = function(_, w) return (w * w):sum() * -0.5 end })
+--   assert(not pcall(bbb.prior.check, { log_prob = function(w) return w end }))   -- takes self first
 function prior.check(p, where)
   where = where or "prior"
   if type(p) ~= "table" or type(p.log_prob) ~= "function" then

@@ -96,6 +96,10 @@ local function redraw(self, text, ending)
 end
 
 --- update(i, extra_text): i items are done; extra_text (e.g. "loss 0.31") is appended.
+-- @usage
+--   local bar = bbb.progress.new{ total = 2, mode = "off" }
+--   bar:update(1, "loss 0.31")
+--   bar:finish("done")
 function Bar:update(i, extra)
   self.done = i
   if self.mode == "off" then return end

@@ -27,6 +27,10 @@ local function fail(msg, ...) error(msg:format(...), 0) end
 
 --- accuracy(model, ds [, {samples = n, batch_size = 1000}]) -> fraction right,
 -- with posterior means by default (samples = n: an MC ensemble).
+-- @usage
+--   local ds = { x = bbb.randn(20, 4), y = bbb.ones(20), n = 20 }
+--   local acc = bbb.train.accuracy(bbb.nn.bayes_mlp({ 4, 8, 3 }), ds, { samples = 5 })
+--   assert(acc >= 0 and acc <= 1)
 function train.accuracy(model, ds, opts)
   opts = opts or {}
   local correct = 0
@@ -40,6 +44,10 @@ end
 
 --- split_validation(ds, n) -> train part, validation part: the last n
 -- examples are held out (never shuffled into training).
+-- @usage
+--   local ds = { x = bbb.randn(20, 4), y = bbb.ones(20), n = 20 }
+--   local tr, val = bbb.train.split_validation(ds, 5)
+--   assert(tr.n == 15 and val.n == 5)
 function train.split_validation(ds, n)
   if math.type(n) ~= "integer" or n < 1 or n >= ds.n then
     error(("validation size must be an integer in 1..%d (the training set has %d), got %s")

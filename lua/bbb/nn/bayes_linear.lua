@@ -24,6 +24,10 @@
 -- can never be 0 itself.
 --
 -- Tests may fix the noise: layer.noise = {w = , b = , out = , s_in = , s_out = }.
+-- @usage
+--   local layer = bbb.nn.BayesLinear(784, 400, { prior = bbb.prior.Gaussian{ sigma = 1 }, estimator = "local" })
+--   local out = layer(bbb.rand(8, 784))   -- a fresh draw of the weights (or pre-activations) each call
+--   print(out:size(2), layer:kl():item())   -- 400, and the complexity term of that draw
 local bbb = require "bbb"
 local core = require "bbb.core"
 local Module = require "bbb.nn.module"

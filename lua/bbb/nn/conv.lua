@@ -106,6 +106,9 @@ M.Conv2d = Conv2d
 -- dilation =, groups =, bias = true, generator =}]): PyTorch's nn.Conv2d;
 -- each option an integer or a pair {height, width}; weights uniform in
 -- +-1/sqrt(fan-in).
+-- @usage
+--   local conv = bbb.nn.Conv2d(1, 8, 3, { padding = 1 })
+--   assert(conv(bbb.rand(2, 1, 28, 28)):size(2) == 8)
 function Conv2d:init(n_in, n_out, kernel, opts)
   opts = opts or {}
   conv_geometry(self, "Conv2d", n_in, n_out, kernel, opts)
@@ -144,6 +147,9 @@ M.BayesConv2d = BayesConv2d
 -- (stride, padding, dilation, groups, bias) and BayesLinear's prior,
 -- estimator ("weight", "local", "flipout"), kl ("mc", "analytic"),
 -- mu_scale (default 1/sqrt(fan-in)), rho_init (-5), mode, generator, masked.
+-- @usage
+--   local conv = bbb.nn.BayesConv2d(1, 4, 5, { estimator = "flipout", prior = bbb.prior.Gaussian{ sigma = 1 } })
+--   assert(conv(bbb.rand(2, 1, 28, 28)):size(3) == 24)
 function BayesConv2d:init(n_in, n_out, kernel, opts)
   opts = opts or {}
   conv_geometry(self, "BayesConv2d", n_in, n_out, kernel, opts)

@@ -93,10 +93,6 @@ nn.bayesian = models.bayesian
 
 local pruning = require "bbb.nn.prune"
 --- prune(net, {fraction =, by = "snr" | "magnitude"}) -> masks, info (see bbb.nn.prune)
--- @usage
---   local net = bbb.nn.bayes_mlp({ 20, 30, 2 })
---   local masks = bbb.nn.prune(net, { fraction = 0.9 })
---   print(net:predict(bbb.randn(4, 20), { samples = 5 }):size(1))
 nn.prune = pruning.prune
 --- prune_scores(net [, by]) -> the flat list of scores pruning ranks by
 nn.prune_scores = pruning.scores

@@ -42,6 +42,10 @@ function Module:children() return {} end
 
 --- Calls fn(m) on this module, then on every descendant, depth first
 -- (Torch's apply): every tree walk goes through here.
+-- @usage
+--   local n = 0
+--   bbb.nn.bayes_mlp({ 2, 4, 4, 1 }):apply(function() n = n + 1 end)
+--   assert(n == 6)   -- the Sequential and its five layers
 function Module:apply(fn)
   fn(self)
   for _, c in ipairs(self:children()) do c:apply(fn) end
@@ -53,6 +57,8 @@ function Module:own_parameters() return {} end
 
 --- A list of {name, tensor} pairs over the whole tree: a child's names are
 -- prefixed by its position ("2.weight_mu").
+-- @usage
+--   for _, p in ipairs(bbb.nn.BayesLinear(2, 1):named_parameters()) do print(p[1]) end
 function Module:named_parameters()
   local out = {}
   for _, p in ipairs(self:own_parameters()) do out[#out + 1] = { p[1], p[2] } end
@@ -143,6 +149,10 @@ function Module:config()
 end
 
 --- A deep copy: same configuration and parameter values, separate tensors.
+-- @usage
+--   local net = bbb.nn.mlp({ 2, 3, 1 })
+--   local copy = net:clone()
+--   assert(copy ~= net and (copy(bbb.ones(1, 2)) - net(bbb.ones(1, 2))):abs():sum():item() == 0)
 function Module:clone()
   -- a prior written in Lua is not in the config: the copy shares this one's
   local is_fused, lua_priors = require("bbb.prior").is_fused, {}
