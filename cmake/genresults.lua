@@ -1,6 +1,7 @@
 --- genresults: doc/results.md, one row per result, from doc/results/*.json
 -- and doc/results/index.json (what to show of each file: a label, the
--- figures by their path in the file (or in its part `within`), the
+-- figures by their path in the file (or in its part `within`; of a CSV,
+-- the mean of a column over the rows that match), the
 -- reference, and the command, commit or date when the file lacks them). Run by bbblua:
 --   build/bbblua cmake/genresults.lua doc/results.md [--check]
 -- Loaded by dofile (the specs), it runs nothing and returns generate.
@@ -33,6 +34,37 @@ local function at(t, path, where)
   return t
 end
 
+-- A CSV result (comment lines "# ...", a header, rows of numbers and
+-- words) as {rows = {{column = value}}}.
+local function read_csv(text)
+  local rows, header = {}, nil
+  for line in text:gmatch("[^\n]+") do
+    if not line:match("^#") then
+      local cells = {}
+      for c in (line .. ","):gmatch("([^,]*),") do cells[#cells + 1] = tonumber(c) or c end
+      if not header then header = cells
+      else
+        local row = {}
+        for i, name in ipairs(header) do row[name] = cells[i] end
+        rows[#rows + 1] = row
+      end
+    end
+  end
+  return { rows = rows }
+end
+
+-- The mean of column over the rows that match every field of where.
+local function mean_of(r, where, column, file)
+  local sum, n = 0, 0
+  for _, row in ipairs(r.rows or {}) do
+    local ok = true
+    for k, v in pairs(where) do if row[k] ~= v then ok = false end end
+    if ok and type(row[column]) == "number" then sum, n = sum + row[column], n + 1 end
+  end
+  if n == 0 then error(("genresults: %s has no rows %s with a number in %s"):format(file, json.encode(where), column), 0) end
+  return sum / n
+end
+
 -- The first line of a shell command's output, or nil.
 local function sh1(cmd)
   local p = io.popen(cmd .. " 2>/dev/null")
@@ -56,11 +88,12 @@ end
 local function cell(s) return (tostring(s):gsub("\n", " "):gsub("|", "\\|")) end
 
 local function row(root, e)
-  local r = json.decode(read(root .. "/doc/results/" .. e.file), e.file)
+  local text = read(root .. "/doc/results/" .. e.file)
+  local r = e.file:match("%.csv$") and read_csv(text) or json.decode(text, e.file)
   if e.within then r = at(r, e.within, e.file) end   -- a run recorded inside the file
   local ours = {}
   for _, o in ipairs(e.ours) do
-    local v = at(r, o.path, e.file)
+    local v = o.mean_of and mean_of(r, o.mean_of, o.column, e.file) or at(r, o.path, e.file)
     if type(v) == "number" then v = (o.fmt or "%g"):format(v * (o.scale or 1)) end
     ours[#ours + 1] = tostring(v)
   end

@@ -11,4 +11,22 @@ describe("doc/results.md", function()
     assert.truthy(select(2, text:gsub("\n| ", "")) >= 5, "too few rows")
     assert.truthy(helpers.read(helpers.root .. "/doc/results.md") == text, "doc/results.md differs: regenerate")
   end)
+
+  it("holds every figure of README's results table", function()
+    local readme = helpers.read(helpers.root .. "/README.md")
+    local results = helpers.read(helpers.root .. "/doc/results.md")
+    local rows = 0
+    for row in readme:gmatch("\n(| `[^\n]+)") do
+      rows = rows + 1
+      for _, cell in ipairs { row:match("^|[^|]+|([^|]+)|([^|]+)|") } do
+        for number in cell:gmatch("%d+%.%d+") do
+          assert.truthy(results:find(number, 1, true), ("README's %s (%s) is not in doc/results.md"):format(number, row))
+        end
+        for number in cell:gmatch("%f[%d]%d%d%d%d+%f[^%d]") do
+          assert.truthy(results:find(number, 1, true), ("README's %s (%s) is not in doc/results.md"):format(number, row))
+        end
+      end
+    end
+    assert.truthy(rows >= 5, "README has no results table")
+  end)
 end)
