@@ -387,6 +387,27 @@ local function page(root, p, cdocs, cache)
   return { lines = out, missing = missing }
 end
 
+-- The pages, and one more for every module of lua/bbb/ the list lacks (a
+-- new module gets its page without an edit here), titled from the first
+-- line of its header ("--- bbb.name: title.").
+local function with_unlisted(root, list)
+  local listed = {}
+  for _, p in ipairs(list) do listed[p.module] = true end
+  local ls = io.popen(("cd %q/lua/bbb && ls *.lua */init.lua 2>/dev/null"):format(root))
+  local found = {}
+  for f in ls:lines() do found[#found + 1] = "bbb." .. f:gsub("/init%.lua$", ""):gsub("%.lua$", "") end
+  ls:close()
+  table.sort(found)
+  for _, m in ipairs(found) do
+    if not listed[m] and m ~= "bbb.init" and m ~= "bbb.app" then
+      local first = lines_of(module_files(root, m)[1])[1] or ""
+      local title = first:match("^%-%-%-%s*[%w_.]+:%s*(.-)%.?$") or m
+      list[#list + 1] = { file = m:gsub("^bbb%.", "") .. ".md", module = m, title = title }
+    end
+  end
+  return list
+end
+
 -- {file = text} for every page and the index, and the undocumented names.
 function genref.generate(root, cdocs)
   local cache, files, missing = {}, {}, {}
@@ -397,7 +418,7 @@ function genref.generate(root, cdocs)
     "Every function checks its arguments before any work and raises",
     "`bbb.fn: argument N (name): what was wrong` (or `module.fn: ...`), never a",
     "crash; the Errors of an entry are the other failures it reports.", "" }
-  for _, p in ipairs(pages()) do
+  for _, p in ipairs(with_unlisted(root, pages())) do
     local pg = page(root, p, cdocs, cache)
     files[p.file] = table.concat(pg.lines, "\n"):gsub("\n\n+", "\n\n"):gsub("%s*$", "\n")
     for _, m in ipairs(pg.missing) do missing[#missing + 1] = p.module .. ": " .. m end
