@@ -239,7 +239,7 @@ local function render_entry(e)
   local text = table.concat(s.text, "\n"):gsub("^%s+", ""):gsub("%s+$", "")
   if not e.c then
     local sig, rest = split_signature(text, e.key)
-    if sig then e.sigs, text = { sig }, rest; e.c_returns = returns_of(sig) end
+    if sig then e.sigs, text = { sig }, rest:gsub("^%l", string.upper); e.c_returns = returns_of(sig) end
   end
   if #e.sigs > 0 then
     out[#out + 1] = "```text"
