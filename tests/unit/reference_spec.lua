@@ -11,6 +11,22 @@ describe("doc/reference", function()
     assert.are.same({}, missing)
   end)
 
+  it("is what the command writes into a fresh folder, which --check accepts", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(require("bbb.core").sys.mkdir_p(dir))
+    local problems, n = gendoc.reference_cli(dir, false)
+    assert.are.same({}, problems)
+    for name, text in pairs(pages) do
+      assert.truthy(helpers.read(dir .. "/" .. name) == text, name .. " written differs from the generated text")
+    end
+    assert.are.same({}, (gendoc.reference_cli(dir, true)))
+    helpers.write(dir .. "/nn.md", "stale")
+    assert.are.same({ "differs: " .. dir .. "/nn.md" }, (gendoc.reference_cli(dir, true)))
+    os.execute(("rm -rf %q"):format(dir))
+    assert.truthy(n >= 10)
+  end)
+
   it("holds the pages the generator writes, and no others", function()
     local names = {}
     for name in pairs(pages) do names[#names + 1] = name end
