@@ -24,13 +24,15 @@ local parser = recipe.parser("bandit_ablation.lua", "The ablation of the Mushroo
   .. "cumulative expected regret, its slope over the last fifth of the run and the posterior "
   .. "diagnostics (mean sigma per layer, spread of f(eat) - f(pass) over weight samples, the chance "
   .. "of eating a poisonous mushroom) per row and seed. Rows: " .. table.concat(names, ", ") .. ".")
-parser:option("--rows", "Comma-separated rows.", "paper,unbounded")
+parser:option("--rows", "Comma-separated rows.", "paper,unbounded"):convert(cli.list(cli.choice(names), { unique = true }))
 parser:option("--seeds", "Comma-separated seeds (the bandit's --seed with one repeat).", "1")
+  :convert(cli.list(cli.positive_integer(), { unique = true }))
 parser:option("--steps", "Steps per run.", "10000"):convert(cli.positive_integer())
 parser:option("--probes", "Steps at which to diagnose the posterior.", "2000,5000,10000")
+  :convert(cli.list(cli.positive_integer(), { unique = true }))
 parser:option("--results", "JSONL file of finished runs (appended; a row and seed found there with at "
   .. "least --steps steps is not rerun).",
-  "out/bandit_ablation.jsonl")
+  "out/bandit_ablation.jsonl"):convert(cli.output_path { ext = { "jsonl" } })
 parser:option("--causes-from", "Count the costly decisions after this step by cause: the mean "
   .. "prediction over weight draws would have taken them too (a wrong fit) or not (exploration).", "1000")
   :convert(cli.positive_integer())
@@ -40,23 +42,13 @@ local function fail(msg, ...)
   io.stderr:write("bandit_ablation.lua: ", msg:format(...), "\n")
   os.exit(2)
 end
-local function ints(s, what)
-  local out = {}
-  for w in s:gmatch("[^,%s]+") do
-    local v = math.tointeger(tonumber(w))
-    if not v or v < 0 then fail("%s: '%s' is not a non-negative integer", what, w) end
-    out[#out + 1] = v
-  end
-  if #out == 0 then fail("%s names nothing", what) end
-  return out
-end
 local rows = {}
-for w in args.rows:gmatch("[^,%s]+") do
-  if not BY[w] then fail("--rows: unknown row '%s' (known: %s)", w, table.concat(names, ", ")) end
-  rows[#rows + 1] = BY[w]
+for _, w in ipairs(args.rows) do rows[#rows + 1] = BY[w] end
+local seeds, probes = args.seeds, args.probes
+local results_dir = args.results:match("^(.*)/[^/]*$")
+if results_dir and results_dir ~= "" and not bbb.core.sys.mkdir_p(results_dir) then
+  fail("--results: cannot make the folder %s", results_dir)
 end
-if #rows == 0 then fail("--rows names no row") end
-local seeds, probes = ints(args.seeds, "--seeds"), ints(args.probes, "--probes")
 local ok_data, data = pcall(bbb.data.load_mushroom, { path = args.data })
 if not ok_data then fail("%s", (tostring(data):gsub("^[^:]*:%d+: ", ""))) end
 
@@ -118,9 +110,8 @@ for _, row in ipairs(rows) do
         end,
         on_probe = function(t, d) rec.diag[tostring(t)] = d end }
       rec.seconds = bbb.core.clock() - t0
-      local f = assert(io.open(args.results, "a"))
-      f:write(json.encode(rec), "\n")
-      assert(f:close())
+      local f, err = io.open(args.results, "a")
+      if not (f and f:write(json.encode(rec), "\n") and f:close()) then fail("cannot append to %s: %s", args.results, tostring(err)) end
       done[key] = rec
     end
   end

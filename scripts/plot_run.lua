@@ -14,6 +14,10 @@ parser:argument("log", "The run's JSONL log (scripts/mnist.lua --log).")
 parser:argument("checkpoint", "A checkpoint of the model (optional).")
   :args("?")
 parser:option("--out", "Prefix of the PNG files (default: out/<log name>).")
+  :convert(function(s)
+    if s == "" or s:sub(-1) == "/" then return nil, "--out: expected a file name prefix, got '" .. s .. "'" end
+    return s
+  end)
 parser:option("--bins", "Histogram bins.", "60"):convert(cli.positive_integer { max = 10000 })
 require("bbb.app.recipe").declare_model_prior(parser)
 local args = cli.parse(parser)

@@ -28,19 +28,6 @@ local METHODS = {
 }
 local METHOD_NAMES = { "sgd", "dropout", "bbb-gaussian", "bbb-mixture" }
 
-local function list_of(conv, flag)
-  return function(s)
-    local out = {}
-    for item in s:gmatch("[^,]+") do
-      local v, err = conv(item)
-      if v == nil then return nil, ("--%s: %s"):format(flag, err) end
-      out[#out + 1] = v
-    end
-    if #out == 0 then return nil, ("--%s: expected a comma-separated list"):format(flag) end
-    return out
-  end
-end
-
 local about = { "Methods:" }
 for _, m in ipairs(METHOD_NAMES) do about[#about + 1] = ("  %s: %s."):format(m, METHODS[m].about) end
 local parser = recipe.parser("table1.lua", "Reproduce rows of Table 1 of Blundell et al. (2015): MNIST test error "
@@ -48,9 +35,9 @@ local parser = recipe.parser("table1.lua", "Reproduce rows of Table 1 of Blundel
   .. "run with the adam-N preset; --protocol paper: the paper's search on the validation split.", { defaults = { epochs = "30" }, outputs = { "out" } })
   :epilog(table.concat(about, "\n") .. "\nFlags after -- go to every mnist.lua run (e.g. -- --limit 1000).")
 parser:option("--units", "Units per hidden layer (400, 800, 1200 in the paper).", "400")
-  :convert(list_of(cli.positive_integer { max = 1 << 16 }, "units"))
+  :convert(cli.list(cli.positive_integer { max = 1 << 16 }, { unique = true }))
 parser:option("--methods", "Methods: " .. table.concat(METHOD_NAMES, ","), "bbb-mixture")
-  :convert(list_of(cli.choice(METHOD_NAMES), "methods"))
+  :convert(cli.list(cli.choice(METHOD_NAMES), { unique = true }))
 recipe.declare(parser, { "epochs" })
 recipe.declare(parser, { "threads" })
 recipe.declare(parser, { "seed" })
@@ -66,10 +53,10 @@ parser:option("--select", "paper protocol: val-error (the validation error after
   :convert(cli.choice(require("bbb.app.experiments.grid").SELECT))
 parser:option("--lr", "paper protocol: search only these learning rates (a comma list; each method's own grid "
   .. "otherwise), e.g. what a smaller width chose, where the whole grid costs too much.")
-  :convert(list_of(cli.positive_number(), "lr"))
+  :convert(cli.list(cli.positive_number(), { unique = true }))
 parser:option("--samples", "paper protocol: search only these samples per minibatch (Bayes by Backprop's rows; "
   .. "a comma list).")
-  :convert(list_of(cli.positive_integer { max = 1000 }, "samples"))
+  :convert(cli.list(cli.positive_integer { max = 1000 }, { unique = true }))
 recipe.declare(parser, { "limit" })
 parser:option("--out", "Write the rows as JSON here.", "out/table1.json"):convert(cli.output_path { ext = { "json" } })
 parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")

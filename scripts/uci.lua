@@ -37,7 +37,9 @@ local parser = recipe.parser("uci.lua", "The UCI regression benchmark (20 random
   { defaults = { epochs = "2000", batch = "32", lr = "0.003", prior_sigma = "1", dropout = "0.05" }, outputs = { "out" } })
 parser:option("--sets", "Comma-separated: boston, concrete (regression), breastcancer, pima, sonar, ionosphere "
   .. "(classification), or FILE.csv:TARGET.", "boston,concrete")
+  :convert(cli.list(function(s) return s end, { unique = true }))
 parser:option("--methods", "Comma-separated, of " .. table.concat(METHODS, ", ") .. ".", table.concat(METHODS, ","))
+  :convert(cli.list(cli.choice(METHODS), { unique = true }))
 parser:option("--splits", "Random splits.", "20"):convert(cli.positive_integer { max = 1000 })
 recipe.declare(parser, { "epochs" })
 parser:option("--patience", "Epochs without a better validation log-likelihood before stopping.", "200")
@@ -58,20 +60,16 @@ parser:option("--out", "Write OUT.json and OUT.csv (table, command, commit)."):c
 local args = recipe.parse(parser)
 local function fail(msg) io.stderr:write("uci.lua: ", tostring(msg), "\n"); os.exit(2) end
 
-local methods, sets = {}, {}
-for m in args.methods:gmatch("[^,]+") do
-  local ok = false
-  for _, k in ipairs(METHODS) do ok = ok or k == m end
-  if not ok then fail(("--methods: unknown method '%s'"):format(m)) end
-  methods[#methods + 1] = m
-end
-if not args.sets:find("[^,%s]") then fail("--sets: expected a comma-separated list of sets, got '" .. args.sets .. "'") end
-for s in args.sets:gmatch("[^,]+") do
+local methods, sets = args.methods, {}
+for _, s in ipairs(args.sets) do
   local file, target = s:match("^(.+):([^:]+)$")
   local set = SETS[s] or (file and { spec = file, target = target })
   if not set then fail(("--sets: '%s' is not a known set nor FILE:TARGET"):format(s)) end
   local ok, ds = pcall(tab.read, set.spec, { target = set.target, ignore = set.ignore, drop_missing = true })
   if not ok then fail(ds) end
+  if (ds.n_dropped or 0) > 0 then
+    print(("uci.lua: %s: %d rows with a missing value left out"):format(s, ds.n_dropped))
+  end
   sets[#sets + 1] = { name = s, ds = ds }
 end
 bbb.set_num_threads(args.threads)

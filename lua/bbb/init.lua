@@ -119,6 +119,9 @@ end
 --   local loss = bbb.cross_entropy(logits, bbb.tensor{ 1, 2 })
 --   assert(loss:item() > 0 and loss:item() < 0.2)
 function bbb.cross_entropy(logits, labels, reduction)
+  if not bbb.is_tensor(logits) then
+    error(("cross_entropy: logits must be a (B, C) tensor, got %s"):format(type(logits)), 2)
+  end
   local ok, res = pcall(core.nll, logits:log_softmax(), labels, reduction)
   if not ok then error(res, 2) end
   return res
@@ -142,7 +145,11 @@ function bbb.gaussian_loglik(mu, y, sigma)
     return (r:square() * (-0.5 / (sigma * sigma))):sum()
       - mu:numel() * (math.log(sigma) + HALF_LOG_2PI)
   end
-  local z = r / sigma
+  if not bbb.is_tensor(sigma) then
+    error(("gaussian_loglik: sigma must be a number or a tensor, got %s"):format(type(sigma)), 2)
+  end
+  local ok, z = pcall(function() return r / sigma end)
+  if not ok then error("gaussian_loglik: sigma: " .. tostring(z):gsub("^[^\n]-:%d+: ", ""), 2) end
   local per = z:square() * -0.5 - sigma:log() - HALF_LOG_2PI
   return per:sum()
 end

@@ -164,8 +164,8 @@ end
 -- first); accuracy and confidence are the bin's means (nil when empty).
 function metrics.reliability(probs, labels, n_bins)
   n_bins = n_bins or 15
-  if math.type(n_bins) ~= "integer" or n_bins < 1 then
-    error(("reliability: n_bins must be a positive integer, got %s"):format(tostring(n_bins)), 2)
+  if math.type(n_bins) ~= "integer" or n_bins < 1 or n_bins > 1e6 then
+    error(("reliability: n_bins must be an integer in [1, 10^6], got %s"):format(tostring(n_bins)), 2)
   end
   local p, n, c = check_probs(probs, "reliability")
   local y = check_labels(labels, n, c, "reliability")
@@ -192,8 +192,8 @@ end
 --- ece(probs, labels, n_bins = 15) -> expected calibration error:
 -- sum over equal-width confidence bins of |bin| / N * |accuracy - confidence|.
 function metrics.ece(probs, labels, n_bins)
-  if n_bins ~= nil and (math.type(n_bins) ~= "integer" or n_bins < 1) then
-    error(("ece: n_bins must be a positive integer, got %s"):format(tostring(n_bins)), 2)
+  if n_bins ~= nil and (math.type(n_bins) ~= "integer" or n_bins < 1 or n_bins > 1e6) then
+    error(("ece: n_bins must be an integer in [1, 10^6], got %s"):format(tostring(n_bins)), 2)
   end
   check_probs(probs, "ece")
   local n = probs:size(1)

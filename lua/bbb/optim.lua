@@ -47,8 +47,10 @@ local function number_opt(opts, key, default, what, lo, hi, open_lo)
   if lo and hi then need = ("a number in %s%s, %s)"):format(open_lo and "(" or "[", lo, hi) end
   if type(v) ~= "number" or not is_finite(v) or (lo and (v < lo or (open_lo and v == lo)))
       or (hi and v >= hi) then
+    -- level 0: reached from the constructors at two depths; the message
+    -- names the optimizer and the option
     error(("%s: %s must be %s, got %s"):format(what, key, need,
-      type(v) == "string" and ("'" .. v .. "'") or tostring(v)), 3)
+      type(v) == "string" and ("'" .. v .. "'") or tostring(v)), 0)
   end
   return v
 end

@@ -192,7 +192,8 @@ end
 function prior.check(p, where)
   where = where or "prior"
   if type(p) ~= "table" or type(p.log_prob) ~= "function" then
-    error(("%s: a prior is a table with a log_prob(w) function, got %s"):format(where, type(p)), 3)
+    -- level 0: check is reached at any depth; the message names the caller
+    error(("%s: a prior is a table with a log_prob(w) function, got %s"):format(where, type(p)), 0)
   end
   -- called as p:log_prob(w): a function(w) would get the prior as w
   if not prior.is_fused(p) then

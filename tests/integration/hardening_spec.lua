@@ -239,7 +239,7 @@ describe("input the scripts once took silently", function()
         "the target 'y' holds 60 distinct numbers: a quantity, not classes; use --task regression" },
       { "scripts/fit.lua --data " .. csv .. " --target y --val-fraction 0.9 --test-fraction 0.5",
         "--val-fraction 0.9 and --test-fraction 0.5 leave 3 of the 60 rows to train on (at least 15 needed)" },
-      { "scripts/uci.lua --sets ''", "uci.lua: --sets: expected a comma-separated list of sets, got ''" },
+      { "scripts/uci.lua --sets ''", "uci.lua: --sets: expected a comma-separated list, got ''" },
       { "scripts/prune.lua --save-fraction 1", "--save-fraction: number '1' is out of range: must be in [0, 1)" },
       { "scripts/figure2.lua foo", "figure2.lua: unexpected argument 'foo' (flags for mnist.lua go after --)" },
       { "scripts/prune.lua foo", "prune.lua: unexpected argument 'foo' (flags for mnist.lua go after --)" },

@@ -194,7 +194,7 @@ describe("fit.lua and predict.lua", function()
     H.has(doc.command, "--splits 2")
     local status, err = H.run("scripts/uci.lua --methods nope")
     assert.are.equal(2, status)
-    H.has(err, "uci.lua: --methods: unknown method 'nope'")
+    H.has(err, "uci.lua: --methods: expected one of bbb-weight")
   end)
 
   it("answers --help without side effects", function()

@@ -150,6 +150,31 @@ function cli.ints(s)
   return list
 end
 
+--- cli.list(conv [, {unique = true | drop_repeats = true}]) -> converter: a
+-- comma-separated list whose every item passes `conv` (a converter), returned
+-- as a Lua list. An empty list or item ("", "1,,2") is refused; with unique,
+-- so is a repeat; with drop_repeats, a repeat is taken once.
+function cli.list(conv, opts)
+  opts = opts or {}
+  return converter(function(s)
+    if type(s) ~= "string" or not s:find("[^,%s]") then
+      return nil, ("expected a comma-separated list, got %s"):format(show(s))
+    end
+    local out, seen = {}, {}
+    for item in (s .. ","):gmatch("([^,]*),") do
+      item = item:match("^%s*(.-)%s*$")
+      if item == "" then return nil, ("%s holds an empty item"):format(show(s)) end
+      local v, err = conv(item)
+      if v == nil then return nil, err end
+      local again = seen[tostring(v)]
+      if again and opts.unique then return nil, ("%s is given twice"):format(show(item)) end
+      if not (again and opts.drop_repeats) then out[#out + 1] = v end
+      seen[tostring(v)] = true
+    end
+    return out
+  end)
+end
+
 --- cli.choice{"a", "b", ...} -> converter: one of the listed words.
 function cli.choice(list)
   local set = {}
@@ -262,6 +287,13 @@ function cli.output_dir()
     if type(s) ~= "string" or s == "" then return nil, "expected a folder name, got ''" end
     if s:find("%c") then return nil, ("folder name %s holds a control character"):format(show(s)) end
     if exists(s) and not is_dir(s) then return nil, ("%s exists and is not a folder"):format(show(s)) end
+    -- the folders to make go under the nearest one that exists
+    local d = s
+    while not exists(d) do
+      local up = d:match("^(.*)/[^/]*$")
+      if up == nil then d = "." elseif up == "" then d = "/" else d = up end
+    end
+    if not is_dir(d) then return nil, ("cannot make %s: %s is not a folder"):format(show(s), show(d)) end
     return s
   end)
 end

@@ -89,7 +89,7 @@ def("test_samples", "MC samples for the final ensemble.", "10", function() retur
 def("pred_samples", "MC samples for predictions.", "100", function() return cli.positive_integer { max = 100000 } end)
 -- The optimizer
 def("optim", "adam, sgd or rmsprop.", "adam", function() return cli.choice { "adam", "sgd", "rmsprop" } end)
-def("lr", "Learning rate.", "0.001", function() return cli.nonnegative_number { max = 1e6 } end)
+def("lr", "Learning rate.", "0.001", function() return cli.positive_number { max = 1e6 } end)
 def("lr_decay", "Learning rate multiplied by this after each epoch.", "0.95",
   function() return cli.positive_number { max = 10 } end)
 def("momentum", "SGD momentum.", "0.9", function() return cli.number { min = 0, below = 1 } end)

@@ -107,6 +107,10 @@ function M.new(ds, train_x, train_y, kind, o)
                  classes = ds.classes, task = task }
   prep.x_mean, prep.x_std = M.scaler(train_x)
   if task == "regression" then
+    local lo, hi = -(-train_y):max():item(), train_y:max():item()
+    if lo == hi then
+      error(("the target '%s' is %s in every training row: there is nothing to learn"):format(ds.target.name, ("%g"):format(lo)), 0)
+    end
     local m, s = M.scaler(train_y)
     prep.y_mean, prep.y_std = m[1], s[1]
   end

@@ -169,8 +169,8 @@ end
 --   local p = bbb.data.permutation(5, bbb.Generator(1))
 --   assert(p:sum():item() == 15)
 function data.permutation(n, generator)
-  if math.type(n) ~= "integer" or n < 0 then
-    error(("permutation: n must be a non-negative integer, got %s"):format(tostring(n)), 2)
+  if math.type(n) ~= "integer" or n < 0 or n >= 1 << 31 then
+    error(("permutation: n must be an integer in [0, 2^31), got %s"):format(tostring(n)), 2)
   end
   return core.tensor(n > 0 and permutation(n, generator) or {})
 end

@@ -95,8 +95,10 @@ end
 
 function BayesLinear:init(n_in, n_out, opts)
   opts = opts or {}
-  if math.type(n_in) ~= "integer" or n_in < 1 or math.type(n_out) ~= "integer" or n_out < 1 then
-    error(("BayesLinear: sizes must be positive integers, got %s, %s"):format(tostring(n_in), tostring(n_out)), 3)
+  if math.type(n_in) ~= "integer" or n_in < 1 or math.type(n_out) ~= "integer" or n_out < 1
+      or n_in * n_out >= 1 << 31 then
+    error(("BayesLinear: sizes must be positive integers with fewer than 2^31 weights, got %s, %s")
+      :format(tostring(n_in), tostring(n_out)), 3)
   end
   self.n_in, self.n_out = n_in, n_out
   BayesLinear.init_posterior(self, "BayesLinear", { n_out, n_in }, n_in, n_out, opts)

@@ -27,15 +27,15 @@ local function pair(v, key, layer, lo)
   for k = 1, 2 do
     if #p ~= 2 or math.type(p[k]) ~= "integer" or p[k] < lo then
       error(("%s: %s must be an integer >= %d or a pair of them, got %s"):format(layer, key, lo,
-        type(v) == "table" and ("{" .. table.concat(v, ", ") .. "}") or tostring(v)), 4)
+        type(v) == "table" and ("{" .. table.concat(v, ", ") .. "}") or tostring(v)), 5)
     end
   end
   return { p[1], p[2] }
 end
 
 local function positive(v, what, layer)
-  if math.type(v) ~= "integer" or v < 1 then
-    error(("%s: %s must be a positive integer, got %s"):format(layer, what, tostring(v)), 4)
+  if math.type(v) ~= "integer" or v < 1 or v >= 1 << 20 then
+    error(("%s: %s must be a positive integer below 2^20, got %s"):format(layer, what, tostring(v)), 5)
   end
   return v
 end

@@ -27,6 +27,9 @@ local function check_sizes(sizes, what)
     if math.type(n) ~= "integer" or n < 1 then
       error(("nn.%s: sizes[%d] must be a positive integer, got %s"):format(what, i, tostring(n)), 3)
     end
+    if i > 1 and sizes[i - 1] * n >= 1 << 31 then
+      error(("nn.%s: layer %d would hold %d x %d weights, 2^31 or more"):format(what, i - 1, sizes[i - 1], n), 3)
+    end
   end
 end
 

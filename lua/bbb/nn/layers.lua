@@ -4,14 +4,16 @@ local Module = require "bbb.nn.module"
 
 local M = {}
 
+-- Level 0: forward is reached at any depth (a Sequential, a user's
+-- module), so no position would be the caller's; the message names the layer.
 local function check_input(x, layer, width)
   if not bbb.is_tensor(x) then
-    error(("%s: input must be a tensor, got %s"):format(layer, type(x)), 3)
+    error(("%s: input must be a tensor, got %s"):format(layer, type(x)), 0)
   end
   if width and (x:dim() ~= 2 or x:size(2) ~= width) then
     local s = table.concat(x:size(), "x")
     error(("%s: input of size %s does not match the layer's %d inputs (expected batch x %d)")
-      :format(layer, s, width, width), 3)
+      :format(layer, s, width, width), 0)
   end
 end
 M.check_input = check_input
@@ -71,8 +73,11 @@ M.Linear = Linear
 
 function Linear:init(n_in, n_out, opts)
   opts = opts or {}
-  assert(math.type(n_in) == "integer" and n_in > 0, "Linear: in must be a positive integer")
-  assert(math.type(n_out) == "integer" and n_out > 0, "Linear: out must be a positive integer")
+  if math.type(n_in) ~= "integer" or n_in < 1 or math.type(n_out) ~= "integer" or n_out < 1
+      or n_in * n_out >= 1 << 31 then
+    error(("Linear: sizes must be positive integers with fewer than 2^31 weights, got %s, %s")
+      :format(tostring(n_in), tostring(n_out)), 3)
+  end
   self.n_in, self.n_out = n_in, n_out
   local s = 1 / math.sqrt(n_in)
   self.weight = bbb.rand({ n_out, n_in }, -s, s, opts.generator):requires_grad(true)

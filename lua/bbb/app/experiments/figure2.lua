@@ -39,17 +39,7 @@ function figure2.parser()
     .. "resume, or with a larger --epochs to go on.", { defaults = { epochs = "600" } })
   parser:option("--units", "Units per hidden layer.", "1200"):convert(cli.positive_integer { max = 1 << 16 })
   parser:option("--methods", "Nets to train: " .. table.concat(figure2.METHODS, ","), "bbb,sgd,dropout")
-    :convert(function(s)
-      local out, seen = {}, {}
-      for m in s:gmatch("[^,]+") do
-        local v, err = cli.choice(figure2.METHODS)(m)
-        if not v then return nil, "--methods: " .. err end
-        if seen[v] then return nil, "--methods: " .. v .. " is given twice" end
-        seen[v], out[#out + 1] = true, v
-      end
-      if #out == 0 then return nil, "--methods: expected a comma-separated list" end
-      return out
-    end)
+    :convert(cli.list(cli.choice(figure2.METHODS), { unique = true }))
   recipe.declare(parser, { "epochs" })
   parser:option("--round", "Epochs each net trains before the next one's turn.", "25")
     :convert(cli.positive_integer { max = 100000 })
@@ -68,7 +58,13 @@ function figure2.parser()
 end
 
 function figure2.parse(argv)
-  return (recipe.parse(figure2.parser(), argv))
+  local parser = figure2.parser()
+  local args = recipe.parse(parser, argv)
+  -- checked here, not by the first mnist.lua run after the others started
+  if args.limit and args.val >= args.limit then
+    parser:error(("--val %d must be smaller than --limit %d"):format(args.val, args.limit))
+  end
+  return args
 end
 
 local function fail(msg) error({ usage = msg }, 0) end

@@ -54,19 +54,6 @@ local FIXED = { "epochs", "val", "hidden", "limit", "seed" }
 -- The mnist.lua flags each run gets from the grid besides the axes and FIXED.
 local PER_RUN = { "threads", "summary" }
 
-local function list_of(conv, flag)
-  return function(s)
-    local out, seen = {}, {}
-    for item in s:gmatch("[^,]+") do
-      local v, err = conv(item)
-      if v == nil then return nil, ("--%s: %s"):format(flag, err) end
-      if not seen[tostring(v)] then out[#out + 1], seen[tostring(v)] = v, true end
-    end
-    if #out == 0 then return nil, ("--%s: expected a comma-separated list"):format(flag) end
-    return out
-  end
-end
-
 -- The selection metrics of --select.
 grid.SELECT = { "val-error", "val-error-min" }
 -- The training images of MNIST and Fashion-MNIST, which --val splits.
@@ -110,7 +97,7 @@ function grid.parser()
       .. "written by a different grid is refused.")
   for _, a in ipairs(AXES) do
     local flag = a.name:gsub("_", "-")
-    parser:option("--" .. flag, "Axis: " .. a.help .. ".", a.default):convert(list_of(a.convert, flag))
+    parser:option("--" .. flag, "Axis: " .. a.help .. ".", a.default):convert(cli.list(a.convert, { drop_repeats = true }))
   end
   recipe.declare(parser, FIXED)
   parser:option("--jobs", "Configurations trained at once (one thread each); default: the cores.")
@@ -403,14 +390,14 @@ local function done_line(n_done, n, name, r, where, left, eta)
     or (r.message and ("  " .. r.message) or ""), r.seconds, where, left, math.ceil(eta / 60))
 end
 
--- Ctrl-C (or SIGTERM) while jobs run: stops them, records nothing for
--- them, and ends the grid with status 130.
+-- A signal (INT, TERM, HUP, QUIT) while jobs run: stops them, records
+-- nothing for them, and ends the grid with status 128 + the signal.
 local function stop_all(g, running)
   for _, j in ipairs(running) do j.proc:stop(9) end   -- their partial runs are not recorded
   for _, j in ipairs(running) do j.proc:wait() end
   io.stderr:write(("\ngrid.lua: interrupted; the configurations finished are in %s, rerun the same "
     .. "command to go on\n"):format(g.args.results))
-  os.exit(130)
+  os.exit(128 + (bbb.core.interrupt_signal() or 2))
 end
 
 -- The local scheduler: runs items ({config =, label =, job =}), --jobs at

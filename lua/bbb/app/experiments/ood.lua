@@ -291,7 +291,7 @@ local function train_model(config, kind, k, train_set, raw_test)
   }
   if result.status == "interrupted" then
     io.stderr:write("\ninterrupted while training " .. kind .. "\n")
-    os.exit(130)
+    os.exit(128 + (result.signal or 2))
   end
   if config.save_models then save_model(config, kind, net) end
   return { net = net, pixel_scale = config.pixel_scale }

@@ -125,6 +125,8 @@ function regression.parse(raw)
   local args = cli.parse(parser, argv)
   local given = cli.given(parser, argv)
   if given.kl_weight and given.beta then parser:error("give --kl-weight or --beta, not both") end
+  -- 0 epochs is a run with nothing to plot, and no cosine schedule to make
+  if args.epochs == 0 then parser:error("--epochs (--steps) must be at least 1") end
   if #args.xrange == 0 then args.xrange = nil end
   if args.preset then
     for k, v in pairs(regression.PRESETS[args.preset].flags) do
