@@ -1,6 +1,11 @@
 -- luarocks make: builds with CMake and installs bbb.core, the Lua library
--- and bbblua into a rocks tree (no server involved).
+-- and bbblua into a rocks tree (no server involved), and copies scripts/
+-- and examples/ into the rock's folder. Then run a script with bbblua:
 --   luarocks --lua-version 5.4 make --local       (or --tree DIR)
+--   export PATH="$HOME/.luarocks/bin:$PATH"       (where --local puts bbblua)
+--   bbblua "$(luarocks --lua-version 5.4 show --rock-dir bbb)/scripts/mnist.lua" --help
+-- The scripts read their data sets from data/ under the working folder
+-- (scripts/bootstrap fetches them into a clone).
 rockspec_format = "3.0"
 package = "bbb"
 version = "scm-1"
@@ -14,6 +19,18 @@ Neural Networks").]],
   license = "MIT",
 }
 dependencies = { "lua >= 5.4, < 5.5" }
+-- What the C core links (Debian 12: libopenblas-openmp-dev or
+-- libopenblas-dev, libcsv-dev, zlib1g-dev, liblzma-dev); CMake finds them
+-- itself (OpenBLAS through pkg-config), luarocks checks they are there.
+-- The library also takes lua-cjson and the scripts lua-argparse (Debian's
+-- packages, or the rocks lua-cjson and argparse): not listed as rock
+-- dependencies, so that Debian's packages serve without a rocks server.
+external_dependencies = {
+  OPENBLAS = { library = "openblas" },
+  CSV = { header = "csv.h", library = "csv" },
+  ZLIB = { header = "zlib.h", library = "z" },
+  LZMA = { header = "lzma.h", library = "lzma" },
+}
 build = {
   type = "cmake",
   variables = {
@@ -23,4 +40,5 @@ build = {
     BBB_INSTALL_LUADIR = "$(LUADIR)",
     BBB_INSTALL_BINDIR = "$(BINDIR)",
   },
+  copy_directories = { "scripts", "examples" },
 }

@@ -4,7 +4,7 @@
 -- the pixels that no MNIST training image lights set to 0 in them, and with
 -- those images also dimmed to MNIST's mean intensity. If the AUROC holds,
 -- the model tells the two apart by more than those pixels and the
--- brightness (doc/experiments.md, "Out of distribution: the prior decides").
+-- brightness (doc/notebook/experiments.md, "Out of distribution: the prior decides").
 --   build/bbblua examples/ood_pixels.lua out/ood-bbb.safetensors [SAMPLES] [LIMIT]
 local bbb = require "bbb"
 bbb.set_num_threads(1)

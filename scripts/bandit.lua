@@ -2,7 +2,7 @@
 -- figure 6): Bayes by Backprop with Thompson sampling against epsilon-greedy
 -- MLPs (5%, 1%, 0%), a uniform agent, linear Thompson sampling, MC-dropout
 -- Thompson sampling and NeuralLinear. The network agents' settings are the
--- ablation's (doc/bandit.md, bbb.app.experiments.bandit_agent.DEFAULTS); --paper-agent
+-- ablation's (doc/notebook/bandit.md, bbb.app.experiments.bandit_agent.DEFAULTS); --paper-agent
 -- gives the previous ones.
 -- Every agent meets the same mushrooms and poison coins (common random
 -- numbers); agents run in parallel worker processes, one thread each.

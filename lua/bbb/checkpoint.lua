@@ -61,6 +61,12 @@ end
 
 --- write(path, {name = tensor}, meta): meta is any JSON-able table, stored
 -- as the string __metadata__.bbb; integers and floats read back exactly.
+-- @usage
+--   local path = os.tmpname()
+--   bbb.checkpoint.write(path, { w = bbb.ones(2, 2) }, { note = "any JSON-able table" })
+--   local tensors, meta = bbb.checkpoint.read(path)
+--   os.remove(path)
+--   assert(tensors.w:sum():item() == 4 and meta.note)
 local function write_raw(path, tensors, meta)
   if type(path) ~= "string" then fail("checkpoint.write: path must be a string, got %s", type(path)) end
   if type(tensors) ~= "table" then
@@ -187,6 +193,15 @@ end
 -- opt, schedule = s, elbo = e, generators = {name = g}, state = {...},
 -- args = {...}}. state and args are any JSON-able tables (the training
 -- loop keeps its position there).
+-- @usage
+--   local net = bbb.nn.bayes_mlp({ 3, 4, 2 })
+--   local opt = bbb.optim.Adam(net, { lr = 1e-3 })
+--   local path = os.tmpname()
+--   bbb.checkpoint.save(path, { model = net, optimizer = opt, state = { epoch = 3 } })
+--   local again, info = bbb.checkpoint.load(path)
+--   bbb.checkpoint.restore(info, { optimizer = bbb.optim.Adam(again, { lr = 1e-3 }) })
+--   os.remove(path)
+--   assert(info.meta.state.epoch == 3)
 local function save_raw(path, obj)
   if type(obj) ~= "table" then fail("save: expects a module or a table, got %s", type(obj)) end
   if obj.forward then obj = { model = obj } end

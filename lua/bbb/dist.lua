@@ -23,6 +23,52 @@ end
 --- True when this process was started by mpirun (or another MPI launcher).
 dist.launched = launched
 
+-- The functions below come from bbb.dist_mpi (src/dist) under mpirun;
+-- their doc comments stand here, where the names are bound.
+
+--- @function rank
+-- rank() -> this process's rank, 0-based.
+
+--- @function size
+-- size() -> the number of ranks.
+
+--- @function allreduce
+-- allreduce(t) -> t: the sum over ranks, in place.
+
+--- @function allreduce_flat
+-- allreduce_flat({t1, t2, ...}, extra) -> extra summed: every tensor of the
+-- list summed over ranks in place, in one call.
+
+--- @function allreduce_numbers
+-- allreduce_numbers({x1, x2, ...}) -> the list summed over ranks.
+
+--- @function allgather_number
+-- allgather_number(x) -> {x of rank 0, x of rank 1, ...}.
+
+--- @function broadcast
+-- broadcast(t, root) -> t: root's values on every rank, in place.
+
+--- @function broadcast_string
+-- broadcast_string(s, root) -> root's string on every rank.
+
+--- @function send_string
+-- send_string(s, dest): sends s to rank dest.
+
+--- @function recv_string
+-- recv_string([source]) -> s, source: a string sent by send_string.
+
+--- @function barrier
+-- barrier(): waits until every rank has called it.
+
+--- @function finalize
+-- finalize(): ends MPI in this process.
+
+--- @function abort
+-- abort(code): ends every rank with the exit status code.
+
+--- @function wtime
+-- wtime() -> seconds, MPI's wall clock.
+
 local NAMES = { "rank", "size", "allreduce", "allreduce_flat", "allreduce_numbers", "allgather_number",
                 "broadcast", "broadcast_string", "send_string", "recv_string", "barrier", "finalize",
                 "abort", "wtime" }

@@ -27,6 +27,12 @@ end
 --   | "heteroscedastic", sigma = (gaussian noise; heteroscedastic: its floor), learn_sigma = false, kl_weight = "uniform", samples = 1,
 --   kl = "mc" | "analytic" | nil (nil: each layer's own setting),
 --   reduction = "mean" (the loss per example) | "sum" (summed over the batch)}
+-- @raise ELBO: n_data must be a positive integer, got ... (and the same for n_batches, batch_size, samples)
+-- @raise ELBO: likelihood must be "categorical", "gaussian" or "heteroscedastic", got ...
+-- @raise ELBO: sigma must be a number > 0, got ...
+-- @usage
+--   local elbo = bbb.elbo.ELBO{ n_data = 60000, batch_size = 128 }             -- categorical
+--   local reg = bbb.elbo.ELBO{ n_data = 500, n_batches = 1, likelihood = "gaussian", learn_sigma = true }
 function elbo.ELBO(opts)
   opts = opts or {}
   local self = setmetatable({}, ELBO)
@@ -96,6 +102,9 @@ function ELBO:__tostring()
 end
 
 --- The weight of the complexity term for minibatch i (1-based) of M.
+-- @usage
+--   local e = bbb.elbo.ELBO{ n_data = 1000, n_batches = 10 }
+--   assert(e:weight(1) == 0.1)   -- uniform: 1 / the number of minibatches
 function ELBO:weight(i)
   local kw, M = self.kl_weight, self.n_batches
   if type(kw) == "number" then return kw end
@@ -109,11 +118,13 @@ end
 
 --- Learned noise parameters (empty unless learn_sigma).
 function ELBO:parameters() return self.noise_rho and { self.noise_rho } or {} end
+--- named_parameters() -> {{name, tensor}, ...} of the learned noise.
 function ELBO:named_parameters() return self.noise_rho and { { "noise_rho", self.noise_rho } } or {} end
 
 --- {name = tensor} of the learned noise (empty unless learn_sigma).
 function ELBO:state_dict() return self.noise_rho and { noise_rho = self.noise_rho } or {} end
 
+--- load_state_dict(sd): the learned noise back from state_dict's table.
 function ELBO:load_state_dict(sd)
   if self.noise_rho then
     local src = sd.noise_rho
@@ -123,12 +134,14 @@ function ELBO:load_state_dict(sd)
 end
 
 --- The Gaussian likelihood's noise standard deviation (a number).
+-- @usage
+--   assert(bbb.elbo.ELBO{ n_data = 10, batch_size = 10, likelihood = "gaussian", sigma = 0.3 }:sigma() == 0.3)
 function ELBO:sigma()
   if self.noise_rho then return self.noise_rho:softplus():item() end
   return self.sigma_value
 end
 
--- Negative log-likelihood summed over the batch.
+--- nll_sum(out, y) -> the negative log-likelihood summed over the batch.
 function ELBO:nll_sum(out, y)
   if self.likelihood == "categorical" then
     return bbb.cross_entropy(out, y, "sum")
@@ -184,6 +197,15 @@ local function show(v) return v ~= v and "nan" or tostring(v) end
 -- x), elbo_per_example (= loss), and for
 -- a categorical likelihood correct (how many of the batch the last MC
 -- sample classified right).
+-- @raise ELBO: targets of size ... do not match outputs of size ...
+-- @raise a loss that is not finite, naming the term (NLL or complexity) that is not
+-- @usage
+--   local net = bbb.nn.bayes_mlp({ 4, 8, 3 })
+--   local elbo = bbb.elbo.ELBO{ n_data = 100, batch_size = 10 }
+--   local y = bbb.tensor{ 1, 2, 3, 1, 2, 3, 1, 2, 3, 1 }   -- classes 1..3
+--   local loss, terms = elbo:loss(net, bbb.randn(10, 4), y)
+--   loss:backward()
+--   print(terms.nll, terms.complexity)
 function ELBO:loss(net, x, y, opts)
   opts = opts or {}
   self.steps = self.steps + 1
@@ -219,7 +241,8 @@ function ELBO:loss(net, x, y, opts)
   return loss, self:terms(step, S, B, nll_total, kl_total, w, loss:item(), x:size(1), correct)
 end
 
--- The terms table of a step from its sums over S samples (the loss as a
+--- terms(step, S, B, nll_total, kl_total, w, loss, examples, correct) ->
+-- the terms table of a step from its sums over S samples (the loss as a
 -- number), after checking that both terms are finite.
 function ELBO:terms(step, S, B, nll_total, kl_total, w, loss, examples, correct)
   local nll_mean, kl_mean = nll_total / (S * B), kl_total / S

@@ -67,7 +67,18 @@ local function entry(docs, prefix, name)
   return docs[name], name
 end
 
+local TAGS = { param = "argument ", ["return"] = "returns ", raise = "error: ", usage = "example:" }
+
+--- untag(doc) -> doc with the LDoc tags of the reference (@param, @return,
+-- @raise, @usage) as words: "argument x ...", "returns ...", "error: ...".
+function help.untag(doc)
+  local out = ("\n" .. doc):gsub("\n@(%a+) ?", function(tag) return TAGS[tag] and "\n" .. TAGS[tag] end)
+  return out:sub(2)
+end
+
 --- text(x) -> the help text for x (a function or a name), or nil and why.
+-- @usage
+--   print(require("bbb.help").text(bbb.nn.bayes_mlp):match("^[^\n]+"))   -- the name it goes by
 function help.text(x)
   local docs = help.docs()
   local d, shown
@@ -91,7 +102,7 @@ function help.text(x)
   end
   local lines = {}
   for _, s in ipairs(d.sig) do lines[#lines + 1] = "  " .. s end
-  if d.doc ~= "" then lines[#lines + 1] = d.doc end
+  if d.doc ~= "" then lines[#lines + 1] = help.untag(d.doc) end
   return (shown and (shown .. "\n") or "") .. table.concat(lines, "\n")
 end
 

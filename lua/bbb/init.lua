@@ -101,6 +101,10 @@ bbb.core = core
 local Tensor = core.Tensor
 
 --- Runs fn(...) with gradient recording off; returns what fn returns.
+-- @usage
+--   local w = bbb.ones(2):requires_grad(true)
+--   local y = bbb.no_grad(function() return w * 2 end)
+--   assert(y:grad_fn() == nil)   -- nothing recorded
 function bbb.no_grad(fn, ...)
   local was = core.set_grad_enabled(false)
   local res = table.pack(pcall(fn, ...))
@@ -110,6 +114,10 @@ function bbb.no_grad(fn, ...)
 end
 
 --- Mean (or "sum") cross-entropy of logits (B, C) against labels 1..C.
+-- @usage
+--   local logits = bbb.tensor{ { 2, 0, 0 }, { 0, 3, 0 } }
+--   local loss = bbb.cross_entropy(logits, bbb.tensor{ 1, 2 })
+--   assert(loss:item() > 0 and loss:item() < 0.2)
 function bbb.cross_entropy(logits, labels, reduction)
   if not bbb.is_tensor(logits) then
     error(("cross_entropy: logits must be a (B, C) tensor, got %s"):format(type(logits)), 2)
@@ -124,6 +132,10 @@ local HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 --- Gaussian log-likelihood, summed over elements: log N(y | mu, sigma^2).
 -- sigma is a number or a tensor broadcastable to mu (e.g. a learned noise).
+-- @raise gaussian_loglik: sigma must be > 0, got ... (a number sigma that is not positive)
+-- @usage
+--   local mu, y = bbb.zeros(3, 1), bbb.ones(3, 1)
+--   print(bbb.gaussian_loglik(mu, y, 0.5):item())   -- 3 log N(1 | 0, 0.25)
 function bbb.gaussian_loglik(mu, y, sigma)
   local r = y - mu
   if type(sigma) == "number" then
@@ -144,6 +156,12 @@ end
 
 --- save(path, obj): a model, or {model =, optimizer =, ...}, as a
 -- safetensors checkpoint (see bbb.checkpoint); written atomically.
+-- @usage
+--   local path = os.tmpname()
+--   bbb.save(path, bbb.nn.bayes_mlp({ 4, 8, 2 }))
+--   local net = bbb.load(path)
+--   os.remove(path)
+--   assert(net.layers[1].n_in == 4)
 function bbb.save(path, obj) return bbb.checkpoint.save(path, obj) end
 
 --- load(path [, {generator =, prior =}]) -> model, info: the model rebuilt
@@ -152,6 +170,10 @@ function bbb.load(path, opts) return bbb.checkpoint.load(path, opts) end
 
 --- flatten(x [, start_dim]) -> x with dimensions start_dim (2 by default)
 -- to the last merged into one: (B, C, H, W) -> (B, C H W). A view, as reshape.
+-- @raise flatten: argument 1 (x): expected a tensor, got ...
+-- @raise flatten: argument 2 (start_dim): must be an integer in 1..N, got ...
+-- @usage
+--   assert(bbb.flatten(bbb.zeros(8, 1, 28, 28)):size(2) == 784)
 function bbb.flatten(x, start_dim)
   start_dim = start_dim or 2
   if not core.is_tensor(x) then
@@ -181,6 +203,8 @@ function bbb.ones_like(t) return core.ones(t:size()) end
 
 --- help([x]): a one-screen summary, or the signatures and doc of x (a
 -- function or a name): bbb.help(bbb.randn), bbb.help "randn", ?bbb.randn.
+-- @usage
+--   bbb.help(bbb.randn)        -- in the REPL: ?bbb.randn
 function bbb.help(x) return require("bbb.help").show(x) end
 
 -- Submodules load lazily so `require "bbb"` stays cheap: bbb.<key> is the

@@ -84,6 +84,9 @@ json.null = cjson.null
 json.empty_array = setmetatable({}, { __name = "json.empty_array" })
 
 --- encode(value) -> string; errors name the offending path ("value.args.lr").
+-- @usage
+--   local s = bbb.json.encode{ lr = 0.001, sizes = { 784, 400 } }
+--   assert(bbb.json.decode(s).sizes[2] == 400)
 function json.encode(v)
   local out = {}
   local ok, err = pcall(encode, v, "value", 0, out)
@@ -98,6 +101,8 @@ decoder.decode_invalid_numbers(false)
 
 --- decode(string [, what]) -> value; invalid UTF-8, deep nesting and
 -- malformed text are errors naming `what`.
+-- @usage
+--   assert(bbb.json.decode('{"a": [1, 2]}').a[2] == 2)
 function json.decode(s, what)
   what = what or "json"
   if type(s) ~= "string" then error(("%s: expected a string, got %s"):format(what, type(s)), 2) end

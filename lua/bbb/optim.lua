@@ -111,6 +111,9 @@ local function new(kind, params, opts, defaults)
 end
 
 --- SGD(params, {lr = 0.01, momentum = 0, nesterov = false, weight_decay = 0, clip_norm})
+-- @usage
+--   local net = bbb.nn.mlp({ 2, 4, 1 })
+--   local opt = bbb.optim.SGD(net, { lr = 0.1, momentum = 0.9 })
 function optim.SGD(params, opts)
   local self
   self, opts = new("SGD", params, opts, { lr = 0.01 })
@@ -124,6 +127,17 @@ end
 
 --- Adam(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, clip_norm})
 -- betas: two numbers in [0, 1); eps > 0.
+-- @raise Adam: unknown option 'NAME' (known: ...)
+-- @raise Adam: lr must be a finite number >= 0, got ... (and the other hyperparameters' ranges)
+-- @raise Adam: parameter NAME does not require grad
+-- @usage
+--   local net = bbb.nn.bayes_mlp({ 2, 4, 1 })
+--   local opt = bbb.optim.Adam(net, { lr = 1e-3, lr_scale = { rho = 10 } })
+--   opt:zero_grad()
+--   local x = bbb.randn(8, 2)
+--   local loss = (net(x) - x:sum(2, true)):square():mean()
+--   loss:backward()
+--   opt:step()
 function optim.Adam(params, opts)
   local self
   self, opts = new("Adam", params, opts, { lr = 1e-3 })
@@ -143,6 +157,8 @@ end
 
 --- RMSprop(params, {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, clip_norm})
 -- alpha (the decay of the squared-gradient average) in [0, 1); eps > 0.
+-- @usage
+--   local opt = bbb.optim.RMSprop(bbb.nn.mlp({ 2, 1 }), { lr = 1e-3, alpha = 0.99 })
 function optim.RMSprop(params, opts)
   local self
   self, opts = new("RMSprop", params, opts, { lr = 1e-2 })
@@ -152,6 +168,7 @@ function optim.RMSprop(params, opts)
   return self
 end
 
+--- zero_grad(): every parameter's gradient set to zero.
 function Optimizer:zero_grad()
   for _, p in ipairs(self.params) do p.t:set_grad(nil) end
 end
@@ -286,6 +303,7 @@ local function rate_at(self, e)
   return lr
 end
 
+--- step() -> lr: the next epoch's learning rate, set on the optimizer.
 function Schedule:step()
   local lr = rate_at(self, self.epoch + 1)
   self.epoch = self.epoch + 1
@@ -319,6 +337,11 @@ local function nonnegative(v) return v >= 0 end
 local function positive_integer(v) return math.type(v) == "integer" and v > 0 end
 
 --- lr = lr0 * gamma^epoch
+-- @usage
+--   local opt = bbb.optim.Adam(bbb.nn.mlp({ 2, 1 }), { lr = 0.1 })
+--   local sched = bbb.optim.schedule.exponential(opt, 0.5)
+--   sched:step()
+--   assert(opt.lr == 0.05)
 function optim.schedule.exponential(opt, gamma)
   local lr0 = opt and opt.lr
   return schedule("exponential", opt, function(e) return lr0 * gamma ^ e end,
@@ -334,6 +357,11 @@ function optim.schedule.step(opt, step_size, gamma)
 end
 
 --- lr = eta_min + (lr0 - eta_min) (1 + cos(pi epoch / T)) / 2
+-- @usage
+--   local opt = bbb.optim.SGD(bbb.nn.mlp({ 2, 1 }), { lr = 0.1 })
+--   local sched = bbb.optim.schedule.cosine(opt, 10, 0.001)
+--   for epoch = 1, 10 do sched:step() end
+--   assert(math.abs(opt.lr - 0.001) < 1e-9)
 function optim.schedule.cosine(opt, t_max, eta_min)
   local lr0 = opt and opt.lr
   eta_min = eta_min or 0

@@ -35,12 +35,18 @@ local function num(opts, key, default, what)
 end
 
 --- N(0, sigma^2)
+-- @usage
+--   local p = bbb.prior.Gaussian{ sigma = 1 }
+--   print(p:log_prob(bbb.zeros(3)):item())   -- 3 log N(0 | 0, 1)
 function prior.Gaussian(opts)
   opts = opts or {}
   return make({ kind = "gaussian", sigma = num(opts, "sigma", 1, "Gaussian") })
 end
 
 --- pi N(0, sigma1^2) + (1 - pi) N(0, sigma2^2), the paper's prior.
+-- @usage
+--   local p = bbb.prior.ScaleMixture{ pi = 0.5, sigma1 = 1, sigma2 = math.exp(-6) }
+--   local net = bbb.nn.bayes_mlp({ 784, 400, 10 }, { prior = p })
 function prior.ScaleMixture(opts)
   opts = opts or {}
   return make({ kind = "mixture", pi = num(opts, "pi", 0.5, "ScaleMixture"),
@@ -49,6 +55,9 @@ function prior.ScaleMixture(opts)
 end
 
 --- Laplace(0, b)
+-- @usage
+--   local p = bbb.prior.Laplace{ b = 0.1 }
+--   print(bbb.prior.describe(p), p:log_prob(bbb.zeros(2)):item())
 function prior.Laplace(opts)
   opts = opts or {}
   return make({ kind = "laplace", b = num(opts, "b", 1, "Laplace") })
@@ -61,6 +70,8 @@ end
 
 --- describe(p) -> a short name for any prior: a C prior's parameters, a
 -- Lua prior's `name` field, or where its log_prob was written.
+-- @usage
+--   print(bbb.prior.describe(bbb.prior.ScaleMixture{ pi = 0.25, sigma1 = 1, sigma2 = math.exp(-7) }))
 function prior.describe(p)
   if prior.is_fused(p) then return tostring(p) end
   local mt = getmetatable(p)
@@ -76,6 +87,9 @@ end
 --- A table describing p (saved in checkpoints): the C priors' parameters,
 -- or {kind = "lua", name = tostring(p)} for a prior written in Lua, which
 -- must be passed again when the model is loaded.
+-- @usage
+--   local c = bbb.prior.config(bbb.prior.Gaussian{ sigma = 0.5 })
+--   assert(bbb.prior.describe(bbb.prior.from_config(c)) == bbb.prior.describe(bbb.prior.Gaussian{ sigma = 0.5 }))
 function prior.config(p)
   if prior.is_fused(p) then
     local c = { kind = p.kind }
@@ -98,6 +112,12 @@ end
 -- log_prob(self, w). p.file and p.file_hash (of its text) are set, so a
 -- checkpoint can find it again; with hash given, a file whose text changed
 -- since is refused.
+-- @raise prior file 'PATH' does not exist / is a ..., not a file
+-- @raise prior file 'PATH' must return a table with log_prob(self, w), got ...
+-- @raise prior file 'PATH' changed since the run was saved (with hash given)
+-- @usage
+--   local p = bbb.prior.from_file("examples/priors/student_t.lua")
+--   print(bbb.prior.describe(p))
 function prior.from_file(path, hash)
   if type(path) ~= "string" then error("prior.from_file: argument 1 (path): expected a string", 2) end
   local kind = require("bbb.core").sys.kind(path, true)   -- what a link leads to: a FIFO would block
@@ -166,6 +186,9 @@ function prior.from_config(c, given)
 end
 
 --- Checks that p can serve as a prior; errors name the problem.
+-- @usage
+--   bbb.prior.check({ log_prob = function(_, w) return (w * w):sum() * -0.5 end })
+--   assert(not pcall(bbb.prior.check, { log_prob = function(w) return w end }))   -- takes self first
 function prior.check(p, where)
   where = where or "prior"
   if type(p) ~= "table" or type(p.log_prob) ~= "function" then

@@ -24,6 +24,10 @@ Bar.__index = Bar
 
 --- new{total = n, label = "epoch 1", width = 30, stream = io.stderr,
 --      mode = "bar"|"lines"|"off", clock = fn} -> bar with :update(i, extra), :finish(extra)
+-- @usage
+--   local bar = bbb.progress.new{ total = 3, label = "epoch 1", mode = "off" }
+--   for i = 1, 3 do bar:update(i) end
+--   bar:finish()
 function progress.new(opts)
   opts = opts or {}
   local mode = opts.mode or progress.mode
@@ -92,6 +96,10 @@ local function redraw(self, text, ending)
 end
 
 --- update(i, extra_text): i items are done; extra_text (e.g. "loss 0.31") is appended.
+-- @usage
+--   local bar = bbb.progress.new{ total = 2, mode = "off" }
+--   bar:update(1, "loss 0.31")
+--   bar:finish("done")
 function Bar:update(i, extra)
   self.done = i
   if self.mode == "off" then return end

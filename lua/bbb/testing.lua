@@ -14,6 +14,9 @@ end
 -- fn(table.unpack(inputs)) must return a tensor. Every input with
 -- requires_grad is checked element by element against central differences.
 -- opts: eps (1e-3), atol (1e-3), rtol (1e-2), max_checks per input (all).
+-- @usage
+--   local x = bbb.randn(3, 2):requires_grad(true)
+--   assert(bbb.testing.gradcheck(function(v) return v:softplus():sum() end, { x }))
 function testing.gradcheck(fn, inputs, opts)
   if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
     error(("gradcheck: fn must be a function, got %s"):format(type(fn)), 2)

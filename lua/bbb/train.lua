@@ -27,6 +27,10 @@ local function fail(msg, ...) error(msg:format(...), 0) end
 
 --- accuracy(model, ds [, {samples = n, batch_size = 1000}]) -> fraction right,
 -- with posterior means by default (samples = n: an MC ensemble).
+-- @usage
+--   local ds = { x = bbb.randn(20, 4), y = bbb.ones(20), n = 20 }
+--   local acc = bbb.train.accuracy(bbb.nn.bayes_mlp({ 4, 8, 3 }), ds, { samples = 5 })
+--   assert(acc >= 0 and acc <= 1)
 function train.accuracy(model, ds, opts)
   opts = opts or {}
   local correct = 0
@@ -40,6 +44,10 @@ end
 
 --- split_validation(ds, n) -> train part, validation part: the last n
 -- examples are held out (never shuffled into training).
+-- @usage
+--   local ds = { x = bbb.randn(20, 4), y = bbb.ones(20), n = 20 }
+--   local tr, val = bbb.train.split_validation(ds, 5)
+--   assert(tr.n == 15 and val.n == 5)
 function train.split_validation(ds, n)
   if math.type(n) ~= "integer" or n < 1 or n >= ds.n then
     error(("validation size must be an integer in 1..%d (the training set has %d), got %s")
@@ -238,6 +246,15 @@ end
 --   print       function(rec) -> line (default: every figure); quiet = true
 --   progress    "bar" | "lines" | "off" (default: bar on a terminal)
 --   dist        bbb.dist under mpirun: data-parallel training (see above)
+-- @usage
+--   local g = bbb.Generator(1)
+--   local labels = {}
+--   for i = 1, 256 do labels[i] = i % 3 + 1 end
+--   local ds = { x = bbb.randn({ 256, 4 }, 0, 1, g), y = bbb.tensor(labels), n = 256 }
+--   local net = bbb.nn.bayes_mlp({ 4, 16, 3 }, { generator = g })
+--   local res = bbb.train.fit{ model = net, optimizer = bbb.optim.Adam(net, { lr = 1e-2 }), data = ds,
+--     batch_size = 64, epochs = 2, generator = g, quiet = true, progress = "off" }
+--   assert(res.status == "done" and #res.history == 2)
 function train.fit(o)
   local ok, res = pcall(function()
     check_opts(o)
@@ -432,6 +449,8 @@ local function run_epoch(r, epoch)
   return end_epoch(r, epoch, pos.sums, t0)
 end
 
+--- run(opts) -> result: fit's loop itself, with opts already checked and
+-- errors not rewritten (bbb.train.fit is the entry point).
 function train.run(o)
   local r = new_run(o)
   if r.par.n > 1 then r.par.broadcast_parameters(r.model) end

@@ -9,7 +9,10 @@ static bbb_tensor *check(lua_State *L, int i) { return lbbb_check_tensor(L, i, "
 
 /** requires_grad(x [, on]) -> x | boolean
 ** Marks a leaf tensor as a parameter whose gradient backward() accumulates in
-** x.grad; without on, tells whether x requires a gradient. */
+** x.grad; without on, tells whether x requires a gradient.
+** @usage
+**   local w = bbb.randn(3):requires_grad(true)
+**   assert(w:requires_grad() == true) */
 static int t_requires_grad(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   if (lua_isnone(L, 2)) { lua_pushboolean(L, bbb_tensor_requires_grad(t)); return 1; }
@@ -21,7 +24,12 @@ static int t_requires_grad(lua_State *L) {
 /** backward(loss [, seed [, retain_graph]])
 ** Accumulates (+=) d loss / d p into p.grad for every parameter p that loss
 ** depends on, then frees the graph unless retain_graph. loss must have one
-** element unless a seed gradient of its shape is given. */
+** element unless a seed gradient of its shape is given.
+** @usage
+**   local w = bbb.tensor{ 1, 2, 3 }:requires_grad(true)
+**   local loss = (w * w):sum()
+**   loss:backward()
+**   assert(w.grad:get(3) == 6)   -- d/dw sum(w^2) = 2 w */
 static int t_backward(lua_State *L) {
   lua_settop(L, 3);
   bbb_tensor *t = lbbb_check_tensor(L, 1, "loss"), *seed = lbbb_opt_tensor(L, 2, "seed");

@@ -133,7 +133,10 @@ static int t_max(lua_State *L) {
 
 /** matmul(a, b [, ta [, tb]]) -> tensor
 ** The matrix product op(a) op(b) of 2-d tensors, op transposing when its flag
-** is true (OpenBLAS sgemm). */
+** is true (OpenBLAS sgemm).
+** @usage
+**   local a, b = bbb.ones(2, 3), bbb.ones(4, 3)
+**   assert(bbb.matmul(a, b, false, true):size(2) == 4)   -- a b^T: (2, 4) */
 static int t_matmul(lua_State *L) {
   lua_settop(L, 4);
   bbb_tensor *a = lbbb_check_tensor(L, 1, "a"), *b = lbbb_check_tensor(L, 2, "b");
@@ -142,7 +145,10 @@ static int t_matmul(lua_State *L) {
 }
 
 /** linear(x, W [, b]) -> tensor
-** x W^T + b for x (B, in), W (out, in), b (out): a dense layer's output. */
+** x W^T + b for x (B, in), W (out, in), b (out): a dense layer's output.
+** @usage
+**   local x, W, b = bbb.ones(4, 3), bbb.ones(2, 3), bbb.zeros(2)
+**   assert(bbb.linear(x, W, b):get(1, 1) == 3) */
 static int t_linear(lua_State *L) {   /* linear(x, W [, b]) */
   lua_settop(L, 3);
   bbb_tensor *x = check(L, 1), *w = lbbb_check_tensor(L, 2, "W"), *b = lbbb_opt_tensor(L, 3, "b");
@@ -173,7 +179,10 @@ static int t_log_softmax(lua_State *L) {
 
 /** softmax(x [, dim]) -> tensor
 ** softmax over the last dimension (dim, if given, must name the last
-** dimension). */
+** dimension).
+** @usage
+**   local p = bbb.tensor{ { 1, 2, 3 } }:softmax()
+**   assert(math.abs(p:sum():item() - 1) < 1e-6) */
 static int t_softmax(lua_State *L) {
   lua_settop(L, 2);
   bbb_tensor *x = check(L, 1);
@@ -196,8 +205,12 @@ static int t_nll(lua_State *L) {
 
 /** reshape(x, n1, n2, ...) -> tensor
 ** reshape(x, {n1, n2, ...}) -> tensor
+** view(x, n1, n2, ...) -> tensor
 ** The same elements in new sizes (a view sharing storage); one size may be -1
-** and is then inferred. view is another name for it. */
+** and is then inferred. view is another name for it.
+** @usage
+**   local x = bbb.arange(6):reshape(2, -1)
+**   assert(x:size(2) == 3) */
 static int t_reshape(lua_State *L) {
   bbb_tensor *x = check(L, 1);
   int64_t shape[BBB_MAXDIM];
@@ -223,7 +236,10 @@ static int t_reshape(lua_State *L) {
 
 /** narrow(x, dim, start, len) -> tensor
 ** Elements start .. start+len-1 (1-based) along dim. Along dimension 1 the
-** result is a view (writes reach x); along other dimensions it is a copy. */
+** result is a view (writes reach x); along other dimensions it is a copy.
+** @usage
+**   local x = bbb.arange(10):reshape(5, 2)
+**   assert(x:narrow(1, 2, 3):size(1) == 3) */
 static int t_narrow(lua_State *L) {   /* narrow(dim, start, len), start 1-based */
   lua_settop(L, 4);
   bbb_tensor *x = check(L, 1);
@@ -234,7 +250,10 @@ static int t_narrow(lua_State *L) {   /* narrow(dim, start, len), start 1-based 
 }
 
 /** index_select(x, idx) -> tensor
-** The rows of x at the 1-based indices in the 1-d tensor idx. */
+** The rows of x at the 1-based indices in the 1-d tensor idx.
+** @usage
+**   local x = bbb.arange(10):reshape(5, 2)
+**   assert(x:index_select(bbb.tensor{ 5, 1 }):get(1, 1) == 8) */
 static int t_index_select(lua_State *L) {
   bbb_tensor *x = check(L, 1), *idx = lbbb_check_tensor(L, 2, "idx");
   lbbb_tensor_ud *u = lbbb_new_tensor(L);
@@ -272,7 +291,9 @@ static int t_detach(lua_State *L) {
 }
 
 /** cat({x1, x2, ...} [, dim]) -> tensor
-** The tensors joined along dim (1 by default); other sizes must agree. */
+** The tensors joined along dim (1 by default); other sizes must agree.
+** @usage
+**   assert(bbb.cat({ bbb.ones(2, 3), bbb.zeros(1, 3) }):size(1) == 3) */
 static int t_cat(lua_State *L) {
   lua_settop(L, 2);
   lbbb_check_table(L, 1, "tensors");
@@ -306,7 +327,10 @@ static int t_cat(lua_State *L) {
 ** neg(x) -> tensor
 ** Elementwise functions, each a tensor method and a bbb function
 ** (x:exp() or bbb.exp(x)), differentiable; softplus and sigmoid are stable
-** for any input. */
+** for any input.
+** @usage
+**   local x = bbb.tensor{ -1000, 0, 1000 }
+**   print(x:softplus())   -- 0, log 2, 1000: no overflow */
 
 /** add(a, b) -> tensor
 ** sub(a, b) -> tensor
@@ -321,7 +345,10 @@ static int t_cat(lua_State *L) {
 /** sum(x [, dim [, keepdim]]) -> tensor
 ** mean(x [, dim [, keepdim]]) -> tensor
 ** logsumexp(x [, dim [, keepdim]]) -> tensor
-** Reductions over all elements (a 0-d result) or along dim (1-based). */
+** Reductions over all elements (a 0-d result) or along dim (1-based).
+** @usage
+**   local x = bbb.tensor{ { 1, 2 }, { 3, 4 } }
+**   assert(x:sum():item() == 10 and x:sum(1):get(2) == 6 and x:mean(2):get(1) == 1.5) */
 
 /* Table-driven ops: name, core op code, wrapper, and the metamethod it
 ** also serves (or NULL). */

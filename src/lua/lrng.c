@@ -41,7 +41,12 @@ static int l_generator(lua_State *L) {
 }
 
 /** manual_seed(seed [, gen])
-** Reseeds the default generator (or gen) with an integer seed. */
+** Reseeds the default generator (or gen) with an integer seed.
+** @usage
+**   bbb.manual_seed(1)
+**   local a = bbb.rand(2):get(1)
+**   bbb.manual_seed(1)
+**   assert(bbb.rand(2):get(1) == a) */
 static int l_manual_seed(lua_State *L) {
   bbb_rng_init(lbbb_generator_arg(L, 2), check_seed(L, 1));
   return 0;
@@ -126,7 +131,12 @@ static int t_random(lua_State *L, int normal) {
 ** randn({n1, n2, ...} [, mean, std [, gen]]) -> tensor
 ** Samples from the normal distribution N(mean, std^2) (0 and 1 by default),
 ** from generator gen or the default one (see manual_seed). The same seed gives
-** the same numbers for any thread count. */
+** the same numbers for any thread count.
+** @usage
+**   local g = bbb.Generator(7)
+**   local a = bbb.randn({ 3 }, 0, 1, g)
+**   g:seed(7)
+**   assert(bbb.randn({ 3 }, 0, 1, g):get(1) == a:get(1))   -- same seed, same numbers */
 static int t_randn(lua_State *L) { return t_random(L, 1); }
 /** rand(n1, n2, ... [, gen]) -> tensor
 ** rand({n1, n2, ...} [, lo, hi [, gen]]) -> tensor

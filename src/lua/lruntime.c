@@ -10,7 +10,10 @@
 #include "engine/parallel.h"
 
 /** set_num_threads(n)
-** Threads for bbb's parallel passes and OpenBLAS alike. */
+** Threads for bbb's parallel passes and OpenBLAS alike.
+** @usage
+**   bbb.set_num_threads(2)
+**   assert(bbb.get_num_threads() == 2) */
 static int l_set_num_threads(lua_State *L) {
   lbbb_check(L, bbb_set_num_threads((int64_t)lbbb_check_integer(L, 1, "n")));
   return 0;

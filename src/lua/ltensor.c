@@ -32,7 +32,10 @@ static int t_full_common(lua_State *L, int last, bbb_float v) {
 /** zeros(n1, n2, ...) -> tensor
 ** zeros({n1, n2, ...}) -> tensor
 ** A float32 tensor of the given sizes filled with 0. Sizes are integers >= 0,
-** given as numbers or as one table (x:size() works); no sizes make a 0-d tensor. */
+** given as numbers or as one table (x:size() works); no sizes make a 0-d tensor.
+** @usage
+**   local z = bbb.zeros(2, 3)
+**   assert(z:numel() == 6 and bbb.zeros(z:size()):dim() == 2) */
 static int t_zeros(lua_State *L) { return t_full_common(L, lua_gettop(L), 0); }
 /** ones(n1, n2, ...) -> tensor
 ** ones({n1, n2, ...}) -> tensor
@@ -63,7 +66,9 @@ static int t_full(lua_State *L) {
 
 /** arange([start,] stop [, step]) -> tensor
 ** The 1-d tensor start, start + step, ... up to but not including stop
-** (start 0 and step 1 by default), as NumPy's arange. */
+** (start 0 and step 1 by default), as NumPy's arange.
+** @usage
+**   assert(bbb.arange(5):sum():item() == 10)   -- 0 + 1 + 2 + 3 + 4 */
 static int t_arange(lua_State *L) {
   lua_settop(L, 3);
   lua_Number a = lbbb_check_finite(L, 1, "start"), b, step = lbbb_opt_finite(L, 3, "step", 1);
@@ -140,7 +145,10 @@ static void table_fill(lua_State *L, int i, int depth, int nd, const int64_t *sh
 /** tensor(table) -> tensor
 ** tensor(number) -> tensor
 ** A tensor from nested tables of numbers ({{1, 2}, {3, 4}} is 2x2; rows must
-** have equal lengths), or a 0-d tensor from a number. */
+** have equal lengths), or a 0-d tensor from a number.
+** @usage
+**   local x = bbb.tensor{ { 1, 2 }, { 3, 4 } }
+**   assert(x:size(1) == 2 and x:get(2, 1) == 3) */
 static int t_from_table(lua_State *L) {
   if (lua_type(L, 1) == LUA_TNUMBER) {   /* a 0-d tensor */
     bbb_float v = lbbb_check_float(L, 1, "data");
@@ -357,7 +365,10 @@ static int t_totable(lua_State *L) {
 /** size(x [, dim]) -> bbb.Size | integer
 ** The sizes as a bbb.Size (a list of integers that prints as a size), or the
 ** size of one dimension (1-based, negative counts from the end). x.shape is
-** the same as x:size(). */
+** the same as x:size().
+** @usage
+**   local x = bbb.zeros(4, 5)
+**   assert(x:size(2) == 5 and x:size(-1) == 5 and #x.shape == 2) */
 static int t_size(lua_State *L) {
   bbb_tensor *t = check(L, 1);
   if (!lua_isnoneornil(L, 2)) {

@@ -66,10 +66,16 @@ describe("installing bbb", function()
       "luarocks is needed for this spec (scripts/bootstrap installs it)")
     -- a copy of the sources, so the build folder luarocks makes stays out of the tree
     local src = tmp .. "/src"
-    ok(("mkdir -p %s && cd %s && cp -r CMakeLists.txt bbb-scm-1.rockspec cmake src lua %s/")
+    ok(("mkdir -p %s && cd %s && cp -r CMakeLists.txt bbb-scm-1.rockspec cmake src lua scripts examples %s/")
       :format(q(src), q(root), q(src)))
     local tree = tmp .. "/tree"
     ok(("cd %s && luarocks --lua-version 5.4 make --tree %s bbb-scm-1.rockspec"):format(q(src), q(tree)))
     check_tree(tree)
+    -- the scripts come with the rock, run as the rockspec says
+    local rock_dir = ok(("luarocks --lua-version 5.4 --tree %s show --rock-dir bbb"):format(q(tree))):gsub("%s+$", "")
+    local out = ok(("cd %s && %s %s --help"):format(q(elsewhere), q(tree .. "/bin/bbblua"),
+      q(rock_dir .. "/scripts/fit.lua")))
+    assert.truthy(out:find("Usage: fit.lua", 1, true), out)
+    assert.truthy(io.open(rock_dir .. "/examples/priors/student_t.lua"), "examples/ not in the rock")
   end)
 end)

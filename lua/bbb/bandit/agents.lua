@@ -269,7 +269,7 @@ function agents.BBB(o)
   -- explore; from the layer's default -5 one bad meal ends all eating. The
   -- prior N(0, 0.1^2): with the paper's scale mixture and the KL weighted by
   -- the buffer's size, the complexity term keeps the agent exploring almost
-  -- uniformly for thousands of steps (doc/bandit.md has the regrets).
+  -- uniformly for thousands of steps (doc/notebook/bandit.md has the regrets).
   -- prior_in: the input layer's own prior (a one-hot feature value's weight
   -- into a hidden unit), where given
   self.net = bbb.nn.bayes_mlp(self.sizes, { prior = o.prior or bbb.prior.Gaussian{ sigma = 0.1 },

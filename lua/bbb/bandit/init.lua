@@ -16,6 +16,10 @@ local bandit = {
 
 --- run(env, agent, steps [, on_step]) -> env: plays `steps` steps;
 -- on_step(t, env, action, reward) after each one.
+-- @usage
+--   local env = bbb.bandit.Mushroom{ seed = 1 }
+--   bbb.bandit.run(env, bbb.bandit.Uniform{ seed = 1 }, 100)
+--   print(env.t, env.regret_expected)   -- 100 steps, the regret so far
 function bandit.run(environment, agent, steps, on_step)
   if math.type(steps) ~= "integer" or steps < 0 then
     error(("bandit.run: steps must be a non-negative integer, got %s"):format(tostring(steps)), 2)

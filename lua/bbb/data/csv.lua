@@ -110,6 +110,9 @@ end
 -- trained model (an unseen one is an error); `text = true` reads path as the
 -- CSV text itself. A missing value is an error naming its row and column
 -- unless drop_missing is set.
+-- @usage
+--   local ds = bbb.data.read_csv("x,colour,y\n1,red,0.5\n2,blue,1.5\n", { target = "y", text = true })
+--   assert(ds.n == 2 and ds.x:size(2) == 3)   -- x and colour one-hot (red, blue)
 function M.read_csv(path, opts)
   opts = opts or {}
   if type(path) ~= "string" then

@@ -102,6 +102,9 @@ end
 --             max_bytes = 2^31 (refuse files declaring more data bytes)}
 -- -> {x = (N, 784), y = (N) labels 1..10, n = N, classes = {"0", ..., "9"}}.
 -- The default scale is the paper's "pixels / 126".
+-- @usage
+--   local test = bbb.data.load_mnist{ split = "test", limit = 100 }
+--   assert(test.x:size(2) == 784 and test.n == 100)
 function data.load_mnist(opts)
   local ds = load_pair(opts, {   -- not a tail call: the error levels count this frame
     what = "load_mnist", name = "MNIST", root = "data/mnist", classes = MNIST_CLASSES,
@@ -127,6 +130,8 @@ local function check_batch_size(batch_size, what)
 end
 
 --- num_batches(n, batch_size, drop_last) -> how many batches batches() yields.
+-- @usage
+--   assert(bbb.data.num_batches(10, 4) == 3 and bbb.data.num_batches(10, 4, true) == 2)
 function data.num_batches(n, batch_size, drop_last)
   check_batch_size(batch_size, "num_batches")
   if drop_last then return n // batch_size end
@@ -160,6 +165,9 @@ end
 
 --- permutation(n [, generator]) -> a tensor holding 1..n in random order,
 -- drawn exactly as batches(..., {shuffle = true}) draws it.
+-- @usage
+--   local p = bbb.data.permutation(5, bbb.Generator(1))
+--   assert(p:sum():item() == 15)
 function data.permutation(n, generator)
   if math.type(n) ~= "integer" or n < 0 or n >= 1 << 31 then
     error(("permutation: n must be an integer in [0, 2^31), got %s"):format(tostring(n)), 2)
@@ -175,6 +183,10 @@ end
 -- once, when batches() is called. Unshuffled batches are views of ds.x.
 -- order: a permutation to use instead of drawing one (a resumed epoch);
 -- start: the number of batches to skip.
+-- @raise batches: batch size must be a positive integer, got ...
+-- @usage
+--   local ds = { x = bbb.randn(10, 3), y = bbb.ones(10), n = 10 }
+--   for i, xb, yb in bbb.data.batches(ds, 4) do print(i, xb:size(1)) end   -- 4, 4, 2
 function data.batches(ds, batch_size, opts)
   opts = opts or {}
   local n = check_dataset(ds, "batches")
@@ -216,6 +228,11 @@ end
 
 --- split(ds, n_first) -> the first n_first examples and the rest, as views
 -- (e.g. a validation split: local val, train = data.split(ds, 10000)).
+-- @raise split: n_first must be an integer in 1..N-1, got ...
+-- @usage
+--   local ds = { x = bbb.randn(10, 3), y = bbb.ones(10), n = 10 }
+--   local val, rest = bbb.data.split(ds, 2)
+--   assert(val.n == 2 and rest.n == 8)
 function data.split(ds, n_first)
   local n = check_dataset(ds, "split")
   if math.type(n_first) ~= "integer" or n_first < 1 or n_first >= n then
@@ -230,6 +247,9 @@ end
 -- edges: x is (B, height * width) or (B, 1, height, width), the result has
 -- x's shape. A depthwise convolution with a one-hot kernel per image, so it
 -- gives the same numbers on any thread count; no gradient flows through it.
+-- @usage
+--   local moved = bbb.data.shift(bbb.rand(4, 784), 28, 28, 2, bbb.Generator(1))
+--   assert(moved:size(1) == 4)
 function data.shift(x, height, width, max_shift, generator)
   local hw = math.tointeger(height) and math.tointeger(width) and height * width
   if not hw or height < 1 or width < 1 then

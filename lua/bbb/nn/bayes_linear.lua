@@ -24,6 +24,10 @@
 -- can never be 0 itself.
 --
 -- Tests may fix the noise: layer.noise = {w = , b = , out = , s_in = , s_out = }.
+-- @usage
+--   local layer = bbb.nn.BayesLinear(784, 400, { prior = bbb.prior.Gaussian{ sigma = 1 }, estimator = "local" })
+--   local out = layer(bbb.rand(8, 784))   -- a fresh draw of the weights (or pre-activations) each call
+--   print(out:size(2), layer:kl():item())   -- 400, and the complexity term of that draw
 local bbb = require "bbb"
 local core = require "bbb.core"
 local Module = require "bbb.nn.module"
@@ -142,7 +146,8 @@ end
 
 local function noise(self, key) return self.noise and self.noise[key] end
 
--- A weight sample and its complexity term. The fused C pass evaluates C
+--- sample(mu, rho, key [, out]) -> a weight sample (or what out asks for),
+-- its complexity term. The fused C pass evaluates C
 -- priors itself; a Lua prior is evaluated on the sample and differentiated
 -- by the tape. out: what to return beside the complexity term: "w" (the
 -- sample, the default), "var" (sigma^2) or "delta" (the sample minus mu);
@@ -167,7 +172,7 @@ function BayesLinear:sample(mu, rho, key, out)
   return o, logq - lp
 end
 
--- The bias sample (or what out asks for) and its complexity term, or nil
+--- sample_bias([out]) -> the bias sample (or what out asks for) and its complexity term, or nil
 -- and 0 without a bias.
 function BayesLinear:sample_bias(out)
   if not self.bias_mu then return nil, 0 end
@@ -212,6 +217,7 @@ function BayesLinear:forward(x)
   end
 end
 
+--- kl() -> the complexity term log q(w) - log p(w) of the last forward.
 function BayesLinear:kl() return self.last_kl end
 
 function BayesLinear:config()

@@ -106,6 +106,9 @@ M.Conv2d = Conv2d
 -- dilation =, groups =, bias = true, generator =}]): PyTorch's nn.Conv2d;
 -- each option an integer or a pair {height, width}; weights uniform in
 -- +-1/sqrt(fan-in).
+-- @usage
+--   local conv = bbb.nn.Conv2d(1, 8, 3, { padding = 1 })
+--   assert(conv(bbb.rand(2, 1, 28, 28)):size(2) == 8)
 function Conv2d:init(n_in, n_out, kernel, opts)
   opts = opts or {}
   conv_geometry(self, "Conv2d", n_in, n_out, kernel, opts)
@@ -144,6 +147,9 @@ M.BayesConv2d = BayesConv2d
 -- (stride, padding, dilation, groups, bias) and BayesLinear's prior,
 -- estimator ("weight", "local", "flipout"), kl ("mc", "analytic"),
 -- mu_scale (default 1/sqrt(fan-in)), rho_init (-5), mode, generator, masked.
+-- @usage
+--   local conv = bbb.nn.BayesConv2d(1, 4, 5, { estimator = "flipout", prior = bbb.prior.Gaussian{ sigma = 1 } })
+--   assert(conv(bbb.rand(2, 1, 28, 28)):size(3) == 24)
 function BayesConv2d:init(n_in, n_out, kernel, opts)
   opts = opts or {}
   conv_geometry(self, "BayesConv2d", n_in, n_out, kernel, opts)
@@ -175,7 +181,7 @@ local function out_size(self, x)
   return size
 end
 
--- Local reparameterization: each output from N(conv(x, mu), conv(x^2, sigma^2)),
+--- forward_local(x, var, bvar, wm, bm): local reparameterization, each output from N(conv(x, mu), conv(x^2, sigma^2)),
 -- both convolutions and the sampling in one op.
 -- var, bvar: sigma^2 of the weights and biases (from the sample's pass).
 function BayesConv2d:forward_local(x, var, bvar, wm, bm)
@@ -187,7 +193,7 @@ function BayesConv2d:forward_local(x, var, bvar, wm, bm)
     bvar, eps, self.conv_opts)
 end
 
--- Flipout: signs per example and channel, shared over the positions; the
+--- forward_flipout(x, dw, b, wm, bm): flipout, signs per example and channel, shared over the positions; the
 -- two convolutions and the signs in one op. dw: the sample minus mu.
 function BayesConv2d:forward_flipout(x, dw, b, wm, bm)
   local B = x:size(1)
@@ -262,7 +268,9 @@ local function pooling(name, fn)
   return cls
 end
 
+--- MaxPool2d(kernel_size [, {stride = kernel_size, padding = 0}]): the maximum of each window.
 M.MaxPool2d = pooling("MaxPool2d", bbb.max_pool2d)
+--- AvgPool2d(kernel_size [, {stride = kernel_size, padding = 0}]): the mean of each window.
 M.AvgPool2d = pooling("AvgPool2d", bbb.avg_pool2d)
 
 local Flatten = Module.class("Flatten")

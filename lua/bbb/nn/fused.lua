@@ -43,6 +43,24 @@ local function drop_rate(l)
 end
 
 --- plan(net, elbo) -> plan | nil, reason
+-- @param net a Sequential of dense layers with ReLU between them, whose
+--   Bayesian and dropout layers all draw from one generator: build it with
+--   {generator = g} (bbb.nn.bayes_mlp(sizes, {generator = g}) or
+--   bbb.nn.mlp(sizes, {dropout = p, generator = g})); without one the
+--   reason is "the Bayesian layers do not share one generator"
+-- @param elbo a bbb.elbo.ELBO with likelihood = "gaussian", a fixed sigma
+--   and one sample
+-- @return a plan for elbo:fused_step(plan, x, y), or nil and why not
+-- @usage
+--   local g = bbb.Generator(1)
+--   local net = bbb.nn.bayes_mlp({ 8, 16, 1 }, { generator = g })
+--   local elbo = bbb.elbo.ELBO{ n_data = 64, batch_size = 64, likelihood = "gaussian", sigma = 0.5 }
+--   local opt = bbb.optim.Adam(net, { lr = 1e-3 })
+--   local plan = assert(bbb.nn.fused.plan(net, elbo))
+--   opt:zero_grad()
+--   local terms = elbo:fused_step(plan, bbb.randn(64, 8), bbb.randn(64, 1))
+--   opt:step()
+--   print(plan:current(), terms.nll > 0)
 function fused.plan(net, elbo)
   if getmetatable(net) ~= layers.Sequential then return nil, "the network is not a Sequential" end
   if elbo.likelihood ~= "gaussian" or elbo.noise_rho then return nil, "the likelihood is not a fixed Gaussian" end
@@ -84,7 +102,7 @@ end
 
 local KEYS = { "w", "b", "wmu", "wrho", "bmu", "brho", "prior" }
 
--- Whether the plan still stands for the network: the same tensors, priors
+--- current() -> boolean: whether the plan still stands for the network: the same tensors, priors
 -- and modes (a parameter replaced by another tensor, a prior swapped, or a
 -- layer switched between training and evaluation needs a new plan).
 function Plan:current()

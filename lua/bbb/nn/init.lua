@@ -38,6 +38,13 @@ end
 -- BayesLinear layers with the activation between them (the options go to
 -- every BayesLinear). priors = {p1, p2, ...}: layer i's prior, where given,
 -- instead of `prior`.
+-- @raise nn.bayes_mlp: sizes must list at least two sizes (inputs and outputs), got ...
+-- @raise nn.bayes_mlp: sizes[i] must be a positive integer, got ...
+-- @raise nn.bayes_mlp: priors must list at most one prior per layer (N), got ...
+-- @usage
+--   local net = bbb.nn.bayes_mlp({ 784, 400, 400, 10 }, { prior = bbb.prior.Gaussian{ sigma = 1 } })
+--   local a, b = net(bbb.zeros(1, 784)), net(bbb.zeros(1, 784))   -- two weight draws
+--   assert(a:size(2) == 10 and (a - b):abs():sum():item() > 0)
 function nn.bayes_mlp(sizes, opts)
   check_sizes(sizes, "bayes_mlp")
   local priors = opts and opts.priors
@@ -62,6 +69,10 @@ end
 --- mlp({784, 400, 400, 10}, {activation = nn.ReLU, dropout = p, generator =})
 -- -> the deterministic counterpart of bayes_mlp, with dropout after every
 -- hidden activation when dropout is given.
+-- @raise nn.mlp: sizes must list at least two sizes (inputs and outputs), got ...
+-- @usage
+--   local net = bbb.nn.mlp({ 4, 16, 3 }, { dropout = 0.5 })
+--   assert(#net.layers == 4)   -- Linear, ReLU, Dropout, Linear
 function nn.mlp(sizes, opts)
   check_sizes(sizes, "mlp")
   local net = nn.Sequential{}
@@ -139,11 +150,20 @@ local function build(c, opts, path, scratch)
   return m
 end
 
+--- The training step without the graph, for small ReLU MLPs: a plan
+-- (bbb.nn.fused.plan) then elbo:fused_step(plan, x, y). See bbb.nn.fused.
+nn.fused = require "bbb.nn.fused"
+
 --- build(config [, {generator = g, prior = p}]) -> a module from the table
 -- net:config() gave. Parameters are freshly initialised (from a private
 -- generator, so building draws nothing from g); load a state_dict after.
 -- generator: what the built layers sample with (default: the module's);
 -- prior: the prior for layers saved with a prior written in Lua.
+-- @raise nn.build: PATH has an unknown layer type ..., or a field that is not what the layer needs
+-- @usage
+--   local net = bbb.nn.bayes_mlp({ 3, 5, 1 })
+--   local twin = bbb.nn.build(net:config())
+--   twin:load_state_dict(net:state_dict())
 function nn.build(config, opts)
   local ok, m = pcall(build, config, opts or {}, "config", require("bbb").Generator(0))
   if not ok then error(m, 2) end

@@ -19,6 +19,9 @@ end
 M.check_input = check_input
 
 --- Sequential{layer1, layer2, ...}
+-- @usage
+--   local net = bbb.nn.Sequential{ bbb.nn.Linear(4, 8), bbb.nn.ReLU(), bbb.nn.Linear(8, 2) }
+--   assert(net(bbb.randn(3, 4)):size(2) == 2)
 local Sequential = Module.class("Sequential")
 M.Sequential = Sequential
 
@@ -32,6 +35,7 @@ function Sequential:init(layers)
   end
 end
 
+--- add(layer) -> self, with layer appended.
 function Sequential:add(layer)
   if type(layer) ~= "table" or type(layer.forward) ~= "function" then
     error("Sequential:add: the argument is not a layer", 2)
@@ -61,6 +65,9 @@ function Sequential:__tostring()
 end
 
 --- Linear(in, out [, {bias = true, generator = g}]): x W^T + b
+-- @usage
+--   local layer = bbb.nn.Linear(3, 2, { generator = bbb.Generator(1) })
+--   assert(layer(bbb.ones(5, 3)):size(1) == 5)
 local Linear = Module.class("Linear")
 M.Linear = Linear
 
@@ -106,9 +113,13 @@ local function activation(name, method)
   return cls
 end
 
+--- ReLU(): max(0, x), elementwise.
 M.ReLU = activation("ReLU", "relu")
+--- Sigmoid(): 1 / (1 + exp(-x)), elementwise.
 M.Sigmoid = activation("Sigmoid", "sigmoid")
+--- Tanh(): tanh(x), elementwise.
 M.Tanh = activation("Tanh", "tanh")
+--- Softplus(): log(1 + exp(x)), elementwise.
 M.Softplus = activation("Softplus", "softplus")
 
 --- Dropout(p): zeroes inputs with probability p in training, scales by 1/(1-p).

@@ -30,6 +30,9 @@ end
 -- Bayesian (BayesConv2d, BayesLinear, with the other options); false a
 -- plain network, with Dropout(p) after each pooling and hidden layer when
 -- dropout = p.
+-- @usage
+--   local net = bbb.nn.lenet{ bayes = true, estimator = "local" }
+--   assert(net(bbb.rand(2, 784)):size(2) == 10)
 function M.lenet(opts)
   opts = opts or {}
   local ch = int_list(opts.channels, { 16, 32 }, "channels")
@@ -102,6 +105,10 @@ end
 -- every Conv2d a BayesConv2d: mu = the trained weights, sigma = delta |w|
 -- (at least floor), MOPED's initialisation (Krishnan et al. 2020, as
 -- bayesian-torch's dnn_to_bnn). The model itself is left unchanged.
+-- @usage
+--   local plain = bbb.nn.mlp({ 4, 8, 2 })
+--   local twin = bbb.nn.bayesian(plain, { delta = 0.1 })
+--   assert(twin.layers[1].__name == "BayesLinear")
 function M.bayesian(model, opts)
   opts = opts or {}
   if type(model) ~= "table" or type(model.forward) ~= "function" then

@@ -2,6 +2,8 @@
 -- class helper so a layer is constructed by calling its class.
 local core = require "bbb.core"
 
+--- Module: the base class of every layer (nn.Module.class makes one); its
+-- methods below are every layer's.
 local Module = {}
 Module.__index = Module
 Module.__name = "Module"
@@ -25,8 +27,10 @@ function Module.class(name, parent)
   return cls
 end
 
+--- init(...): sets the layer up; Class(...) calls it on a new object.
 function Module:init() end
 
+--- forward(x) -> the layer's output for the batch x; net(x) calls it.
 function Module:forward(x)
   error(self.__name .. ": forward is not implemented", 2)
 end
@@ -38,6 +42,10 @@ function Module:children() return {} end
 
 --- Calls fn(m) on this module, then on every descendant, depth first
 -- (Torch's apply): every tree walk goes through here.
+-- @usage
+--   local n = 0
+--   bbb.nn.bayes_mlp({ 2, 4, 4, 1 }):apply(function() n = n + 1 end)
+--   assert(n == 6)   -- the Sequential and its five layers
 function Module:apply(fn)
   fn(self)
   for _, c in ipairs(self:children()) do c:apply(fn) end
@@ -49,6 +57,8 @@ function Module:own_parameters() return {} end
 
 --- A list of {name, tensor} pairs over the whole tree: a child's names are
 -- prefixed by its position ("2.weight_mu").
+-- @usage
+--   for _, p in ipairs(bbb.nn.BayesLinear(2, 1):named_parameters()) do print(p[1]) end
 function Module:named_parameters()
   local out = {}
   for _, p in ipairs(self:own_parameters()) do out[#out + 1] = { p[1], p[2] } end
@@ -75,6 +85,9 @@ function Module:named_state()
   return out
 end
 
+--- parameters() -> the list of tensors trained, in named_parameters' order.
+-- @usage
+--   assert(#bbb.nn.Linear(3, 2):parameters() == 2)   -- weight and bias
 function Module:parameters()
   local out = {}
   for _, p in ipairs(self:named_parameters()) do out[#out + 1] = p[2] end
@@ -89,6 +102,9 @@ end
 
 --- {name = tensor} for every parameter and buffer (the tensors themselves,
 -- not copies).
+-- @usage
+--   local sd = bbb.nn.BayesLinear(3, 2):state_dict()
+--   assert(sd.weight_mu and sd.weight_rho)
 function Module:state_dict()
   local sd = {}
   for _, p in ipairs(self:named_state()) do sd[p[1]] = p[2] end
@@ -133,6 +149,10 @@ function Module:config()
 end
 
 --- A deep copy: same configuration and parameter values, separate tensors.
+-- @usage
+--   local net = bbb.nn.mlp({ 2, 3, 1 })
+--   local copy = net:clone()
+--   assert(copy ~= net and (copy(bbb.ones(1, 2)) - net(bbb.ones(1, 2))):abs():sum():item() == 0)
 function Module:clone()
   -- a prior written in Lua is not in the config: the copy shares this one's
   local is_fused, lua_priors = require("bbb.prior").is_fused, {}
@@ -151,10 +171,12 @@ function Module:clone()
   return copy
 end
 
+--- train() -> self: every layer in training mode (sampling, dropping).
 function Module:train()
   return self:apply(function(m) m.training = true end)
 end
 
+--- evaluate() -> self: every layer in evaluation mode (see predict's mode).
 function Module:evaluate()
   return self:apply(function(m) m.training = false end)
 end
@@ -193,6 +215,14 @@ end
 -- keep_samples = "tensor" gives them as one (S, N, C) tensor instead,
 -- filled pass by pass (no Lua tables, no copies of the list).
 -- mode = "mean" uses the posterior means (one pass).
+-- @raise predict: mode must be "sample" or "mean", got ...
+-- @raise predict: samples must be a positive integer, got ...
+-- @usage
+--   local net = bbb.nn.bayes_mlp({ 2, 8, 3 })
+--   local probs = net:predict(bbb.randn(5, 2), { samples = 20 })   -- (5, 3), rows sum to 1
+--   local reg = bbb.nn.bayes_mlp({ 2, 8, 1 })
+--   local mean, sd = reg:predict(bbb.randn(5, 2), { samples = 20, likelihood = "gaussian" })
+--   assert(probs:size(2) == 3 and sd:size(1) == 5)
 function Module:predict(x, opts)
   opts = opts or {}
   local bbb = require "bbb"

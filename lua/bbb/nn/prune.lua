@@ -67,6 +67,12 @@ end
 -- masks: a list of {name = position of the layer, layer =, weight = mask,
 -- bias = mask}; info = {total =, removed =, kept =, threshold =}. The net is
 -- changed in place (clone it first to keep the original).
+-- @raise bbb.nn.prune: ... when fraction is not in [0, 1], by is unknown, or
+--   the net has no Bayesian layer
+-- @usage
+--   local net = bbb.nn.bayes_mlp({ 20, 30, 2 })
+--   local masks, info = bbb.nn.prune(net, { fraction = 0.9 })
+--   print(info.removed, info.kept)   -- 90% of the weights and biases, and the rest
 local function prune(net, opts)
   if type(net) ~= "table" or type(net.children) ~= "function" then
     fail("net must be a module, got %s", type(net))

@@ -2,7 +2,7 @@
 -- figure 6): Bayes by Backprop with Thompson sampling against epsilon-greedy
 -- MLPs (5%, 1%, 0%), a uniform agent, linear Thompson sampling, MC-dropout
 -- Thompson sampling and NeuralLinear. The network agents' settings are the
--- ablation's (doc/bandit.md, bbb.app.experiments.bandit_agent.DEFAULTS); --paper-agent
+-- ablation's (doc/notebook/bandit.md, bbb.app.experiments.bandit_agent.DEFAULTS); --paper-agent
 -- gives the previous ones.
 -- Every agent meets the same mushrooms and poison coins (common random
 -- numbers); agents run in parallel worker processes, one thread each.
@@ -143,7 +143,7 @@ function M.parser()
     .. "minutes on 2 cores)."):format(DEFAULT_STEPS)):convert(cli.positive_integer())
   parser:flag("--paper", ("The paper's protocol: %d steps, 5 seeds (64 updates of 64 per step are the "
     .. "defaults); explicit --repeats wins."):format(PAPER_STEPS))
-  parser:flag("--paper-agent", "The network agents' settings before the ablation (doc/bandit.md): buffer "
+  parser:flag("--paper-agent", "The network agents' settings before the ablation (doc/notebook/bandit.md): buffer "
     .. "4096, KL / buffer size, likelihood noise 1 (fixed), N(0, 0.1^2) prior, rho -3, one weight sample per decision; explicit flags win.")
   parser:option("--updates", "Minibatch updates after each step.", "64"):convert(cli.positive_integer())
   recipe.declare(parser, { "batch" })

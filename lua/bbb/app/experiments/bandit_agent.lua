@@ -13,7 +13,7 @@ local agents = require "bbb.bandit.agents"
 local M = {}
 
 --- The agent settings of the network agents: DEFAULTS are the ones the
--- ablation chose (doc/bandit.md), PAPER_AGENT the ones used before it
+-- ablation chose (doc/notebook/bandit.md), PAPER_AGENT the ones used before it
 -- (section 5.3's buffer of the last 4,096 transitions with the complexity
 -- term divided by its size, one weight sample per decision).
 M.PAPER_AGENT = { buffer = 4096, kl = "size", sigma = 1, learn_sigma = false, hetero = false, rho_init = -3,
@@ -24,7 +24,7 @@ for k, v in pairs(M.PAPER_AGENT) do M.DEFAULTS[k] = v end
 -- Every transition kept, the complexity term divided by the transitions seen
 -- so far. One weight sample per decision (pure Thompson sampling): the mean
 -- of two samples explores less and can stop eating altogether
--- (doc/bandit.md, sections 4 and 10). Likelihood noise 0.05: the costly
+-- (doc/notebook/bandit.md, sections 4 and 10). Likelihood noise 0.05: the costly
 -- decisions come from a wrong posterior mean rather than from the draws, and
 -- a smaller noise weighs each reward more against the complexity term
 -- (section 5).
@@ -46,7 +46,7 @@ M.DEFAULTS.prior_sigma_in = 0.2
 
 
 -- "unb": every transition kept, the complexity term divided by t; "S4":
--- doc/bandit.md section 4's defaults.
+-- doc/notebook/bandit.md section 4's defaults.
 local UNB = { buffer = 100000 }
 local S4 = { buffer = 100000, kl = "seen", sigma = 0.1, decide_samples = 1 }
 --- with(t, extra) -> a copy of t with extra's fields set.

@@ -63,7 +63,7 @@ function ood.parser()
     -- after training), so the posterior's draws barely disagree on any image;
     -- under the Gaussian the posterior stays wide (sigma 0.42 / 0.27 / 0.03)
     -- at the same accuracy, and its draws disagree on images unlike MNIST's
-    -- (doc/experiments.md, "Out of distribution: the prior decides").
+    -- (doc/notebook/experiments.md, "Out of distribution: the prior decides").
     defaults = { epochs = "20", test_samples = "100", threads = "2", prior = "gaussian", sigma1 = "1" },
     flags = { "dataset" } })
   parser:epilog(table.concat(epilog, "\n") .. "\n" .. parser._epilog)
