@@ -182,7 +182,7 @@ local submodules = {
   nn = "bbb.nn", prior = "bbb.prior", elbo = "bbb.elbo", optim = "bbb.optim", data = "bbb.data",
   metrics = "bbb.metrics", progress = "bbb.progress", testing = "bbb.testing",
   checkpoint = "bbb.checkpoint", train = "bbb.train", json = "bbb.json", dist = "bbb.dist",
-  bandit = "bbb.bandit", calibration = "bbb.calibration",
+  bandit = "bbb.bandit", calibration = "bbb.calibration", laplace = "bbb.laplace",
   -- the application's, for the REPL (tests/unit/layers_lua_spec.lua keeps the
   -- library off these names)
   plot = "bbb.app.plot", cli = "bbb.app.cli", sys = "bbb.app.sys",
