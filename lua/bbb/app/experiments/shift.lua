@@ -44,6 +44,7 @@ local epilog = "Methods: plain (one net), temperature (plain, its logits divided
   .. "Laplace posterior, prior precision by the marginal likelihood, probit predictive). Models are "
   .. "trained by scripts/mnist.lua on the training set less its last --val images, --jobs processes at "
   .. "a time, and kept in DIR/models: a rerun (or --from DIR) reuses them, a stopped one resumes. "
+  .. "Every net sees the same training images (mnist.lua --shift 0 unless given after --). "
   .. "Cost: with --model cnn, each plain or dropout net takes about 10 s per epoch over MNIST on 2 "
   .. "cores and a BBB net about 25 s; the default run (6 methods, one seed) trains 7 nets."
 
@@ -178,6 +179,11 @@ local function train_argv(config, net)
   if config.epochs then table.move({ "--epochs", config.epochs }, 1, 2, #argv + 1, argv) end
   if config.limit then table.move({ "--limit", config.limit }, 1, 2, #argv + 1, argv) end
   if net.kind == "bbb" then table.move({ "--estimator", config.estimator }, 1, 2, #argv + 1, argv) end
+  -- every net sees the same training images: mnist.lua's cnn recipe moves
+  -- them by up to 2 pixels, which would favour one method under translation
+  local shifted = false
+  for _, w in ipairs(config.mnist_flags) do shifted = shifted or w == "--shift" or w:find("^%-%-shift=") ~= nil end
+  if not shifted then table.move({ "--shift", 0 }, 1, 2, #argv + 1, argv) end
   table.move(config.mnist_flags, 1, #config.mnist_flags, #argv + 1, argv)
   return sys.bbblua_argv(config._script_dir .. "/mnist.lua", table.unpack(argv)), dir .. net.name .. ".log"
 end
@@ -283,13 +289,14 @@ local function body_and_head(net)
   end, head
 end
 
--- fn(chunk) over the rows of x in chunks, the answers' rows concatenated.
-local function chunked(x, fn)
+-- fn(chunk) over the rows of x in chunks, the answers joined along
+-- dimension dim (default 1: the rows; 2 for (S, N, C) stacks).
+local function chunked(x, fn, dim)
   local parts = {}
   for start = 1, x:size(1), CHUNK do
     parts[#parts + 1] = fn(x:narrow(1, start, math.min(CHUNK, x:size(1) - start + 1)))
   end
-  return #parts == 1 and parts[1] or bbb.cat(parts, 1)
+  return #parts == 1 and parts[1] or bbb.cat(parts, dim or 1)
 end
 
 -- The plain net's last-layer inputs and logits on raw images (kept in
@@ -312,7 +319,7 @@ local function sampled(m, raw, samples)
   return chunked(raw * (1 / m.pixel_scale), function(x)
     local _, stack = m.net:predict(x, { samples = samples, keep_samples = "tensor" })
     return stack:reshape(samples, x:size(1), stack:size(3))
-  end)
+  end, 2)
 end
 
 local function stack_of(list)
