@@ -88,13 +88,13 @@ function shift.parse(argv)
     fail("--from: %s holds no models/ folder (a folder written by --out)", args.from)
   end
   if args.limit and args.val >= args.limit then
-    fail("--val %d must be smaller than --limit %d (the validation rows come from the training rows)",
+    fail("--val %d must be smaller than --limit %d (the validation rows are held out of those images)",
       args.val, args.limit)
   end
   for _, w in ipairs(args.mnist_flags) do
     for _, own in ipairs { "--model", "--seed", "--save", "--checkpoint", "--resume", "--val", "--epochs" } do
       if w == own or w:find("^" .. own .. "=") then
-        fail("%s after --: shift.lua sets it for every training run (give shift.lua's own flag)", own)
+        fail("%s after --: shift.lua sets it for each net it trains (give shift.lua's own flag)", own)
       end
     end
   end
