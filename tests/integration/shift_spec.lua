@@ -44,6 +44,8 @@ describe("shift.lua", function()
     refused("--from " .. tmp .. "/nowhere --out " .. tmp .. "/x", "--from: " .. tmp .. "/nowhere holds no models/")
     refused("--limit 100 --val 100 --out " .. tmp .. "/x", "--val 100 must be smaller than --limit 100")
     refused("--out " .. tmp .. "/x -- --seed 3", "--seed after --: shift.lua sets it")
+    refused("--out " .. tmp .. "/x -- --dataset=fashion", "--dataset after --: shift.lua sets it")
+    refused("--methods plain bbb plain --out " .. tmp .. "/x", "--methods: plain is given twice")
   end)
 
   local result

@@ -84,6 +84,11 @@ function shift.parse(argv)
   argv = argv or arg
   local args = recipe.parse(shift.parser(), argv)
   args.methods = args.methods or shift.DEFAULT_METHODS
+  local seen = {}
+  for _, m in ipairs(args.methods) do
+    if seen[m] then fail("--methods: %s is given twice", m) end
+    seen[m] = true
+  end
   if args.from and not bbb.core.sys.kind(args.from .. "/models") then
     fail("--from: %s holds no models/ folder (a folder written by --out)", args.from)
   end
@@ -92,7 +97,8 @@ function shift.parse(argv)
       args.val, args.limit)
   end
   for _, w in ipairs(args.mnist_flags) do
-    for _, own in ipairs { "--model", "--seed", "--save", "--checkpoint", "--resume", "--val", "--epochs" } do
+    for _, own in ipairs { "--model", "--seed", "--save", "--checkpoint", "--resume", "--val", "--epochs",
+                           "--dataset", "--limit", "--estimator" } do
       if w == own or w:find("^" .. own .. "=") then
         fail("%s after --: shift.lua sets it for each net it trains (give shift.lua's own flag)", own)
       end
