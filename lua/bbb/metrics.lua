@@ -47,15 +47,26 @@ local function check_labels(labels, n, c, what)
   return list
 end
 
+local function hits_of(probs, labels, what)
+  local p, n, c = check_probs(probs, what)
+  local y = check_labels(labels, n, c, what)
+  local pred, hits = p:argmax(2):totable(), {}
+  for i = 1, n do hits[i] = pred[i] == y[i] and 1 or 0 end
+  return hits, n
+end
+
+--- correct(probs, labels) -> Lua array of 1 (argmax is the label) or 0 per
+-- row: what risk_coverage and aurc take.
+function metrics.correct(probs, labels)
+  return (hits_of(probs, labels, "correct"))
+end
+
 --- accuracy(probs, labels) -> fraction of rows whose argmax is the label.
 function metrics.accuracy(probs, labels)
-  local p, n, c = check_probs(probs, "accuracy")
-  local y = check_labels(labels, n, c, "accuracy")
-  local pred, hits = p:argmax(2):totable(), 0
-  for i = 1, n do
-    if pred[i] == y[i] then hits = hits + 1 end
-  end
-  return hits / n
+  local hits, n, total = hits_of(probs, labels, "accuracy")
+  total = 0
+  for i = 1, n do total = total + hits[i] end
+  return total / n
 end
 
 --- nll(probs, labels) -> mean of -log p(true class), p clamped at 1e-12.
@@ -205,39 +216,197 @@ function metrics.ece(probs, labels, n_bins)
   return total
 end
 
-local function sorted_scores(s, what)
-  local list = core.is_tensor(s) and s:reshape(-1):totable() or s
+--------------------------------------------------------------------------
+-- Classification scores: ranking, detection and selective prediction.
+-- Binary metrics take (scores, labels) as sklearn's roc_auc_score does:
+-- labels 1/0 or true/false, 1 the positive class, a higher score meaning
+-- "more likely positive". Tied scores share one threshold.
+
+local function number_list(v, what, name)
+  local list = core.is_tensor(v) and v:reshape(-1):totable() or v
   if type(list) ~= "table" then
-    error(("auroc: %s scores must be a tensor or a Lua array, got %s"):format(what, type(s)), 3)
+    error(("%s: %s must be a tensor or a Lua array, got %s"):format(what, name, type(v)), 3)
   end
-  if #list == 0 then error(("auroc: no %s scores"):format(what), 3) end
-  local copy = {}
-  for i = 1, #list do
-    local v = list[i]
-    if type(v) ~= "number" or v ~= v then
-      error(("auroc: %s score %d is %s"):format(what, i, tostring(v)), 3)
-    end
-    copy[i] = v
-  end
-  table.sort(copy)
-  return copy
+  return list
 end
 
---- auroc(scores_pos, scores_neg) -> P(pos > neg) + P(pos = neg) / 2, the
--- Mann–Whitney statistic, from two sorted lists in one merge pass.
-function metrics.auroc(scores_pos, scores_neg)
-  local pos, neg = sorted_scores(scores_pos, "positive"), sorted_scores(scores_neg, "negative")
-  local below, total, i = 1, 0, 1   -- neg[below..] are the negatives >= pos[i]
-  while i <= #pos do
-    local v, run = pos[i], i
-    while run <= #pos and pos[run] == v do run = run + 1 end
-    while below <= #neg and neg[below] < v do below = below + 1 end
-    local tie = below
-    while tie <= #neg and neg[tie] == v do tie = tie + 1 end
-    total = total + (run - i) * ((below - 1) + 0.5 * (tie - below))
-    i = run
+-- The scores and 1/0 labels as Lua arrays, with the counts of each class;
+-- refuses what has no answer (one class only, NaN, lengths that differ).
+local function binary_inputs(scores, labels, what)
+  local s, l = number_list(scores, what, "scores"), number_list(labels, what, "labels")
+  if #s ~= #l then error(("%s: %d scores for %d labels"):format(what, #s, #l), 3) end
+  local y, n_pos = {}, 0
+  for i = 1, #s do
+    local v = s[i]
+    if type(v) ~= "number" or v ~= v then
+      error(("%s: score %d is %s"):format(what, i, tostring(v)), 3)
+    end
+    local lab = l[i]
+    if lab == true or lab == 1 then y[i] = 1
+    elseif lab == false or lab == 0 then y[i] = 0
+    else error(("%s: label %d is %s, expected 1/0 or true/false"):format(what, i, tostring(lab)), 3) end
+    n_pos = n_pos + y[i]
   end
-  return total / (#pos * #neg)
+  if n_pos == 0 or n_pos == #s then
+    error(("%s: labels hold one class only (%d positive of %d): the score is undefined")
+      :format(what, n_pos, #s), 3)
+  end
+  return s, y, n_pos, #s - n_pos
+end
+
+-- Indices 1..n ordered by score, descending (ascending when asc).
+local function order_by(s, asc)
+  local idx = {}
+  for i = 1, #s do idx[i] = i end
+  table.sort(idx, function(a, b)
+    if s[a] ~= s[b] then
+      if asc then return s[a] < s[b] else return s[a] > s[b] end
+    end
+    return a < b
+  end)
+  return idx
+end
+
+-- Calls fn(tp, fp) after each group of tied scores, from the highest
+-- score down: the ROC and precision-recall curves' points.
+local function each_threshold(s, y, fn)
+  local idx, tp, fp, i = order_by(s), 0, 0, 1
+  while i <= #idx do
+    local v = s[idx[i]]
+    while i <= #idx and s[idx[i]] == v do
+      if y[idx[i]] == 1 then tp = tp + 1 else fp = fp + 1 end
+      i = i + 1
+    end
+    fn(tp, fp)
+  end
+end
+
+--- auroc(scores, labels) -> the area under the ROC curve: P(score of a
+-- positive > score of a negative) + P(tie) / 2 (the Mann-Whitney statistic,
+-- from average ranks), as sklearn's roc_auc_score.
+function metrics.auroc(scores, labels)
+  local s, y, n_pos, n_neg = binary_inputs(scores, labels, "auroc")
+  local idx, rank_sum, i = order_by(s, true), 0, 1
+  while i <= #idx do
+    local j, pos = i, 0
+    while j <= #idx and s[idx[j]] == s[idx[i]] do
+      pos = pos + y[idx[j]]
+      j = j + 1
+    end
+    rank_sum = rank_sum + pos * (i + j - 1) / 2   -- ranks i..j-1 share their mean
+    i = j
+  end
+  return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+end
+
+--- aupr(scores, labels) -> average precision, sum_k (R_k - R_{k-1}) P_k over
+-- the distinct thresholds, as sklearn's average_precision_score.
+function metrics.aupr(scores, labels)
+  local s, y, n_pos = binary_inputs(scores, labels, "aupr")
+  local ap, last_recall = 0, 0
+  each_threshold(s, y, function(tp, fp)
+    local recall = tp / n_pos
+    ap = ap + (recall - last_recall) * tp / (tp + fp)
+    last_recall = recall
+  end)
+  return ap
+end
+
+--- fpr_at_tpr(scores, labels, level = 0.95) -> the false-positive rate at
+-- the highest threshold whose true-positive rate reaches level (FPR95).
+function metrics.fpr_at_tpr(scores, labels, level)
+  level = level or 0.95
+  if type(level) ~= "number" or not (level > 0 and level <= 1) then
+    error(("fpr_at_tpr: level must be a number in (0, 1], got %s"):format(tostring(level)), 2)
+  end
+  local s, y, n_pos, n_neg = binary_inputs(scores, labels, "fpr_at_tpr")
+  local found
+  each_threshold(s, y, function(tp, fp)
+    if not found and tp >= level * n_pos - 1e-9 * n_pos then found = fp / n_neg end
+  end)
+  return found
+end
+
+--- detection(in_scores, out_scores) -> {auroc, aupr_in, aupr_out, fpr95}:
+-- how well a score (higher: more likely out of distribution) tells two sets
+-- apart. auroc, aupr_out and fpr95 take the out set as positive; aupr_in
+-- takes the in set as positive with the scores negated.
+function metrics.detection(in_scores, out_scores)
+  local a, b = number_list(in_scores, "detection", "in_scores"), number_list(out_scores, "detection", "out_scores")
+  if #a == 0 or #b == 0 then
+    error(("detection: %d in-distribution and %d out-of-distribution scores: both sets are needed")
+      :format(#a, #b), 2)
+  end
+  local s, y, neg = {}, {}, {}
+  for i = 1, #a do s[i], y[i] = a[i], 0 end
+  for i = 1, #b do s[#a + i], y[#a + i] = b[i], 1 end
+  local flipped = {}
+  for i = 1, #s do neg[i], flipped[i] = -s[i], 1 - y[i] end
+  return { auroc = metrics.auroc(s, y), aupr_out = metrics.aupr(s, y), aupr_in = metrics.aupr(neg, flipped),
+           fpr95 = metrics.fpr_at_tpr(s, y, 0.95) }
+end
+
+--- brier(probs, labels) -> the Brier score: the mean over rows of
+-- sum_c (p_c - [c = label])^2 (0 for sure and right, 2 for sure and wrong).
+function metrics.brier(probs, labels)
+  local p, n, c = check_probs(probs, "brier")
+  local y = check_labels(labels, n, c, "brier")
+  local rows, total = p:totable(), 0
+  for i = 1, n do
+    local row = rows[i]
+    for k = 1, c do
+      local d = row[k] - (k == y[i] and 1 or 0)
+      total = total + d * d
+    end
+  end
+  return total / n
+end
+
+-- The confidences and 1/0 correctness as Lua arrays, checked.
+local function selective_inputs(confidence, correct, what)
+  local s, l = number_list(confidence, what, "confidence"), number_list(correct, what, "correct")
+  if #s ~= #l then error(("%s: %d confidences for %d correctness flags"):format(what, #s, #l), 3) end
+  if #s == 0 then error(("%s: empty input"):format(what), 3) end
+  local ok = {}
+  for i = 1, #s do
+    if type(s[i]) ~= "number" or s[i] ~= s[i] then
+      error(("%s: confidence %d is %s"):format(what, i, tostring(s[i])), 3)
+    end
+    local c = l[i]
+    if c == true or c == 1 then ok[i] = 1
+    elseif c == false or c == 0 then ok[i] = 0
+    else error(("%s: correct %d is %s, expected 1/0 or true/false"):format(what, i, tostring(c)), 3) end
+  end
+  return s, ok
+end
+
+--- risk_coverage(confidence, correct) -> {coverage = {...}, risk = {...}}:
+-- keeping the examples at or above each distinct confidence (highest
+-- first), the fraction kept and the error rate among them.
+function metrics.risk_coverage(confidence, correct)
+  local s, ok = selective_inputs(confidence, correct, "risk_coverage")
+  local curve = { coverage = {}, risk = {} }
+  each_threshold(s, ok, function(right, wrong)
+    local k = right + wrong
+    curve.coverage[#curve.coverage + 1] = k / #s
+    curve.risk[#curve.risk + 1] = wrong / k
+  end)
+  return curve
+end
+
+--- aurc(confidence, correct) -> the area under the risk-coverage curve:
+-- the mean over k = 1..n of the error rate among the k most confident
+-- (Geifman et al. 2019); inside a group of tied confidences the errors are
+-- spread evenly, the expectation over the group's orders.
+function metrics.aurc(confidence, correct)
+  local s, ok = selective_inputs(confidence, correct, "aurc")
+  local total, done, errors = 0, 0, 0
+  each_threshold(s, ok, function(right, wrong)
+    local m, e = right + wrong - done, wrong - errors   -- this group's size and errors
+    for j = 1, m do total = total + (errors + j * e / m) / (done + j) end
+    done, errors = right + wrong, wrong
+  end)
+  return total / #s
 end
 
 return metrics

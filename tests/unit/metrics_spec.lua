@@ -190,7 +190,7 @@ describe("ece", function()
   end)
 end)
 
--- O(n^2) definition to check the sorted merge against.
+-- O(n^2) definition to check the ranks against.
 local function auroc_pairs(pos, neg)
   local total = 0
   for _, a in ipairs(pos) do
@@ -201,18 +201,33 @@ local function auroc_pairs(pos, neg)
   return total / (#pos * #neg)
 end
 
+-- Positives' and negatives' scores as one (scores, labels) pair.
+local function labelled(pos, neg)
+  local s, y = {}, {}
+  for _, v in ipairs(pos) do s[#s + 1], y[#y + 1] = v, 1 end
+  for _, v in ipairs(neg) do s[#s + 1], y[#y + 1] = v, 0 end
+  return s, y
+end
+
 describe("auroc", function()
   it("is 1 when separated, 0 when reversed, 0.5 when all tied", function()
-    assert.are.equal(1, metrics.auroc({ 0.9, 0.8 }, { 0.1, 0.2 }))
-    assert.are.equal(0, metrics.auroc({ 0.1, 0.2 }, { 0.9, 0.8 }))
-    assert.are.equal(0.5, metrics.auroc({ 3, 3, 3 }, { 3, 3 }))
+    assert.are.equal(1, metrics.auroc({ 0.9, 0.8, 0.1, 0.2 }, { 1, 1, 0, 0 }))
+    assert.are.equal(0, metrics.auroc({ 0.1, 0.2, 0.9, 0.8 }, { 1, 1, 0, 0 }))
+    assert.are.equal(0.5, metrics.auroc({ 3, 3, 3, 3, 3 }, { 1, 1, 1, 0, 0 }))
+  end)
+  it("takes booleans for labels, the positive class true", function()
+    assert.are.equal(1, metrics.auroc({ 0.9, 0.1 }, { true, false }))
+    assert.are.equal(0, metrics.auroc({ 0.9, 0.1 }, { false, true }))
   end)
   it("counts ties as half", function()
-    assert.are.equal(0.5, metrics.auroc({ 1, 2, 3 }, { 2 }))
-    assert.are.equal(3.5 / 6, metrics.auroc({ 0.8, 0.4 }, { 0.4, 0.1, 0.9 }))
+    assert.are.equal(0.5, metrics.auroc(labelled({ 1, 2, 3 }, { 2 })))
+    assert.are.equal(3.5 / 6, metrics.auroc(labelled({ 0.8, 0.4 }, { 0.4, 0.1, 0.9 })))
+  end)
+  it("gives sklearn's documented example: y 0,0,1,1 and scores 0.1,0.4,0.35,0.8 -> 0.75", function()
+    assert.are.equal(0.75, metrics.auroc({ 0.1, 0.4, 0.35, 0.8 }, { 0, 0, 1, 1 }))
   end)
   it("takes tensors", function()
-    assert_close(metrics.auroc(bbb.tensor { 0.8, 0.4 }, bbb.tensor { 0.4, 0.1, 0.9 }), 3.5 / 6)
+    assert_close(metrics.auroc(bbb.tensor { 0.8, 0.4, 0.4, 0.1, 0.9 }, bbb.tensor { 1, 1, 0, 0, 0 }), 3.5 / 6)
   end)
   it("matches the pairwise definition on random scores with ties", function()
     local g = bbb.Generator(3)
@@ -221,8 +236,76 @@ describe("auroc", function()
       local neg = bbb.rand({ 2 * trial + 1 }, 0, 5, g):totable()
       for i, v in ipairs(pos) do pos[i] = math.floor(v) end
       for i, v in ipairs(neg) do neg[i] = math.floor(v) end
-      assert_close(metrics.auroc(pos, neg), auroc_pairs(pos, neg), 1e-12)
+      assert_close(metrics.auroc(labelled(pos, neg)), auroc_pairs(pos, neg), 1e-12)
     end
+  end)
+end)
+
+describe("aupr", function()
+  it("gives sklearn's documented example: y 0,0,1,1 and scores 0.1,0.4,0.35,0.8 -> 5/6", function()
+    -- thresholds 0.8 (P 1, R 1/2), 0.4 (P 1/2), 0.35 (P 2/3, R 1): 1/2 + 1/2 * 2/3
+    assert_close(metrics.aupr({ 0.1, 0.4, 0.35, 0.8 }, { 0, 0, 1, 1 }), 5 / 6, 1e-12)
+  end)
+  it("puts tied scores at one threshold", function()
+    -- 0.9: P 1, R 1/2; 0.5 (one positive, one negative): P 2/3, R 1
+    assert_close(metrics.aupr({ 0.9, 0.5, 0.5, 0.1 }, { 1, 1, 0, 0 }), 5 / 6, 1e-12)
+    -- all tied: one threshold, precision = the positives' share
+    assert_close(metrics.aupr({ 2, 2, 2, 2 }, { 1, 0, 0, 0 }), 0.25, 1e-12)
+  end)
+  it("is 1 when the positives come first", function()
+    assert.are.equal(1, metrics.aupr({ 5, 4, 1 }, { true, true, false }))
+  end)
+end)
+
+describe("fpr_at_tpr", function()
+  it("takes the highest threshold whose TPR reaches the level", function()
+    local s, y = { 0.9, 0.8, 0.7, 0.6, 0.5 }, { 1, 0, 1, 0, 1 }
+    assert.are.equal(1, metrics.fpr_at_tpr(s, y, 0.95))    -- all three positives: threshold 0.5
+    assert.are.equal(1, metrics.fpr_at_tpr(s, y))          -- 0.95 by default
+    assert.are.equal(0.5, metrics.fpr_at_tpr(s, y, 0.6))   -- two positives: threshold 0.7
+    assert.are.equal(0, metrics.fpr_at_tpr(s, y, 1 / 3))   -- one: threshold 0.9
+  end)
+  it("puts tied scores at one threshold", function()
+    assert.are.equal(0.5, metrics.fpr_at_tpr({ 0.9, 0.5, 0.5, 0.1 }, { 1, 1, 0, 0 }, 0.95))
+  end)
+end)
+
+describe("detection", function()
+  it("scores an out-of-distribution set against an in-distribution one", function()
+    -- out 0.3, 0.15 against in 0.1, 0.2: 3 of 4 pairs ordered
+    local d = metrics.detection({ 0.1, 0.2 }, { 0.3, 0.15 })
+    assert.are.equal(0.75, d.auroc)
+    assert_close(d.aupr_out, 5 / 6, 1e-12)   -- 0.3: P 1, R 1/2; 0.15: P 2/3, R 1
+    assert_close(d.aupr_in, 5 / 6, 1e-12)    -- negated: -0.1: P 1; -0.2: P 2/3
+    assert.are.equal(0.5, d.fpr95)           -- both outs at 0.15 let 0.2 in
+  end)
+end)
+
+describe("brier", function()
+  it("is the mean squared distance to the one-hot label", function()
+    -- rows: 0.09+0.04+0.01, 0.01+0.04+0.01, 0.49+0.09+0.16, 0.25+0.0625+0.5625
+    assert_close(metrics.brier(probs, labels), (0.14 + 0.06 + 0.74 + 0.875) / 4, 1e-6)
+    assert.are.equal(0, metrics.brier(bbb.tensor { { 1, 0 } }, { 1 }))
+    assert.are.equal(2, metrics.brier(bbb.tensor { { 1, 0 } }, { 2 }))
+  end)
+end)
+
+describe("risk_coverage and aurc", function()
+  it("gives the error rate among the kept examples at each distinct confidence", function()
+    local curve = metrics.risk_coverage({ 0.9, 0.8, 0.8, 0.3 }, { 1, 0, 1, 0 })
+    assert.are.same({ 0.25, 0.75, 1 }, curve.coverage)
+    assert.are.equal(0, curve.risk[1])
+    assert_close(curve.risk[2], 1 / 3, 1e-12)
+    assert.are.equal(0.5, curve.risk[3])
+  end)
+  it("aurc is the mean selective risk over k = 1..n", function()
+    -- risks 0, 1/2, 1/3, 1/2
+    assert_close(metrics.aurc({ 0.9, 0.8, 0.7, 0.3 }, { 1, 0, 1, 0 }), (0 + 0.5 + 1 / 3 + 0.5) / 4, 1e-12)
+    assert.are.equal(0, metrics.aurc({ 0.9, 0.3 }, { true, true }))
+  end)
+  it("aurc spreads a tie group's errors evenly", function()
+    -- 0.8 ties one right and one wrong: expected risks 0.5/2 and 1/3
+    assert_close(metrics.aurc({ 0.9, 0.8, 0.8, 0.3 }, { 1, 0, 1, 0 }), (0 + 0.25 + 1 / 3 + 0.5) / 4, 1e-12)
   end)
 end)
 
@@ -244,9 +327,6 @@ describe("errors name the function", function()
   end)
   it("for empty input", function()
     assert_error_has(function() metrics.accuracy(bbb.zeros(0, 3), {}) end, "accuracy: empty input (0x3)")
-    assert_error_has(function() metrics.auroc({}, { 1 }) end, "auroc: no positive scores")
-    assert_error_has(function() metrics.auroc({ 1 }, {}) end, "auroc: no negative scores")
-    assert_error_has(function() metrics.auroc({ 0 / 0 }, { 1 }) end, "auroc: positive score 1 is")
     assert_error_has(function() metrics.mutual_information {} end,
       "mutual_information: expects a (S, N, C) tensor or a non-empty list of (N, C) tensors")
     assert_error_has(function() metrics.uncertainty(bbb.zeros(2, 3)) end,
@@ -255,5 +335,24 @@ describe("errors name the function", function()
     assert_error_has(function() metrics.reliability(probs, labels, 1.5) end,
       "reliability: n_bins must be an integer in [1, 10^6], got 1.5")
     assert_error_has(function() metrics.ece(probs, labels, 0) end, "ece: n_bins must be an integer in [1, 10^6]")
+  end)
+  it("for degenerate binary input", function()
+    assert_error_has(function() metrics.auroc({ 0.1, 0.2 }, { 1, 1 }) end,
+      "auroc: labels hold one class only (2 positive of 2)")
+    assert_error_has(function() metrics.aupr({ 0.1, 0.2 }, { 0, 0 }) end, "aupr: labels hold one class only")
+    assert_error_has(function() metrics.auroc({}, {}) end, "auroc: labels hold one class only (0 positive of 0)")
+    assert_error_has(function() metrics.auroc({ 0.1, 0 / 0 }, { 1, 0 }) end, "auroc: score 2 is")
+    assert_error_has(function() metrics.aupr({ 0.1, 0.2, 0.3 }, { 1, 0 }) end, "aupr: 3 scores for 2 labels")
+    assert_error_has(function() metrics.fpr_at_tpr({ 0.1, 0.2 }, { 2, 0 }) end,
+      "fpr_at_tpr: label 1 is 2, expected 1/0 or true/false")
+    assert_error_has(function() metrics.fpr_at_tpr({ 0.1, 0.2 }, { 1, 0 }, 0) end,
+      "fpr_at_tpr: level must be a number in (0, 1], got 0")
+    assert_error_has(function() metrics.detection({}, { 1 }) end, "detection: 0 in-distribution and 1 out")
+    assert_error_has(function() metrics.brier(probs, { 1, 2 }) end, "brier: 2 labels for 4 rows")
+    assert_error_has(function() metrics.aurc({}, {}) end, "aurc: empty input")
+    assert_error_has(function() metrics.aurc({ 0 / 0 }, { 1 }) end, "aurc: confidence 1 is")
+    assert_error_has(function() metrics.risk_coverage({ 0.5 }, { 1, 0 }) end,
+      "risk_coverage: 1 confidences for 2 correctness flags")
+    assert_error_has(function() metrics.risk_coverage({ 0.5 }, { 0.5 }) end, "risk_coverage: correct 1 is 0.5")
   end)
 end)

@@ -58,6 +58,8 @@ local function check_figures(result)
     local base = result.figures[row.key].mnist
     in_unit(base.acc, row.key .. " acc")
     in_unit(base.ece, row.key .. " ece")
+    in_unit(base.aurc, row.key .. " aurc")
+    assert(base.brier >= 0 and base.brier <= 2, row.key .. " brier")
     assert(base.nll > 0, row.key .. " nll")
     assert.is_nil(base.auroc_entropy)
     assert.is_nil(base.auroc_mi)
@@ -68,6 +70,14 @@ local function check_figures(result)
       assert(f.entropy >= 0 and f.entropy <= BITS_MAX, where)
       assert.are.equal("number", type(f.seed001_entropy), where)
       in_unit(f.auroc_entropy, where .. " AUROC by H")
+      for _, by in ipairs { "entropy", "max_prob", "mi" } do
+        local d = f.detection[by]
+        if by ~= "mi" or row.mc then
+          for _, k in ipairs { "auroc", "aupr_in", "aupr_out", "fpr95" } do in_unit(d[k], where .. " " .. by .. " " .. k) end
+        else
+          assert.is_nil(d, where)
+        end
+      end
       if row.mc then
         in_unit(f.auroc_mi, where .. " AUROC by MI")
         assert(f.mi >= 0, where)

@@ -287,6 +287,84 @@ function data.shift(x, height, width, max_shift, generator)
   return y:reshape(x:size())
 end
 
+-- The (h*w, h*w) matrix A of a resampling: out = x A, out's pixel (r, c)
+-- the bilinear interpolation of x at source(r, c) (0-based rows and
+-- columns, fractional), zero outside the image. One GEMM then moves a
+-- whole batch, the same numbers on any thread count.
+local function resampling_matrix(h, w, source)
+  local hw, a = h * w, {}
+  for i = 1, hw * hw do a[i] = 0 end
+  local function add(sr, sc, col, weight)
+    if weight > 0 and sr >= 0 and sr < h and sc >= 0 and sc < w then
+      local i = (sr * w + sc) * hw + col
+      a[i] = a[i] + weight
+    end
+  end
+  for r = 0, h - 1 do
+    for c = 0, w - 1 do
+      local y, x = source(r, c)
+      -- snap what rounding left a hair off a pixel (cos 90 is 6e-17, not 0)
+      if math.abs(y - math.floor(y + 0.5)) < 1e-9 then y = math.floor(y + 0.5) end
+      if math.abs(x - math.floor(x + 0.5)) < 1e-9 then x = math.floor(x + 0.5) end
+      local y0, x0 = math.floor(y), math.floor(x)
+      local fy, fx, col = y - y0, x - x0, r * w + c + 1
+      add(y0, x0, col, (1 - fy) * (1 - fx))
+      add(y0, x0 + 1, col, (1 - fy) * fx)
+      add(y0 + 1, x0, col, fy * (1 - fx))
+      add(y0 + 1, x0 + 1, col, fy * fx)
+    end
+  end
+  return core.tensor(a):reshape(hw, hw)
+end
+
+local function check_images(x, h, w, what)
+  if not (math.tointeger(h) and math.tointeger(w) and h >= 1 and w >= 1) then
+    error(("%s: height and width must be positive integers, got %s and %s")
+      :format(what, tostring(h), tostring(w)), 3)
+  end
+  if not core.is_tensor(x) or x:dim() < 1 or x:numel() ~= x:size(1) * h * w then
+    error(("%s: expected a (B, %d) or (B, 1, %d, %d) tensor of images"):format(what, h * w, h, w), 3)
+  end
+end
+
+local function resample(x, h, w, source)
+  local a = resampling_matrix(h, w, source)
+  local grad = core.is_grad_enabled()
+  core.set_grad_enabled(false)
+  local ok, y = pcall(core.matmul, x:reshape(x:size(1), h * w), a)
+  core.set_grad_enabled(grad)
+  if not ok then error(y, 3) end
+  return y:reshape(x:size())
+end
+
+--- rotate(x, height, width, degrees) -> the images turned counter-clockwise
+-- (as displayed, row 1 at the top) by degrees about their centre, bilinear,
+-- zeros where no pixel comes from; 90 is numpy's rot90. x is
+-- (B, height * width) or (B, 1, height, width); the result has x's shape.
+function data.rotate(x, height, width, degrees)
+  check_images(x, height, width, "rotate")
+  if type(degrees) ~= "number" or degrees ~= degrees or math.abs(degrees) == math.huge then
+    error(("rotate: degrees must be a finite number, got %s"):format(tostring(degrees)), 2)
+  end
+  local t = math.rad(degrees)
+  local cos, sin = math.cos(t), math.sin(t)
+  local cy, cx = (height - 1) / 2, (width - 1) / 2
+  return resample(x, height, width, function(r, c)
+    local dy, dx = r - cy, c - cx
+    return cy + sin * dx + cos * dy, cx + cos * dx - sin * dy
+  end)
+end
+
+--- translate(x, height, width, dy, dx) -> the images moved dy pixels down
+-- and dx pixels right (integers, negative: up / left), zeros coming in.
+function data.translate(x, height, width, dy, dx)
+  check_images(x, height, width, "translate")
+  if math.type(dy) ~= "integer" or math.type(dx) ~= "integer" then
+    error(("translate: dy and dx must be integers, got %s and %s"):format(tostring(dy), tostring(dx)), 2)
+  end
+  return resample(x, height, width, function(r, c) return r - dy, c - dx end)
+end
+
 data.load_mushroom = require("bbb.data.mushroom").load   -- the UCI Mushroom table (R data)
 data.read_csv = require("bbb.data.csv").read_csv         -- a table of your own (CSV)
 data.load_r = require("bbb.data.rdata").load_r           -- data sets of R packages (r-cran-*)

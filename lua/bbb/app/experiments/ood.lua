@@ -371,11 +371,14 @@ local function evaluate(config, m, row, set)
     end
   end
   local r = { probs = cat(parts.mean), predictive = cat(parts.predictive), seed = cat(parts.seed), passes = passes }
+  r.confidence = r.probs:max(2)
   if row.mc then r.expected, r.mi = cat(parts.expected), cat(parts.mi) end
   if set.is_in then
     r.acc = metrics.accuracy(r.probs, set.y)
     r.nll = metrics.nll(r.probs, set.y)
     r.ece = metrics.ece(r.probs, set.y, 15)
+    r.brier = metrics.brier(r.probs, set.y)
+    r.aurc = metrics.aurc(r.confidence, metrics.correct(r.probs, set.y))
     r.bins = metrics.reliability(r.probs, set.y, 15)
   end
   return r
@@ -404,21 +407,17 @@ local function evaluate_all(config, rows, sets, models)
   return evals
 end
 
--- How well a score tells an out-of-distribution set's images from the
--- in-distribution ones (higher score: more likely out).
-local function auroc(out_scores, in_scores)
-  return metrics.auroc(out_scores, in_scores)
-end
-
--- Each set after the first against the in-distribution set, by predictive
--- entropy and (for the MC rows) by mutual information.
+-- Each set after the first against the in-distribution set (bbb.metrics.detection:
+-- AUROC, AUPR in and out, FPR at 95% TPR), by predictive entropy, by
+-- 1 - max probability and (for the MC rows) by mutual information.
 local function score_sets(rows, sets, evals)
   for _, row in ipairs(rows) do
     local base = evals[row.key][sets[1].name]
     for s = 2, #sets do
       local r = evals[row.key][sets[s].name]
-      r.auroc_h = auroc(r.predictive, base.predictive)
-      if row.mc then r.auroc_mi = auroc(r.mi, base.mi) end
+      r.detect_h = metrics.detection(base.predictive, r.predictive)
+      r.detect_p = metrics.detection(base.confidence:neg(), r.confidence:neg())
+      if row.mc then r.detect_mi = metrics.detection(base.mi, r.mi) end
     end
   end
 end
@@ -432,9 +431,10 @@ local function list_of(t) return t:reshape(-1):totable() end
 -- One row on one set as figures: means over the set (entropies in bits),
 -- AUROC against the in-distribution set, and on that set acc, NLL and ECE.
 local function figures_of(r)
-  return { acc = r.acc, nll = r.nll, ece = r.ece, entropy = mean_of(r.predictive), mi = mean_of(r.mi),
-    expected_entropy = mean_of(r.expected), seed001_entropy = mean_of(r.seed),
-    auroc_entropy = r.auroc_h, auroc_mi = r.auroc_mi }
+  return { acc = r.acc, nll = r.nll, ece = r.ece, brier = r.brier, aurc = r.aurc, entropy = mean_of(r.predictive),
+    mi = mean_of(r.mi), expected_entropy = mean_of(r.expected), seed001_entropy = mean_of(r.seed),
+    auroc_entropy = r.detect_h and r.detect_h.auroc, auroc_mi = r.detect_mi and r.detect_mi.auroc,
+    detection = r.detect_h and { entropy = r.detect_h, max_prob = r.detect_p, mi = r.detect_mi } }
 end
 
 -- The first images' predicted class in each pass of the BNN, with their labels.
@@ -488,7 +488,9 @@ end
 -- of the table (row: bbb_mean, bbb_mc, mlp, dropout_mc; set: the data set
 -- names, normal, uniform): acc, nll, ece (in-distribution set only),
 -- entropy, mi, expected_entropy, seed001_entropy (bits, means over the
--- set), auroc_entropy, auroc_mi (the set against the in-distribution one).
+-- set), auroc_entropy, auroc_mi (the set against the in-distribution one),
+-- detection = {entropy, max_prob, mi}: each bbb.metrics.detection's
+-- {auroc, aupr_in, aupr_out, fpr95}; brier and aurc (in-distribution set).
 -- result.rows and result.sets list them in the table's order; times holds
 -- the wall and CPU seconds; the rest is what ood.plot draws.
 function ood.run(config)
@@ -511,6 +513,25 @@ end
 -- The report.
 
 local function fmt(v, f) return v and (f or "%.4f"):format(v) or "-" end
+
+-- Each set against the in-distribution one, by each score.
+local function print_detection(result)
+  print()
+  print("Detection of each set against the in-distribution test set (out = positive):")
+  print(("%-20s %-22s %-9s %8s %8s %8s %8s"):format("model", "set", "score", "AUROC", "AUPR-in", "AUPR-out", "FPR95"))
+  for _, row in ipairs(result.rows) do
+    for s = 2, #result.sets do
+      local d = result.figures[row.key][result.sets[s].name].detection
+      for _, by in ipairs { "max_prob", "entropy", "mi" } do
+        local x = d[by]
+        if x then
+          print(("%-20s %-22s %-9s %8.4f %8.4f %8.4f %8.4f"):format(row.label, result.sets[s].label, by,
+            x.auroc, x.aupr_in, x.aupr_out, x.fpr95))
+        end
+      end
+    end
+  end
+end
 
 local function print_tables(result)
   local c = result.config
@@ -535,11 +556,12 @@ local function print_tables(result)
   end
   print()
   print(("Calibration on %s test (15 equal-width confidence bins):"):format(NAMES[result.dataset]))
-  print(("%-20s %8s %8s %8s"):format("model", "ECE", "acc %", "NLL"))
+  print(("%-20s %8s %8s %8s %8s %8s"):format("model", "ECE", "acc %", "NLL", "Brier", "AURC"))
   for _, row in ipairs(result.rows) do
     local f = result.figures[row.key][result.sets[1].name]
-    print(("%-20s %8.4f %8.2f %8.4f"):format(row.label, f.ece, 100 * f.acc, f.nll))
+    print(("%-20s %8.4f %8.2f %8.4f %8.4f %8.4f"):format(row.label, f.ece, 100 * f.acc, f.nll, f.brier, f.aurc))
   end
+  print_detection(result)
 end
 
 local function verdict(ok) return type(ok) == "string" and ok or ok and "met" or "missed" end

@@ -1,0 +1,114 @@
+--- bbb.calibration: post-hoc calibration of a classifier's logits.
+-- Temperature scaling (Guo et al. 2017): one number T > 0 divides every
+-- logit; T is fitted on held-out rows to minimise the NLL of
+-- softmax(logits / T), so the predicted class never changes, only how
+-- sure the model says it is.
+--
+--   local T = bbb.calibration.fit_temperature(val_logits, val_labels)
+--   local probs = bbb.calibration.apply(test_logits, T)
+local core = require "bbb.core"
+
+local calibration = {}
+
+-- The search interval of log T: T from 1/100 to 100. The NLL is convex in
+-- 1/T, so it has one minimum on the interval (or at an end of it, when
+-- the rows are separable and T -> 0 would drive the NLL to 0).
+local LOG_T_MIN, LOG_T_MAX = math.log(1e-2), math.log(1e2)
+local TOL = 1e-7   -- on log T: far below any difference a probability shows
+
+-- The logits as Lua rows and the labels as an array, checked.
+local function check(logits, labels, what)
+  if not core.is_tensor(logits) or logits:dim() ~= 2 then
+    error(("%s: logits must be a (N, C) tensor, got %s"):format(what,
+      core.is_tensor(logits) and table.concat(logits:size(), "x") or type(logits)), 3)
+  end
+  local n, c = logits:size(1), logits:size(2)
+  if n == 0 or c < 2 then error(("%s: need rows and at least 2 classes, got %dx%d"):format(what, n, c), 3) end
+  local rows = logits:detach():totable()
+  for i = 1, n do
+    for k = 1, c do
+      local v = rows[i][k]
+      if v ~= v or v == math.huge or v == -math.huge then
+        error(("%s: logit (%d, %d) is %s"):format(what, i, k, tostring(v)), 3)
+      end
+    end
+  end
+  local y = core.is_tensor(labels) and labels:reshape(-1):totable() or labels
+  if type(y) ~= "table" or #y ~= n then
+    error(("%s: labels must be %d classes (a tensor or Lua array), got %s"):format(what, n,
+      type(y) == "table" and tostring(#y) or type(y)), 3)
+  end
+  for i = 1, n do
+    if math.tointeger(y[i]) == nil or y[i] < 1 or y[i] > c then
+      error(("%s: label %d is %s, expected a class in 1..%d"):format(what, i, tostring(y[i]), c), 3)
+    end
+  end
+  return rows, y
+end
+
+-- Mean NLL of softmax(z * beta) in double precision (beta = 1 / T).
+local function mean_nll(rows, y, beta)
+  local total = 0
+  for i = 1, #rows do
+    local z, top = rows[i], -math.huge
+    for k = 1, #z do top = math.max(top, z[k] * beta) end
+    local sum = 0
+    for k = 1, #z do sum = sum + math.exp(z[k] * beta - top) end
+    total = total + top + math.log(sum) - z[y[i]] * beta
+  end
+  return total / #rows
+end
+
+--- nll(logits, labels, T = 1) -> the mean negative log-likelihood (nats)
+-- of softmax(logits / T) at the labels (classes 1..C).
+function calibration.nll(logits, labels, T)
+  T = T or 1
+  if type(T) ~= "number" or not (T > 0 and T < math.huge) then
+    error(("nll: T must be a positive number, got %s"):format(tostring(T)), 2)
+  end
+  local rows, y = check(logits, labels, "nll")
+  return mean_nll(rows, y, 1 / T)
+end
+
+--- fit_temperature(logits, labels) -> T, nll: the temperature in [0.01, 100]
+-- minimising the mean NLL of softmax(logits / T) on these rows, by
+-- golden-section search on log T (deterministic), and that NLL. Fit it on
+-- rows the model was not trained on.
+function calibration.fit_temperature(logits, labels)
+  local rows, y = check(logits, labels, "fit_temperature")
+  local function f(log_t) return mean_nll(rows, y, math.exp(-log_t)) end
+  local g = (math.sqrt(5) - 1) / 2
+  local a, b = LOG_T_MIN, LOG_T_MAX
+  local c, d = b - g * (b - a), a + g * (b - a)
+  local fc, fd = f(c), f(d)
+  while b - a > TOL do
+    if fc <= fd then
+      b, d, fd = d, c, fc
+      c = b - g * (b - a)
+      fc = f(c)
+    else
+      a, c, fc = c, d, fd
+      d = a + g * (b - a)
+      fd = f(d)
+    end
+  end
+  local best = (a + b) / 2
+  -- T = 1 (no scaling) is kept when the search cannot beat it, so fitting
+  -- never raises the NLL on the rows it was fitted on
+  local f1, fb = f(0), f(best)
+  if f1 <= fb then return 1, f1 end
+  return math.exp(best), fb
+end
+
+--- apply(logits, T) -> (N, C) tensor of probabilities softmax(logits / T).
+function calibration.apply(logits, T)
+  if not core.is_tensor(logits) or logits:dim() ~= 2 then
+    error("apply: logits must be a (N, C) tensor", 2)
+  end
+  if type(T) ~= "number" or not (T > 0 and T < math.huge) then
+    error(("apply: T must be a positive number, got %s"):format(tostring(T)), 2)
+  end
+  return core.softmax(logits:detach() * (1 / T), 2)
+end
+
+return calibration

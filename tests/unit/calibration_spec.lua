@@ -1,0 +1,83 @@
+-- bbb.calibration: the temperature fit against a closed form and a known
+-- scale, the NLL it promises not to raise, and its errors.
+local bbb = require "bbb"
+local calibration = require "bbb.calibration"
+
+-- n rows of c-class logits N(0, 2^2) and labels drawn from softmax(logits):
+-- for these logits the calibrated temperature is 1.
+local function calibrated_rows(n, c, seed)
+  local g = bbb.Generator(seed)
+  local z = bbb.randn({ n, c }, 0, 2, g)
+  local p, u = bbb.softmax(z, 2):totable(), bbb.rand({ n }, 0, 1, g):totable()
+  local y = {}
+  for i = 1, n do
+    local acc, k = 0, c
+    for j = 1, c do
+      acc = acc + p[i][j]
+      if u[i] <= acc then k = j break end
+    end
+    y[i] = k
+  end
+  return z, y
+end
+
+describe("fit_temperature", function()
+  it("matches the closed form of a two-class case", function()
+    -- logits (0, 1) on every row, 3 of 4 labelled 2: sigmoid(1 / T) = 3/4
+    local z = bbb.tensor { { 0, 1 }, { 0, 1 }, { 0, 1 }, { 0, 1 } }
+    local T = calibration.fit_temperature(z, { 2, 2, 2, 1 })
+    assert(math.abs(T - 1 / math.log(3)) < 1e-5, ("T = %.8f"):format(T))
+  end)
+  it("recovers the factor logits were scaled by", function()
+    local z, y = calibrated_rows(4000, 10, 7)
+    for _, factor in ipairs { 0.5, 3 } do
+      local T = calibration.fit_temperature(z * factor, y)
+      assert(math.abs(T / factor - 1) < 0.08, ("factor %g: T = %.4f"):format(factor, T))
+    end
+  end)
+  it("never raises the NLL of the rows it was fitted on", function()
+    for seed = 1, 5 do
+      local z, y = calibrated_rows(200, 4, seed)
+      for _, factor in ipairs { 0.2, 1, 4 } do
+        local T, nll = calibration.fit_temperature(z * factor, y)
+        assert(nll <= calibration.nll(z * factor, y, 1) + 1e-12)
+        assert(math.abs(nll - calibration.nll(z * factor, y, T)) < 1e-12)
+      end
+    end
+  end)
+  it("is deterministic", function()
+    local z, y = calibrated_rows(300, 5, 3)
+    assert.are.equal(calibration.fit_temperature(z * 2, y), calibration.fit_temperature(z * 2, y))
+  end)
+end)
+
+describe("apply", function()
+  it("is softmax(logits / T)", function()
+    local z = bbb.tensor { { 1, 2, 3 }, { 0, 0, 4 } }
+    local p = calibration.apply(z, 2):totable()
+    local e = { math.exp(0.5), math.exp(1), math.exp(1.5) }
+    local s = e[1] + e[2] + e[3]
+    for k = 1, 3 do assert(math.abs(p[1][k] - e[k] / s) < 1e-6) end
+    assert(math.abs(p[2][1] + p[2][2] + p[2][3] - 1) < 1e-6)
+  end)
+end)
+
+describe("errors", function()
+  local function assert_error_has(fn, text)
+    local ok, err = pcall(fn)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find(text, 1, true), tostring(err))
+  end
+  it("name the function and the input", function()
+    assert_error_has(function() calibration.fit_temperature(bbb.zeros(3), { 1, 1, 1 }) end,
+      "fit_temperature: logits must be a (N, C) tensor, got 3")
+    assert_error_has(function() calibration.fit_temperature(bbb.zeros(3, 2), { 1, 2 }) end,
+      "fit_temperature: labels must be 3 classes")
+    assert_error_has(function() calibration.fit_temperature(bbb.zeros(2, 2), { 1, 3 }) end,
+      "fit_temperature: label 2 is 3, expected a class in 1..2")
+    assert_error_has(function() calibration.fit_temperature(bbb.tensor { { 0, 0 / 0 } }, { 1 }) end,
+      "fit_temperature: logit (1, 2) is")
+    assert_error_has(function() calibration.apply(bbb.zeros(2, 2), 0) end, "apply: T must be a positive number, got 0")
+    assert_error_has(function() calibration.nll(bbb.zeros(2, 2), { 1, 1 }, -1) end, "nll: T must be a positive number")
+  end)
+end)
