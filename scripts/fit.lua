@@ -23,7 +23,8 @@ local function hidden_list(s)
 end
 
 local parser = recipe.parser("fit.lua", "Fit a Bayesian MLP to a table and score how sure it is.",
-  { defaults = { estimator = "local", epochs = "1000", batch = "32", lr = "0.01", prior_sigma = "1", dropout = "0.05" }, outputs = { "plot" } })
+  { defaults = { estimator = "local", epochs = "1000", batch = "32", lr = "0.01", prior_sigma = "1", dropout = "0.05" },
+    outputs = { "plot", "save_split", "summary" } })
   :epilog("--data takes a CSV file with a header row, or FOLDER:NAME for data set NAME of an R package "
     .. "folder (scripts/bootstrap unpacks data/r/MASS, data/r/modeldata, data/r/mlbench), e.g. data/r/MASS:Boston.")
 parser:option("--data", "The table (CSV, or FOLDER:NAME)."):args(1):count(1)
@@ -33,6 +34,9 @@ parser:option("--task", "regression or classification (default: classification w
 parser:option("--test", "A separate test table (default: --test-fraction of --data).")
 parser:option("--test-fraction", "Share of rows held out for the test.", "0.1"):convert(cli.number { min = 0, below = 1 })
 recipe.declare(parser, { "val_fraction" })
+parser:option("--split", "Take the train/validation/test rows from this file (JSON, as --save-split writes it).")
+parser:option("--save-split", "Write the train/validation/test row numbers here (JSON), to score another tool on them.")
+  :convert(cli.output_path { ext = { "json" } })
 parser:option("--ignore", "A column to leave out (repeat for more)."):count("*")
 parser:option("--categorical", "A CSV column to read as categories, numbers or not (repeat for more)."):count("*")
 parser:flag("--drop-missing", "Drop rows with a missing value instead of stopping at the first.")
@@ -42,8 +46,12 @@ parser:option("--model", "bbb (Bayes by Backprop), mlp (plain) or dropout (MC dr
 recipe.declare(parser, { "estimator" })
 parser:option("--hidden", "Units per hidden layer, comma-separated.", "50"):convert(hidden_list)
 recipe.declare(parser, { "epochs" })
-parser:option("--patience", "Stop after this many epochs without a better validation log-likelihood.", "100")
+parser:option("--patience", "Stop after this many epochs without a better (smoothed) validation log-likelihood.", "100")
   :convert(cli.positive_integer { max = 1000000 })
+parser:option("--min-epochs", "Never stop before this many epochs.", "50"):convert(cli.nonnegative_integer { max = 1000000 })
+parser:flag("--no-refit", "Keep the net trained on the training rows; by default a second net is trained on the "
+  .. "training and validation rows for the number of epochs the first chose.")
+parser:flag("--conformal", "Regression: also give split-conformal intervals, calibrated on the validation rows.")
 recipe.declare(parser, { "batch" })
 recipe.declare(parser, { "lr" })
 recipe.declare(parser, { "samples" })
@@ -60,6 +68,7 @@ recipe.declare(parser, { "threads" })
 recipe.declare(parser, { "save" })
 parser:option("--plot", "PNG: predicted vs observed with 95% intervals, or the calibration curve.")
   :convert(cli.output_path { ext = { "png", "svg" } })
+parser:option("--summary", "Write the scores (validation and test) as JSON here."):convert(cli.output_path { ext = { "json" } })
 local args = recipe.parse(parser)
 
 local function fail(msg)
@@ -88,21 +97,29 @@ if args.task == "classification" and #ds.classes > 20 then
       :format(args.target, #ds.classes))
   end
 end
-do   -- the rows left to train on
+local tr_idx, va_idx, te_idx
+if args.split then
+  ok, tr_idx, va_idx, te_idx = pcall(tab.read_split, args.split, ds.n)
+  if not ok then fail("--split: " .. tostring(tr_idx)) end
+  if args.test then te_idx = nil end
+else
+  -- the rows left to train on
   local n_test = args.test and 0 or math.floor(args.test_fraction * ds.n + 0.5)
   local n_train = ds.n - n_test - math.floor(args.val_fraction * (ds.n - n_test) + 0.5)
   if n_train < math.max(10, ds.n // 4) then
     fail(("--val-fraction %g and --test-fraction %g leave %d of the %d rows to train on (at least %d needed)")
       :format(args.val_fraction, args.test and 0 or args.test_fraction, n_train, ds.n, math.max(10, ds.n // 4)))
   end
+  ok, tr_idx, va_idx, te_idx = pcall(tab.split, ds.n, { val = args.val_fraction, test = args.test and 0 or args.test_fraction }, gen)
+  if not ok then fail(tr_idx) end
 end
-
-local tr_idx, va_idx, te_idx
-ok, tr_idx, va_idx, te_idx = pcall(tab.split, ds.n, { val = args.val_fraction, test = args.test and 0 or args.test_fraction }, gen)
-if not ok then fail(tr_idx) end
-local tr, va = tab.subset(ds, tr_idx), tab.subset(ds, va_idx)
-local model = tab.new(ds, tr.x, tr.y, args.model, { hidden = args.hidden, estimator = args.estimator,
-  prior_sigma = args.prior_sigma, rho_init = args.rho_init, dropout = args.dropout, generator = gen })
+if args.save_split then
+  tab.write_split(args.save_split, { train = tr_idx, validation = va_idx, test = te_idx }, ds.n)
+end
+local tr, va = tab.subset(ds, tr_idx), va_idx and tab.subset(ds, va_idx)
+local build = { hidden = args.hidden, estimator = args.estimator, prior_sigma = args.prior_sigma,
+  rho_init = args.rho_init, dropout = args.dropout, generator = gen }
+local model = tab.new(ds, tr.x, tr.y, args.model, build)
 local te
 if args.test then
   ok, te = pcall(tab.read_for, model, args.test, read)
@@ -113,33 +130,63 @@ end
 
 print(("fit.lua: %s, %d rows x %d features (%s); %s of '%s'; train %d, validation %d, test %d"):format(args.data,
   ds.n, ds.x:size(2), ds.n_dropped > 0 and (ds.n_dropped .. " dropped for missing values") or "none missing",
-  model.task, args.target, tr.n, va.n, te and te.n or 0))
+  model.task, args.target, tr.n, va and va.n or 0, te and te.n or 0))
 print(("model: %s %s"):format(args.model, tostring(model.net):gsub("\n%s*", " ")))
 io.stdout:flush()
-local t0 = bbb.core.clock()
-local info = tab.train(model, tr, va, { epochs = args.epochs, batch = args.batch, lr = args.lr, samples = args.samples,
-  patience = args.patience, weight_decay = args.weight_decay, generator = gen, every = args.every, kl_weight = args.kl_weight,
-  progress = args.every == 0 and "bar" or "off" })
-if info.status == "interrupted" then   -- stopped by a signal: no model, no scores, its exit status
+
+local train_opts = { epochs = args.epochs, batch = args.batch, lr = args.lr, samples = args.samples,
+  patience = args.patience, min_epochs = args.min_epochs, weight_decay = args.weight_decay, generator = gen,
+  every = args.every, kl_weight = args.kl_weight, progress = args.every == 0 and "bar" or "off" }
+local function interrupted(info)   -- stopped by a signal: no model, no scores, its exit status
+  if info.status ~= "interrupted" then return end
   io.stderr:write(("\nfit.lua: interrupted in epoch %d; nothing was saved\n"):format(info.epochs + 1))
   os.exit(128 + (info.signal or 2))
 end
-print(("trained %d epochs in %.1f s (%s); best validation log-likelihood %.4f at epoch %d"):format(info.epochs,
+local t0 = bbb.core.clock()
+local info = tab.train(model, tr, va, train_opts)
+interrupted(info)
+print(("trained %d epochs in %.1f s (%s); best smoothed validation log-likelihood %.4f at epoch %d"):format(info.epochs,
   bbb.core.clock() - t0, info.status, info.best_ll, info.best_epoch))
 
-local function report(name, part)
-  local s, p = tab.score(model, part, args.pred_samples)
+local function line(name, s)
   if model.task == "regression" then
-    print(("%-10s RMSE %.4f   log-likelihood %.4f   coverage of the 50/90/95%% intervals %.1f%% / %.1f%% / %.1f%%")
-      :format(name, s.rmse, s.ll, 100 * s.cover50, 100 * s.cover90, 100 * s.cover95))
+    local conf = s.conformal95 and ("   conformal 95%% %.1f%%"):format(100 * s.conformal95) or ""
+    print(("%-10s RMSE %.4f   log-likelihood %.4f   coverage of the 50/90/95%% intervals %.1f%% / %.1f%% / %.1f%%%s")
+      :format(name, s.rmse, s.ll, 100 * s.cover50, 100 * s.cover90, 100 * s.cover95, conf))
   else
     print(("%-10s accuracy %.2f%%   log-likelihood %.4f   ECE %.4f"):format(name, 100 * s.accuracy, s.ll, s.ece))
   end
-  return s, p
 end
-report("validation", va)
+local summary = { data = args.data, target = args.target, task = model.task, model = args.model, seed = args.seed,
+  epochs = info.best_epoch, rows = { train = tr.n, validation = va and va.n or 0, test = te and te.n or 0 } }
+if va then
+  summary.validation = tab.score(model, va, args.pred_samples)
+  line("validation", summary.validation)
+  -- calibrated on the validation rows by the net that did not train on them
+  if model.task == "classification" then
+    print(("temperature %.3f (fitted on the validation rows)"):format(tab.fit_temperature(model, va, args.pred_samples)))
+  elseif args.conformal then
+    model.conformal = tab.conformal(model, va, args.pred_samples)
+    print(("conformal multipliers of the predictive sd, 50/90/95%%: %s / %s / %s (from %d validation rows)")
+      :format(tostring(model.conformal["0.5"]), tostring(model.conformal["0.9"]), tostring(model.conformal["0.95"]), va.n))
+  end
+  if not args.no_refit then
+    local all = tab.subset(ds, bbb.cat({ tr_idx, va_idx }, 1))
+    local again = tab.new(ds, all.x, all.y, args.model, build)
+    again.temperature, again.conformal = model.temperature, model.conformal
+    local o = {}
+    for k, v in pairs(train_opts) do o[k] = v end
+    o.epochs, o.progress = math.max(1, info.best_epoch), "off"
+    t0 = bbb.core.clock()
+    interrupted(tab.train(again, all, nil, o))
+    print(("refit on the %d training and validation rows: %d epochs in %.1f s"):format(all.n, o.epochs, bbb.core.clock() - t0))
+    model = again
+  end
+end
 if te then
-  local _, p = report("test", te)
+  local s, p = tab.score(model, te, args.pred_samples)
+  summary.test = s
+  line("test", s)
   if args.plot then
     local okp, err = pcall(tab.plot, model, p, te.y, args.plot, ("%s: %s on the test rows"):format(args.target, args.model))
     if not okp then
@@ -149,6 +196,7 @@ if te then
     print("plot: " .. args.plot)
   end
 end
+if args.summary then cli.write_file(args.summary, require("bbb.json").encode(summary) .. "\n") end
 if args.save then
   tab.save(args.save, model, { data = args.data, target = args.target, seed = args.seed })
   print("saved " .. args.save)

@@ -344,7 +344,7 @@ function recipe.declare_model_prior(parser)
 end
 
 -- The flags that name files a run reads: no output may be one of them.
-local INPUTS = { "data", "model", "test", "from", "resume", "from_bbb", "from_mlp", "from_dropout" }
+local INPUTS = { "data", "model", "test", "split", "from", "resume", "from_bbb", "from_mlp", "from_dropout" }
 
 -- A key that is the same for two paths of one file: its device and inode
 -- when it exists, else its folder's and its name (so "x.ckpt" and
@@ -366,9 +366,11 @@ end
 -- away a trained model. extra lists script-specific output keys besides
 -- the shared ones.
 function recipe.prepare_outputs(args, extra)
-  local keys = {}
-  for name, f in pairs(FLAGS) do if f.output then keys[#keys + 1] = name end end
-  for _, k in ipairs(extra or {}) do keys[#keys + 1] = k end
+  local keys, listed = {}, {}
+  for name, f in pairs(FLAGS) do if f.output then keys[#keys + 1], listed[name] = name, true end end
+  for _, k in ipairs(extra or {}) do
+    if not listed[k] then keys[#keys + 1], listed[k] = k, true end
+  end
   table.sort(keys)
   local seen = {}
   for _, k in ipairs(INPUTS) do

@@ -12,6 +12,7 @@ local core = require "bbb.core"
 local M = {}
 
 M.LEVELS = { 0.5, 0.9, 0.95 }
+M.LEVELS_BY_NAME = { ["0.5"] = true, ["0.9"] = true, ["0.95"] = true }
 local Z = { [0.5] = 0.6744897501960817, [0.9] = 1.6448536269514722, [0.95] = 1.959963984540054 }
 local LOG_2PI = math.log(2 * math.pi)
 
@@ -62,6 +63,44 @@ function M.read(spec, o)
   check_regular(spec)
   return quiet(bbb.data.read_csv, spec, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing,
     delimiter = o.delimiter, levels = o.levels, categorical = cat })
+end
+
+--- write_split(path, parts, n) / read_split(path, n) -> train, val, test:
+-- the row numbers (1-based, of the table as read) of each part, as JSON
+-- {"rows": n, "train": [...], "validation": [...], "test": [...]}, so another
+-- tool can be scored on the same rows.
+function M.write_split(path, parts, n)
+  local out = { rows = n }
+  for _, k in ipairs { "train", "validation", "test" } do
+    local rows = parts[k] and parts[k]:totable() or {}
+    for i, v in ipairs(rows) do rows[i] = math.tointeger(v) end
+    out[k] = #rows > 0 and rows or require("bbb.json").empty_array
+  end
+  require("bbb.app.cli").write_file(path, require("bbb.json").encode(out) .. "\n")
+end
+
+function M.read_split(path, n)
+  local f, err = io.open(path, "rb")
+  if not f then error(("cannot read %s: %s"):format(path, err), 0) end
+  local ok, s = pcall(require("bbb.json").decode, f:read("a"), path)
+  f:close()
+  if not ok or type(s) ~= "table" then error(("%s is not a split written by --save-split"):format(path), 0) end
+  if s.rows ~= n then error(("%s splits %s rows, the table has %d"):format(path, tostring(s.rows), n), 0) end
+  local seen, parts = {}, {}
+  for _, k in ipairs { "train", "validation", "test" } do
+    if type(s[k]) ~= "table" then error(("%s: no list of %s rows"):format(path, k), 0) end
+    for j, v in ipairs(s[k]) do
+      local i = math.tointeger(v)
+      s[k][j] = i
+      if not i or i < 1 or i > n or seen[i] then
+        error(("%s: %s row %s is not a row of the table, or is in two parts"):format(path, k, tostring(v)), 0)
+      end
+      seen[i] = true
+    end
+    parts[k] = #s[k] > 0 and core.tensor(s[k]) or nil
+  end
+  if not parts.train then error(("%s: no training rows"):format(path), 0) end
+  return parts.train, parts.validation, parts.test
 end
 
 --- subset(ds, idx) -> the rows idx (a tensor of 1-based indices) of ds.
@@ -153,6 +192,7 @@ function M.predict(m, x, S)
   end
   local probs, stack = m.net:predict(xs, { samples = S, keep_samples = "tensor" })
   local u = bbb.metrics.uncertainty(stack)
+  if m.temperature then probs = bbb.calibration.apply(probs:clamp(1e-12, 1):log(), m.temperature) end
   return { probs = probs, entropy = u.predictive, mutual_information = u.mutual_information, samples = stack }
 end
 
@@ -173,12 +213,42 @@ function M.score(m, part, S)
     local z = err:abs() / p.std
     for _, lv in ipairs(M.LEVELS) do
       res["cover" .. math.floor(lv * 100)] = z:lt(Z[lv]):mean():item()
+      local q = m.conformal and m.conformal[tostring(lv)]
+      if q then res["conformal" .. math.floor(lv * 100)] = z:lt(q * (1 + 1e-6)):mean():item() end
     end
     return res, p
   end
   local probs = p.probs
   return { accuracy = bbb.metrics.accuracy(probs, part.y), ll = -bbb.metrics.nll(probs, part.y),
            ece = bbb.metrics.ece(probs, part.y) }, p
+end
+
+--- conformal(model, part, samples) -> {["0.5"] = q, ["0.9"] = q, ["0.95"] = q}:
+-- split-conformal multipliers of the predictive std from held-out rows.
+-- The residuals |y - mean| / std of the n calibration rows are sorted and the
+-- ceil((n + 1) level)-th taken, so mean +- q std covers a new row drawn like
+-- them with probability at least level, whatever the model got wrong. A
+-- level that needs more rows than n has no multiplier.
+function M.conformal(m, part, S)
+  local p = M.predict(m, part.x, S)
+  local r = ((p.mean - part.y:reshape(-1)):abs() / p.std):totable()
+  table.sort(r)
+  local q = {}
+  for _, lv in ipairs(M.LEVELS) do
+    local k = math.ceil((#r + 1) * lv)
+    q[tostring(lv)] = r[k]
+  end
+  return q
+end
+
+--- fit_temperature(model, part, samples): the temperature T that makes the
+-- classifier's predictive probabilities p^(1/T) (renormalised) best on the
+-- held-out rows (bbb.calibration); kept in the model and its checkpoint.
+function M.fit_temperature(m, part, S)
+  m.temperature = nil
+  local p = M.predict(m, part.x, S)
+  m.temperature = bbb.calibration.fit_temperature(p.probs:clamp(1e-12, 1):log(), part.y)
+  return m.temperature
 end
 
 local function clone_state(m, elbo)
@@ -208,6 +278,9 @@ function M.train(m, tr, va, o)
   local opt = bbb.optim.Adam(params, { lr = o.lr or 0.01, weight_decay = o.weight_decay or 0 })
   local best = { ll = -math.huge, epoch = 0 }
   local every = o.every or 0
+  -- the validation score is noisy (MC draws, few rows): the choice of epoch
+  -- and the patience go by its moving average, and never before min_epochs
+  local smooth, min_epochs = nil, o.min_epochs or 0
   local res = bbb.train.fit {
     model = m.net, optimizer = opt, elbo = elbo, data = train_set, batch_size = o.batch or 32,
     epochs = o.epochs or 1000, generator = o.generator, quiet = true, progress = o.progress or "off",
@@ -219,13 +292,14 @@ function M.train(m, tr, va, o)
       m.noise_sigma = reg and elbo:sigma() or 1
       local s = bbb.no_grad(function() return M.score(m, va, o.val_samples or 20) end)
       rec.val_ll = s.ll
-      if s.ll > best.ll then best.ll, best.epoch, best.state = s.ll, ctx.epoch, clone_state(m, elbo) end
+      smooth = smooth and (0.8 * smooth + 0.2 * s.ll) or s.ll
+      if smooth > best.ll then best.ll, best.epoch, best.state = smooth, ctx.epoch, clone_state(m, elbo) end
       if every > 0 and ctx.epoch % every == 0 then
         print(("  epoch %4d  nll/ex %.4f  val ll %.4f  %s %.4f  best %.4f (epoch %d)"):format(ctx.epoch,
           rec.nll_per_example, s.ll, reg and "val rmse" or "val acc", reg and s.rmse or s.accuracy, best.ll, best.epoch))
         io.stdout:flush()
       end
-      if ctx.epoch - best.epoch >= (o.patience or 100) then return "stop" end
+      if ctx.epoch >= min_epochs and ctx.epoch - best.epoch >= (o.patience or 100) then return "stop" end
     end,
   }
   if best.state then
@@ -241,7 +315,8 @@ end
 --- save(path, model [, extra]) / load(path) -> model: one checkpoint with the
 -- net and its preprocessing (in the checkpoint's state.tabular).
 function M.save(path, m, extra)
-  local meta = { kind = m.kind, task = m.task, prep = m.prep, noise_sigma = m.noise_sigma, extra = extra }
+  local meta = { kind = m.kind, task = m.task, prep = m.prep, noise_sigma = m.noise_sigma, extra = extra,
+                 temperature = m.temperature, conformal = m.conformal }
   bbb.save(path, { model = m.net, state = { tabular = meta } })
 end
 
@@ -252,7 +327,8 @@ function M.load(path)
   if type(t) ~= "table" or type(t.prep) ~= "table" then
     error(("%s is not a model saved by scripts/fit.lua (no preprocessing in it)"):format(path), 0)
   end
-  local m = { net = net, kind = t.kind, task = t.task, prep = t.prep, noise_sigma = t.noise_sigma, extra = t.extra }
+  local m = { net = net, kind = t.kind, task = t.task, prep = t.prep, noise_sigma = t.noise_sigma, extra = t.extra,
+              temperature = t.temperature, conformal = t.conformal }
   local ok, err = pcall(M.check_saved, m)
   if not ok then error(("%s: %s"):format(path, err), 0) end
   return m
@@ -284,6 +360,17 @@ function M.check_saved(m)
     if not finite(p.x_mean[j]) or not positive(p.x_std[j]) then
       error(("the saved scaling of feature '%s' is not a finite mean and a positive scale (%s, %s)")
         :format(p.feature_names[j], tostring(p.x_mean[j]), tostring(p.x_std[j])), 0)
+    end
+  end
+  if m.temperature ~= nil and not positive(m.temperature) then
+    error(("the saved temperature is not a positive number (%s)"):format(tostring(m.temperature)), 0)
+  end
+  if m.conformal ~= nil then
+    if type(m.conformal) ~= "table" then error("the saved conformal multipliers are not a table", 0) end
+    for k, v in pairs(m.conformal) do
+      if not (M.LEVELS_BY_NAME[k] and positive(v)) then
+        error(("the saved conformal multiplier %s = %s is not a level's positive number"):format(tostring(k), tostring(v)), 0)
+      end
     end
   end
   if type(p.columns) ~= "table" or type(p.target) ~= "table" or type(p.target.name) ~= "string" then

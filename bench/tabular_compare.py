@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""bbb's fit.lua on its defaults against the simple baselines, on the same rows.
+
+For each table and each of --splits random splits, fit.lua draws the split
+(--seed k), saves it (--save-split) and writes its test scores (--summary);
+scikit-learn's BayesianRidge and a GP with an ARD kernel (regression) or
+logistic regression (classification) are then fitted to the same training
+and validation rows (the rows fit.lua's refit uses) of the same features
+(bench/export_table.lua writes the table as bbb reads it) and scored on the
+same test rows. Writes OUT.json and OUT.md: mean and standard error over
+the splits. Python and scikit-learn serve only as a reference here.
+
+    python3 bench/tabular_compare.py --out doc/results/tabular_compare
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+from sklearn.linear_model import BayesianRidge, LogisticRegression
+from sklearn.preprocessing import StandardScaler
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# name: (spec, target, task, ignored columns)
+TABLES = {
+    "cpus": ("data/r/MASS:cpus", "perf", "regression", ["name", "estperf"]),
+    "sacramento": ("data/r/modeldata:Sacramento", "price", "regression", []),
+    "vehicle": ("data/r/mlbench:Vehicle", "Class", "classification", []),
+    "attrition": ("data/r/modeldata:attrition", "Attrition", "classification", []),
+}
+Z95 = 1.959963984540054
+
+
+def run(cmd):
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit("failed: %s\n%s%s" % (" ".join(cmd), res.stdout, res.stderr))
+    return res.stdout
+
+
+def gaussian_scores(y, mean, sd):
+    z = (y - mean) / sd
+    ll = -0.5 * z ** 2 - np.log(sd) - 0.5 * math.log(2 * math.pi)
+    return {"rmse": float(np.sqrt(np.mean((y - mean) ** 2))), "ll": float(np.mean(ll)),
+            "cover95": float(np.mean(np.abs(z) < Z95))}
+
+
+def ece(probs, y, bins=15):
+    conf, pred = probs.max(1), probs.argmax(1)
+    total = 0.0
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        m = (conf > lo) & (conf <= hi) if b > 0 else (conf >= lo) & (conf <= hi)
+        if m.any():
+            total += m.sum() / len(y) * abs(np.mean(pred[m] == y[m]) - np.mean(conf[m]))
+    return float(total)
+
+
+def baselines(task, x_fit, y_fit, x_test, y_test):
+    scaler = StandardScaler().fit(x_fit)
+    a, b = scaler.transform(x_fit), scaler.transform(x_test)
+    out = {}
+    if task == "regression":
+        t0 = time.time()
+        br = BayesianRidge().fit(a, y_fit)
+        mean, sd = br.predict(b, return_std=True)
+        out["bayesian_ridge"] = dict(gaussian_scores(y_test, mean, sd), seconds=time.time() - t0)
+        t0 = time.time()
+        kernel = ConstantKernel() * RBF(length_scale=np.ones(a.shape[1])) + WhiteKernel()
+        gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, n_restarts_optimizer=0, random_state=0)
+        gp.fit(a, y_fit)
+        mean, sd = gp.predict(b, return_std=True)
+        out["gp_ard"] = dict(gaussian_scores(y_test, mean, sd), seconds=time.time() - t0)
+    else:
+        t0 = time.time()
+        lr = LogisticRegression(max_iter=5000).fit(a, y_fit)
+        probs = lr.predict_proba(b)
+        cls = {c: i for i, c in enumerate(lr.classes_)}
+        idx = np.array([cls[v] for v in y_test])
+        out["logistic"] = {"ll": float(np.mean(np.log(np.clip(probs[np.arange(len(idx)), idx], 1e-12, 1)))),
+                           "accuracy": float(np.mean(probs.argmax(1) == idx)), "ece": ece(probs, idx),
+                           "seconds": time.time() - t0}
+    return out
+
+
+def one_split(name, k, work, flags):
+    spec, target, task, ignored = TABLES[name]
+    split, summary = "%s/%s_split%d.json" % (work, name, k), "%s/%s_bbb%d.json" % (work, name, k)
+    cmd = ["build/bbblua", "scripts/fit.lua", "--data", spec, "--target", target, "--seed", str(k),
+           "--save-split", split, "--summary", summary, "--every", "0"] + flags
+    for c in ignored:
+        cmd += ["--ignore", c]
+    t0 = time.time()
+    run(cmd)
+    seconds = time.time() - t0
+    with open(summary) as f:
+        bbb_scores = json.load(f)["test"]
+    bbb_scores["seconds"] = seconds
+    with open(split) as f:
+        s = json.load(f)
+    table = np.loadtxt("%s/%s.csv" % (work, name), delimiter=",", skiprows=1, ndmin=2)
+    x, y = table[:, :-1], table[:, -1]
+    fit_rows = np.array(s["train"] + s["validation"]) - 1
+    test_rows = np.array(s["test"]) - 1
+    out = baselines(task, x[fit_rows], y[fit_rows], x[test_rows], y[test_rows])
+    out["bbb"] = bbb_scores
+    return out
+
+
+def summarise(runs):
+    out = {}
+    for method in runs[0]:
+        out[method] = {}
+        for key in runs[0][method]:
+            vals = [r[method][key] for r in runs if r[method].get(key) is not None]
+            if vals and all(isinstance(v, (int, float)) for v in vals):
+                a = np.array(vals, dtype=float)
+                se = float(a.std(ddof=1) / math.sqrt(len(a))) if len(a) > 1 else 0.0
+                out[method][key] = {"mean": float(a.mean()), "se": se}
+    return out
+
+
+def markdown(result):
+    lines = ["| table | method | test RMSE / accuracy | test log-lik. per row | 95% coverage / ECE | s |",
+             "|---|---|---|---|---|---|"]
+    for name, t in result["tables"].items():
+        for method, m in t["summary"].items():
+            def cell(key, scale=1.0, fmt="%.3f"):
+                if key not in m:
+                    return "-"
+                return (fmt + " ± " + fmt) % (scale * m[key]["mean"], scale * m[key]["se"])
+            if t["task"] == "regression":
+                row = [cell("rmse", fmt="%.4g"), cell("ll"), cell("cover95", 100, "%.1f")]
+            else:
+                row = [cell("accuracy", 100, "%.1f"), cell("ll"), cell("ece")]
+            lines.append("| %s | %s | %s | %s | %s | %s |" % (name, method, *row, cell("seconds", fmt="%.1f")))
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True, help="Write OUT.json and OUT.md.")
+    p.add_argument("--tables", default=",".join(TABLES), help="Comma-separated, of " + ", ".join(TABLES))
+    p.add_argument("--splits", type=int, default=5)
+    p.add_argument("--work", default="out/tabular_compare", help="Folder of the splits and exports.")
+    p.add_argument("fit_flags", nargs="*", help="Extra fit.lua flags, after --.")
+    a = p.parse_args()
+    os.chdir(ROOT)
+    os.makedirs(os.path.join(ROOT, a.work), exist_ok=True)
+    result = {"command": " ".join(["python3", "bench/tabular_compare.py"] + sys.argv[1:]),
+              "commit": run(["git", "rev-parse", "--short", "HEAD"]).strip(), "tables": {}}
+    for name in a.tables.split(","):
+        spec, target, task, ignored = TABLES[name]
+        run(["build/bbblua", "bench/export_table.lua", spec, target, "%s/%s.csv" % (a.work, name)] + ignored)
+        runs = []
+        for k in range(1, a.splits + 1):
+            runs.append(one_split(name, k, a.work, a.fit_flags))
+            print("%s split %d/%d: %s" % (name, k, a.splits, json.dumps(runs[-1], sort_keys=True)), flush=True)
+        result["tables"][name] = {"task": task, "spec": spec, "target": target, "runs": runs,
+                                  "summary": summarise(runs)}
+    with open(a.out + ".json", "w") as f:
+        json.dump(result, f, indent=1, sort_keys=True)
+    with open(a.out + ".md", "w") as f:
+        f.write(markdown(result))
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
