@@ -158,15 +158,17 @@ local function line(name, s)
   end
 end
 local summary = { data = args.data, target = args.target, task = model.task, model = args.model, seed = args.seed,
-  epochs = info.best_epoch, rows = { train = tr.n, validation = va and va.n or 0, test = te and te.n or 0 } }
+  epochs = info.best_epoch, trained_epochs = info.epochs, rows = { train = tr.n, validation = va and va.n or 0, test = te and te.n or 0 } }
 if va then
   summary.validation = tab.score(model, va, args.pred_samples)
   line("validation", summary.validation)
   -- calibrated on the validation rows by the net that did not train on them
   if model.task == "classification" then
-    print(("temperature %.3f (fitted on the validation rows)"):format(tab.fit_temperature(model, va, args.pred_samples)))
+    summary.temperature = tab.fit_temperature(model, va, args.pred_samples)
+    print(("temperature %.3f (fitted on the validation rows)"):format(summary.temperature))
   elseif args.conformal then
     model.conformal = tab.conformal(model, va, args.pred_samples)
+    summary.conformal = model.conformal
     print(("conformal multipliers of the predictive sd, 50/90/95%%: %s / %s / %s (from %d validation rows)")
       :format(tostring(model.conformal["0.5"]), tostring(model.conformal["0.9"]), tostring(model.conformal["0.95"]), va.n))
   end
@@ -180,6 +182,7 @@ if va then
     t0 = bbb.core.clock()
     interrupted(tab.train(again, all, nil, o))
     print(("refit on the %d training and validation rows: %d epochs in %.1f s"):format(all.n, o.epochs, bbb.core.clock() - t0))
+    summary.refit = { rows = all.n, epochs = o.epochs }
     model = again
   end
 end

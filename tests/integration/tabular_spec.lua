@@ -243,3 +243,86 @@ describe("bbb.app.tabular", function()
     assert.near(want, s.ll, 1e-4)
   end)
 end)
+
+describe("fit.lua's calibration and protocol", function()
+  local json = require "bbb.json"
+  local function fit(flags, summary)
+    H.ok(("scripts/fit.lua --data %s --every 0 --summary %s %s"):format(H.q(train_csv),
+      H.q(summary), flags))
+    return json.decode(H.read(summary))
+  end
+
+  it("--save-split writes disjoint parts covering every row, and --split scores on the same rows", function()
+    local a = fit(("--target y --ignore label --epochs 5 --min-epochs 0 --save-split %s"):format(H.q(dir .. "/split.json")), dir .. "/a.json")
+    local s = json.decode(H.read(dir .. "/split.json"))
+    assert.are.equal(300, s.rows)
+    local seen = 0
+    local mark = {}
+    for _, k in ipairs { "train", "validation", "test" } do
+      for _, i in ipairs(s[k]) do
+        assert.is_nil(mark[i], "row " .. i .. " in two parts")
+        mark[i], seen = true, seen + 1
+      end
+    end
+    assert.are.equal(300, seen)
+    assert.are.same({ a.rows.train, a.rows.validation, a.rows.test }, { #s.train, #s.validation, #s.test })
+    -- another seed draws other rows, unless the split is given
+    local b = fit(("--target y --ignore label --epochs 5 --min-epochs 0 --seed 9 --split %s --save-split %s"):format(
+      H.q(dir .. "/split.json"), H.q(dir .. "/split2.json")), dir .. "/b.json")
+    assert.are.same(s, json.decode(H.read(dir .. "/split2.json")))
+    assert.are.same(a.rows, b.rows)
+    H.write(dir .. "/bad_split.json", '{"rows": 300, "train": [1, 2, 301], "validation": [], "test": []}')
+    local status, out = H.run(("scripts/fit.lua --data %s --target y --split %s"):format(H.q(train_csv),
+      H.q(dir .. "/bad_split.json")))
+    assert.are.equal(2, status, out)
+  end)
+
+  it("stops no earlier than --min-epochs, and refits on training and validation rows", function()
+    local a = fit("--target y --ignore label --epochs 60 --patience 1 --min-epochs 30", dir .. "/c.json")
+    assert.is_true(a.trained_epochs >= 30, a.trained_epochs)
+    assert.are.equal(a.rows.train + a.rows.validation, a.refit.rows)
+    assert.are.equal(math.max(1, a.epochs), a.refit.epochs)
+    local b = fit("--target y --ignore label --epochs 20 --no-refit", dir .. "/d.json")
+    assert.is_nil(b.refit)
+  end)
+
+  it("--conformal multipliers are the ceil((n+1) level)-th normalised residual of the validation rows", function()
+    local ds = tab.read(train_csv, { target = "y", ignore = { "label" } })
+    local tr, va = tab.split(ds.n, { val = 0.3 }, bbb.Generator(3))
+    local trs, vas = tab.subset(ds, tr), tab.subset(ds, va)
+    -- a plain net predicts without draws, so the residuals can be recomputed
+    local m = tab.new(ds, trs.x, trs.y, "mlp", { hidden = { 8 }, generator = bbb.Generator(3) })
+    tab.train(m, trs, vas, { epochs = 10, generator = bbb.Generator(3) })
+    local q = tab.conformal(m, vas)
+    local p = tab.predict(m, vas.x)
+    local r = ((p.mean - vas.y:reshape(-1)):abs() / p.std):totable()
+    table.sort(r)
+    for _, lv in ipairs { 0.5, 0.9, 0.95 } do
+      local k = math.ceil((#r + 1) * lv)
+      assert.near(r[k], q[tostring(lv)], 1e-6)
+      -- by construction the calibration rows are covered at least at the level
+      local inside = 0
+      for _, v in ipairs(r) do if v <= q[tostring(lv)] then inside = inside + 1 end end
+      assert.is_true(inside / #r >= lv)
+    end
+    local s = fit("--target y --ignore label --epochs 30 --conformal", dir .. "/e.json")
+    assert.is_true(s.conformal["0.95"] > 0)
+    assert.is_number(s.test.conformal95)
+  end)
+
+  it("a classifier's temperature is fitted on the validation rows, saved, and used by predict", function()
+    local ckpt = dir .. "/cls_t.ckpt"
+    local s = fit(("--target label --ignore y --epochs 30 --save %s"):format(H.q(ckpt)), dir .. "/f.json")
+    assert.is_true(s.temperature > 0.01 and s.temperature < 100, s.temperature)
+    local m = tab.load(ckpt)
+    assert.near(s.temperature, m.temperature, 1e-9)
+    local x = tab.read_for(m, new_csv, {}).x
+    bbb.manual_seed(2)
+    local with = tab.predict(m, x, 10).probs
+    m.temperature = nil
+    bbb.manual_seed(2)
+    local without = tab.predict(m, x, 10).probs
+    local want = bbb.calibration.apply(without:clamp(1e-12, 1):log(), s.temperature)
+    assert.is_true((with - want):abs():max():item() < 1e-5)
+  end)
+end)
