@@ -187,7 +187,7 @@ if va then
   end
 end
 if te then
-  local s, p = tab.score(model, te, args.pred_samples)
+  local s, p = tab.score(model, te, args.pred_samples, args.seed)   -- the draws predict.lua --seed makes
   summary.test = s
   line("test", s)
   if args.plot then

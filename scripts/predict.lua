@@ -15,7 +15,7 @@ local cli = require "bbb.app.cli"
 local tab = require "bbb.app.tabular"
 
 local parser = recipe.parser("predict.lua", "Predict with uncertainty from a model saved by scripts/fit.lua --save.",
-  { outputs = { "out", "plot" } })
+  { outputs = { "out", "plot", "summary" } })
 parser:option("--model", "The checkpoint written by fit.lua --save."):count(1)
 parser:option("--data", "The rows to predict (CSV, or FOLDER:NAME for an R data set)."):count(1)
 parser:option("--out", "Where the predictions go (CSV).", "out/predictions.csv"):convert(cli.output_path { ext = { "csv" } })
@@ -26,6 +26,8 @@ recipe.declare(parser, { "seed" })
 recipe.declare(parser, { "threads" })
 parser:option("--plot", "PNG (needs the target in --data): predicted vs observed with 95% intervals, or calibration.")
   :convert(cli.output_path { ext = { "png", "svg" } })
+parser:option("--summary", "Write the scores (when --data holds the target) as JSON here.")
+  :convert(cli.output_path { ext = { "json" } })
 local args = recipe.parse(parser)
 
 local function fail(msg)
@@ -46,13 +48,19 @@ if #ds.ignored > 0 then
   print(("predict.lua: note: %s holds columns the model does not use, left out: %s"):format(args.data,
     table.concat(ds.ignored, ", ")))
 end
-local p = tab.predict(model, ds.x, args.pred_samples)
+-- one set of draws (seeded by --seed, as fit.lua's test scores) for the rows and the scores
+local s, p
+if ds.y then s, p = tab.score(model, ds, args.pred_samples, args.seed)
+else p = tab.seeded(model, args.seed, tab.predict, model, ds.x, args.pred_samples) end
 local lines = tab.rows(model, p, ds.y)
 local okw, werr = pcall(cli.write_file, args.out, { table.concat(lines, "\n"), "\n" })
 if not okw then fail((tostring(werr):gsub("^[^\n]-:%d+: ", ""):gsub("^cli%.write_file: ", ""))) end
 print(("predict.lua: %d rows of %s -> %s (%s, %s)"):format(ds.n, args.data, args.out, model.task, model.kind))
+if args.summary then
+  cli.write_file(args.summary, require("bbb.json").encode { model = args.model, data = args.data, rows = ds.n,
+    seed = args.seed, pred_samples = args.pred_samples, scores = s or require("bbb.json").null } .. "\n")
+end
 if ds.y then
-  local s = tab.score(model, ds, args.pred_samples)
   if model.task == "regression" then
     print(("RMSE %.4f   log-likelihood %.4f   coverage of the 50/90/95%% intervals %.1f%% / %.1f%% / %.1f%%")
       :format(s.rmse, s.ll, 100 * s.cover50, 100 * s.cover90, 100 * s.cover95))

@@ -326,3 +326,20 @@ describe("fit.lua's calibration and protocol", function()
     assert.is_true((with - want):abs():max():item() < 1e-5)
   end)
 end)
+
+describe("fit.lua and predict.lua on the same checkpoint and rows", function()
+  local json = require "bbb.json"
+  it("print the same test scores: the same seeded draws", function()
+    local test_csv, ckpt = dir .. "/test_rows.csv", dir .. "/same.ckpt"
+    write_table(test_csv, 50, 7)
+    for _, target in ipairs { "y", "label" } do
+      local other = target == "y" and "label" or "y"
+      H.ok(("scripts/fit.lua --data %s --test %s --target %s --ignore %s --epochs 20 --every 0 --save %s --summary %s")
+        :format(H.q(train_csv), H.q(test_csv), target, other, H.q(ckpt), H.q(dir .. "/fit_s.json")))
+      H.ok(("scripts/predict.lua --model %s --data %s --out %s --summary %s"):format(H.q(ckpt), H.q(test_csv),
+        H.q(dir .. "/same.csv"), H.q(dir .. "/pred_s.json")))
+      local a, b = json.decode(H.read(dir .. "/fit_s.json")), json.decode(H.read(dir .. "/pred_s.json"))
+      assert.near(a.test.ll, b.scores.ll, 1e-5)
+    end
+  end)
+end)

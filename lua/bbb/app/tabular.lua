@@ -196,11 +196,23 @@ function M.predict(m, x, S)
   return { probs = probs, entropy = u.predictive, mutual_information = u.mutual_information, samples = stack }
 end
 
---- score(model, part, samples) -> {rmse, ll, cover50, cover90, cover95} or
+--- seeded(model, seed, fn, ...) -> fn(...) with every layer of the net
+-- drawing from one generator seeded with seed: fit.lua's test scores and
+-- predict.lua's on the same checkpoint and rows then use the same draws.
+function M.seeded(m, seed, fn, ...)
+  local g, saved = bbb.Generator(seed), {}
+  m.net:apply(function(l) saved[l] = l.generator or false; l.generator = g end)
+  local r = table.pack(pcall(fn, ...))
+  m.net:apply(function(l) l.generator = saved[l] or nil end)
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
+--- score(model, part, samples [, seed]) -> {rmse, ll, cover50, cover90, cover95} or
 -- {accuracy, ll, ece}: ll is the mean test log-likelihood per row (for
 -- regression, of the MC mixture of Gaussians, in the target's units).
-function M.score(m, part, S)
-  local p = M.predict(m, part.x, S)
+function M.score(m, part, S, seed)
+  local p = seed and M.seeded(m, seed, M.predict, m, part.x, S) or M.predict(m, part.x, S)
   if m.task == "regression" then
     local y = part.y:reshape(-1)
     local err = p.mean - y
@@ -510,6 +522,17 @@ function M.rows(m, p, observed)
       local lo, hi = {}, {}
       for i = 1, #mean do lo[i], hi[i] = mean[i] - Z[lv] * std[i], mean[i] + Z[lv] * std[i] end
       cols[#cols + 1], cols[#cols + 2] = lo, hi
+    end
+    -- the split-conformal intervals, when fit.lua --conformal calibrated them
+    for _, lv in ipairs(M.LEVELS) do
+      local q = m.conformal and m.conformal[tostring(lv)]
+      if q then
+        local k = math.floor(lv * 100)
+        head[#head + 1], head[#head + 2] = "conformal_lo" .. k, "conformal_hi" .. k
+        local lo, hi = {}, {}
+        for i = 1, #mean do lo[i], hi[i] = mean[i] - q * std[i], mean[i] + q * std[i] end
+        cols[#cols + 1], cols[#cols + 2] = lo, hi
+      end
     end
   else
     head = { "predicted" }
