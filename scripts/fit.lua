@@ -23,7 +23,7 @@ local function hidden_list(s)
 end
 
 local parser = recipe.parser("fit.lua", "Fit a Bayesian MLP to a table and score how sure it is.",
-  { defaults = { estimator = "local", epochs = "1000", batch = "32", lr = "0.01", prior_sigma = "1", dropout = "0.05" },
+  { defaults = { estimator = "local", epochs = "1000", batch = "32", lr = "0.003", prior_sigma = "1", dropout = "0.05" },
     outputs = { "plot", "save_split", "summary" } })
   :epilog("--data takes a CSV file with a header row, or FOLDER:NAME for data set NAME of an R package "
     .. "folder (scripts/bootstrap unpacks data/r/MASS, data/r/modeldata, data/r/mlbench), e.g. data/r/MASS:Boston.")
