@@ -39,7 +39,11 @@ parser:option("--save-split", "Write the train/validation/test row numbers here 
   :convert(cli.output_path { ext = { "json" } })
 parser:option("--ignore", "A column to leave out (repeat for more)."):count("*")
 parser:option("--categorical", "A CSV column to read as categories, numbers or not (repeat for more)."):count("*")
-parser:flag("--drop-missing", "Drop rows with a missing value instead of stopping at the first.")
+parser:option("--missing", "A missing cell: impute (a number: the training median, plus a column saying it was "
+  .. "missing; a category: no level), drop (leave the row out) or error.", "impute")
+  :convert(cli.choice { "impute", "drop", "error" })
+parser:option("--unseen", "A category of --test that the training rows never held: ignore (no level, with a note) "
+  .. "or error.", "ignore"):convert(cli.choice { "ignore", "error" })
 parser:option("--delimiter", "The CSV delimiter (one character).", ",")
 parser:option("--model", "bbb (Bayes by Backprop), mlp (plain) or dropout (MC dropout).", "bbb")
   :convert(cli.choice { "bbb", "mlp", "dropout" })
@@ -80,11 +84,16 @@ end
 if args.plot and not bbb.sys.find_program("gnuplot") then fail("--plot: gnuplot not found (install gnuplot-nox)") end
 bbb.set_num_threads(args.threads)
 local gen = bbb.Generator(args.seed)
-local read = { target = args.target, task = args.task, ignore = args.ignore, drop_missing = args.drop_missing,
+local read = { target = args.target, task = args.task, ignore = args.ignore, drop_missing = args.missing == "drop",
+               keep_missing = args.missing == "impute", unseen = args.unseen,
                delimiter = args.delimiter, categorical = #args.categorical > 0 and args.categorical or nil }
 local ok, ds = pcall(tab.read, args.data, read)
 if not ok then fail(ds) end
 if not ds.y then fail(("no target column '%s'"):format(args.target)) end
+local no_target
+ok, ds, no_target = pcall(tab.drop_missing_target, ds)
+if not ok then fail(ds) end
+if no_target > 0 then print(("fit.lua: %d rows without a value of '%s' left out"):format(no_target, args.target)) end
 if args.task == "regression" and ds.target.categorical then
   fail(("the target '%s' holds categories (%s, ...): use --task classification"):format(args.target, ds.classes[1]))
 end

@@ -20,7 +20,10 @@ parser:option("--model", "The checkpoint written by fit.lua --save."):count(1)
 parser:option("--data", "The rows to predict (CSV, or FOLDER:NAME for an R data set)."):count(1)
 parser:option("--out", "Where the predictions go (CSV).", "out/predictions.csv"):convert(cli.output_path { ext = { "csv" } })
 parser:option("--delimiter", "The CSV delimiter of --data (one character).", ",")
-parser:flag("--drop-missing", "Drop rows with a missing value instead of stopping at the first.")
+parser:option("--missing", "A missing cell: impute (as the model was trained to), drop (no prediction for the row) "
+  .. "or error.", "impute"):convert(cli.choice { "impute", "drop", "error" })
+parser:option("--unseen", "A category the training rows never held: ignore (no level, with a note) or error.", "ignore")
+  :convert(cli.choice { "ignore", "error" })
 recipe.declare(parser, { "pred_samples" })
 recipe.declare(parser, { "seed" })
 recipe.declare(parser, { "threads" })
@@ -42,16 +45,31 @@ bbb.manual_seed(args.seed)
 local ok, model = pcall(tab.load, args.model)
 if not ok then fail(model) end
 local ds
-ok, ds = pcall(tab.read_for, model, args.data, { delimiter = args.delimiter, drop_missing = args.drop_missing })
+ok, ds = pcall(tab.read_for, model, args.data, { delimiter = args.delimiter, drop_missing = args.missing == "drop",
+  keep_missing = args.missing == "impute", unseen = args.unseen })
 if not ok then fail(args.data .. ": " .. tostring(ds)) end
+for name, count in pairs(ds.unseen or {}) do
+  print(("predict.lua: note: column '%s': %d rows hold a category the training rows never did; read as no level")
+    :format(name, count))
+end
 if #ds.ignored > 0 then
   print(("predict.lua: note: %s holds columns the model does not use, left out: %s"):format(args.data,
     table.concat(ds.ignored, ", ")))
 end
 -- one set of draws (seeded by --seed, as fit.lua's test scores) for the rows and the scores
 local s, p
-if ds.y then s, p = tab.score(model, ds, args.pred_samples, args.seed)
-else p = tab.seeded(model, args.seed, tab.predict, model, ds.x, args.pred_samples) end
+local scored, no_target = ds, 0
+if ds.y then
+  local okd
+  okd, scored, no_target = pcall(tab.drop_missing_target, ds)
+  if not okd then ds.y, scored, no_target = nil, ds, 0 end   -- no row has the target: nothing to score
+end
+if ds.y and no_target == 0 then s, p = tab.score(model, ds, args.pred_samples, args.seed)
+else
+  p = tab.seeded(model, args.seed, tab.predict, model, ds.x, args.pred_samples)
+  -- rows without the target are predicted, not scored
+  if ds.y then s = tab.score(model, scored, args.pred_samples, args.seed) end
+end
 local lines = tab.rows(model, p, ds.y)
 local okw, werr = pcall(cli.write_file, args.out, { table.concat(lines, "\n"), "\n" })
 if not okw then fail((tostring(werr):gsub("^[^\n]-:%d+: ", ""):gsub("^cli%.write_file: ", ""))) end

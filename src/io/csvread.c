@@ -313,6 +313,7 @@ static void data_field(ctx *c, int j, const char *s, size_t n) {
   if (col->slot < 0) return;
   float *dst = &c->cur[col->slot];
   if (is_na(c->o, s, n)) {
+    if (c->o->keep_missing) { *dst = NAN; return; }
     if (!c->o->drop_missing) { fail_at(c, j, n ? "missing value" : "missing value (an empty field)", s, n); return; }
     c->row_missing = 1;
     *dst = NAN;

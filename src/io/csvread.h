@@ -18,6 +18,7 @@ typedef struct bbb_csv_options {
   unsigned char delim, quote;      /* ',' and '"' by default */
   int header;                      /* 1: the first record names the columns */
   int drop_missing;                /* 1: drop rows with a missing value, 0: refuse them */
+  int keep_missing;                /* 1: keep them, the cell as NaN (its imputation is the caller's) */
   int max_levels;                  /* distinct values a categorical column may take */
   const char *const *na;           /* strings that mean "missing" */
   int n_na;

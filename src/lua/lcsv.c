@@ -90,6 +90,7 @@ static void get_options(lua_State *L, const char *fn, bbb_csv_options *o) {
   o->quote = (unsigned char)opt_char(L, fn, "quote", o->quote);
   o->header = opt_bool(L, fn, "header", o->header);
   o->drop_missing = opt_bool(L, fn, "drop_missing", o->drop_missing);
+  o->keep_missing = opt_bool(L, fn, "keep_missing", o->keep_missing);
   if (lua_getfield(L, 2, "max_levels") != LUA_TNIL) {
     int ok = 0;
     lua_Integer m = lua_tointegerx(L, -1, &ok);

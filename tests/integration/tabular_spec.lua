@@ -81,10 +81,10 @@ describe("fit.lua and predict.lua", function()
     assert.is_true(tonumber(p[5]) >= 0 and tonumber(p[5]) <= tonumber(p[4]) + 1e-6)
   end)
 
-  it("a missing column or an unseen category is an error naming it (exit 2)", function()
+  it("a missing column is an error naming it (exit 2); an unseen category too with --unseen error", function()
     local bad = dir .. "/bad.csv"
     write_table(bad, 10, 3, { header = "x1,x2,colour", no_target = true, colours = { "red", "purple" } })
-    local status, out = H.run(("scripts/predict.lua --model %s --data %s --out %s"):format(H.q(dir .. "/reg.ckpt"),
+    local status, out = H.run(("scripts/predict.lua --model %s --data %s --out %s --unseen error"):format(H.q(dir .. "/reg.ckpt"),
       H.q(bad), H.q(dir .. "/x.csv")))
     assert.are.equal(2, status, out)
     H.has(out, "predict.lua: ")
@@ -141,7 +141,7 @@ describe("fit.lua and predict.lua", function()
       :format(H.q(train_csv)), "regression of 'y'")
   end)
 
-  it("an incomplete first row stops neither fit.lua --test nor predict.lua with --drop-missing", function()
+  it("an incomplete first row stops neither fit.lua --test nor predict.lua with --missing drop", function()
     local lines, g = { "y,a,b" }, bbb.Generator(4)
     local u = bbb.rand({ 200, 2 }, 0, 1, g):totable()
     for i = 1, 200 do
@@ -151,9 +151,9 @@ describe("fit.lua and predict.lua", function()
     f:write(table.concat(lines, "\n"), "\n")
     f:close()
     local gap = H.q(dir .. "/gap.csv")
-    H.ok(("scripts/fit.lua --data %s --test %s --target y --drop-missing --epochs 3 --every 0 --save %s")
+    H.ok(("scripts/fit.lua --data %s --test %s --target y --missing drop --epochs 3 --every 0 --save %s")
       :format(gap, gap, H.q(dir .. "/gap.ckpt")), "test ")
-    H.ok(("scripts/predict.lua --model %s --data %s --drop-missing --out %s"):format(H.q(dir .. "/gap.ckpt"), gap,
+    H.ok(("scripts/predict.lua --model %s --data %s --missing drop --out %s"):format(H.q(dir .. "/gap.ckpt"), gap,
       H.q(dir .. "/gap_pred.csv")))
     assert.are.equal(200, #read_csv_file(dir .. "/gap_pred.csv"))   -- the header and 199 rows
   end)
@@ -341,5 +341,63 @@ describe("fit.lua and predict.lua on the same checkpoint and rows", function()
       local a, b = json.decode(H.read(dir .. "/fit_s.json")), json.decode(H.read(dir .. "/pred_s.json"))
       assert.near(a.test.ll, b.scores.ll, 1e-5)
     end
+  end)
+end)
+
+describe("missing cells and unseen categories", function()
+  local json = require "bbb.json"
+  -- every 7th row lacks x1, every 11th its colour, every 13th its target
+  local function holes(path, n, seed)
+    write_table(path, n, seed)
+    local lines = {}
+    for line in io.lines(path) do lines[#lines + 1] = line end
+    for i = 2, #lines do
+      local f = {}
+      for w in (lines[i] .. ","):gmatch("([^,]*),") do f[#f + 1] = w end
+      if i % 7 == 0 then f[1] = "" end
+      if i % 11 == 0 then f[3] = "NA" end
+      if i % 13 == 0 then f[4] = "" end
+      lines[i] = table.concat(f, ",")
+    end
+    H.write(path, table.concat(lines, "\n") .. "\n")
+  end
+
+  it("are imputed: every row with a target trains, every row gets one prediction", function()
+    local path, ckpt = dir .. "/holes.csv", dir .. "/holes.ckpt"
+    holes(path, 200, 11)
+    local s_path = dir .. "/holes_s.json"
+    H.ok(("scripts/fit.lua --data %s --target y --ignore label --epochs 20 --every 0 --save %s --summary %s")
+      :format(H.q(path), H.q(ckpt), H.q(s_path)))
+    local s = json.decode(H.read(s_path))
+    local without_target = 200 // 13
+    assert.are.equal(200 - without_target, s.rows.train + s.rows.validation + s.rows.test)
+    local m = tab.load(ckpt)
+    assert.are.same({ 1 }, m.prep.impute.indicators)   -- x1 had holes; colour's are a row of zeros
+    assert.is_true(#m.prep.x_mean == #m.prep.feature_names + 1)
+    -- the median fills the hole, the indicator says so
+    local x = bbb.tensor { { 0 / 0, 1, 1, 0, 0 }, { 2, 1, 1, 0, 0 } }
+    local got = tab.impute(m.prep, x):totable()
+    assert.are.equal(m.prep.impute.median[1], got[1][1])
+    assert.are.same({ 1, 0 }, { got[1][6], got[2][6] })
+    local out = dir .. "/holes_pred.csv"
+    H.ok(("scripts/predict.lua --model %s --data %s --out %s"):format(H.q(ckpt), H.q(path), H.q(out)))
+    local n = 0
+    for _ in io.lines(out) do n = n + 1 end
+    assert.are.equal(201, n)
+    -- error refuses, drop leaves the rows out
+    local status = H.run(("scripts/fit.lua --data %s --target y --ignore label --missing error"):format(H.q(path)))
+    assert.are.equal(2, status)
+  end)
+
+  it("an unseen category reads as no level with a note, by default", function()
+    local bad, out = dir .. "/purple.csv", dir .. "/purple_pred.csv"
+    write_table(bad, 12, 3, { header = "x1,x2,colour", no_target = true, colours = { "red", "purple" } })
+    H.ok(("scripts/predict.lua --model %s --data %s --out %s"):format(H.q(dir .. "/reg.ckpt"), H.q(bad), H.q(out)))
+    local n = 0
+    for _ in io.lines(out) do n = n + 1 end
+    assert.are.equal(13, n)
+    local ds = bbb.data.read_csv("c\nred\npurple\n", { text = true, levels = { c = { "red", "blue" } }, unseen = "ignore" })
+    assert.are.same({ { 1, 0 }, { 0, 0 } }, ds.x:totable())
+    assert.are.equal(1, ds.unseen.c)
   end)
 end)

@@ -54,14 +54,16 @@ function M.read(spec, o)
         .. "files only"):format(spec), 0)
     end
     if cat and not (o.levels and o.levels[o.target]) then
-      local probe = quiet(bbb.data.load_r, folder, name, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing })
+      local probe = quiet(bbb.data.load_r, folder, name, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing, keep_missing = o.keep_missing })
       if not probe.target.categorical then error(("%s: the target '%s' is numeric; use it for regression"):format(spec, o.target), 0) end
       return probe
     end
-    return quiet(bbb.data.load_r, folder, name, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing, levels = o.levels })
+    return quiet(bbb.data.load_r, folder, name, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing, keep_missing = o.keep_missing, levels = o.levels,
+      unseen = o.unseen })
   end
   check_regular(spec)
   return quiet(bbb.data.read_csv, spec, { target = o.target, ignore = o.ignore, drop_missing = o.drop_missing,
+    keep_missing = o.keep_missing, unseen = o.unseen,
     delimiter = o.delimiter, levels = o.levels, categorical = cat })
 end
 
@@ -146,13 +148,32 @@ function M.build(kind, d_in, d_out, o)
   return bbb.nn.mlp(sizes, { generator = o.generator, dropout = kind == "dropout" and (o.dropout or 0.05) or nil })
 end
 
+-- Missing numbers in the training rows: each column's median fills its
+-- holes, and a column that had any gets an indicator feature (1: was missing).
+local function impute_stats(x)
+  local rows, d = x:totable(), x:size(2)
+  local median, indicators = {}, {}
+  for j = 1, d do
+    local vals, holes = {}, false
+    for i = 1, #rows do
+      local v = rows[i][j]
+      if v ~= v then holes = true else vals[#vals + 1] = v end
+    end
+    table.sort(vals)
+    median[j] = #vals > 0 and vals[(#vals + 1) // 2] or 0
+    if holes then indicators[#indicators + 1] = j end
+  end
+  return { median = median, indicators = indicators }
+end
+
 --- new(ds, train_x, train_y, kind, opts) -> a model bundle {net, kind, task, prep}:
 -- prep, the preprocessing: columns, levels, scaling statistics of the training rows.
 function M.new(ds, train_x, train_y, kind, o)
   local task = ds.target.categorical and "classification" or "regression"
   local prep = { columns = ds.columns, feature_names = ds.feature_names, target = ds.target,
                  classes = ds.classes, task = task }
-  prep.x_mean, prep.x_std = M.scaler(train_x)
+  prep.impute = impute_stats(train_x)
+  prep.x_mean, prep.x_std = M.scaler(M.impute(prep, train_x))
   if task == "regression" then
     local lo, hi = -(-train_y):max():item(), train_y:max():item()
     if lo == hi then
@@ -165,8 +186,38 @@ function M.new(ds, train_x, train_y, kind, o)
   return { net = M.build(kind, #prep.x_mean, d_out, o), kind = kind, task = task, prep = prep, noise_sigma = 1 }
 end
 
---- inputs(model, x) / targets(model, y): the model's scaling applied.
-function M.inputs(m, x) return M.scale(x, m.prep.x_mean, m.prep.x_std) end
+--- impute(prep, x) -> x with each missing number (NaN) replaced by its
+-- column's training median, and one indicator column appended per column
+-- that had missing values in the training rows.
+function M.impute(prep, x)
+  local imp = prep.impute
+  if not imp or x:size(1) == 0 then return x end
+  local total = x:sum():item()
+  if #imp.indicators == 0 and total == total then return x end
+  local rows = x:totable()
+  for _, r in ipairs(rows) do
+    for _, j in ipairs(imp.indicators) do r[#r + 1] = r[j] ~= r[j] and 1 or 0 end
+    for j = 1, #imp.median do if r[j] ~= r[j] then r[j] = imp.median[j] end end
+  end
+  return core.tensor(rows)
+end
+
+--- drop_missing_target(ds) -> ds without the rows whose target is missing, and their count.
+function M.drop_missing_target(ds)
+  if not ds.y then return ds, 0 end
+  local keep = {}
+  for i, v in ipairs(ds.y:reshape(-1):totable()) do if v == v then keep[#keep + 1] = i end end
+  if #keep == ds.n then return ds, 0 end
+  if #keep == 0 then error(("every row's target '%s' is missing"):format(ds.target.name), 0) end
+  local idx = core.tensor(keep)
+  local out = {}
+  for k, v in pairs(ds) do out[k] = v end
+  out.x, out.y, out.n = ds.x:index_select(idx), ds.y:index_select(idx), #keep
+  return out, ds.n - #keep
+end
+
+--- inputs(model, x) / targets(model, y): the model's imputation and scaling applied.
+function M.inputs(m, x) return M.scale(M.impute(m.prep, x), m.prep.x_mean, m.prep.x_std) end
 function M.targets(m, y)
   if m.task ~= "regression" then return y end
   return (y - m.prep.y_mean) / m.prep.y_std
@@ -356,6 +407,27 @@ local function strings(list, what)
   end
 end
 
+--- check_impute(prep) -> the number of indicator features: the saved
+-- imputation (absent in models saved before it) is one finite median per
+-- feature and indicators naming features.
+function M.check_impute(p)
+  local imp = p.impute
+  if imp == nil then return 0 end
+  if type(imp) ~= "table" or type(imp.median) ~= "table" or #imp.median ~= #p.feature_names
+      or type(imp.indicators) ~= "table" then
+    error("the saved imputation does not have one median per feature", 0)
+  end
+  for j, v in ipairs(imp.median) do
+    if not finite(v) then error(("the saved median of feature %d is not a finite number (%s)"):format(j, tostring(v)), 0) end
+  end
+  for _, j in ipairs(imp.indicators) do
+    if math.type(j) ~= "integer" and not (type(j) == "number" and j == math.floor(j)) or j < 1 or j > #p.feature_names then
+      error(("the saved imputation names feature %s, which the model does not have"):format(tostring(j)), 0)
+    end
+  end
+  return #imp.indicators
+end
+
 --- check_saved(model): what a checkpoint says of its preprocessing, checked
 -- as user input is: a file may be edited or damaged, and a zero scale or a
 -- negative noise would turn every prediction into NaN or nonsense.
@@ -364,14 +436,16 @@ function M.check_saved(m)
   if m.task ~= "regression" and m.task ~= "classification" then error("the saved task is not regression or classification", 0) end
   if m.kind ~= "bbb" and m.kind ~= "mlp" and m.kind ~= "dropout" then error("the saved model kind is not bbb, mlp or dropout", 0) end
   strings(p.feature_names, "feature names")
-  if type(p.x_mean) ~= "table" or type(p.x_std) ~= "table" or #p.x_mean ~= #p.feature_names or #p.x_std ~= #p.x_mean then
+  local n_ind = M.check_impute(p)
+  if type(p.x_mean) ~= "table" or type(p.x_std) ~= "table" or #p.x_mean ~= #p.feature_names + n_ind
+      or #p.x_std ~= #p.x_mean then
     error(("the saved input scaling does not have one mean and one scale for each of the %d features")
-      :format(#p.feature_names), 0)
+      :format(#p.feature_names + n_ind), 0)
   end
   for j = 1, #p.x_mean do
     if not finite(p.x_mean[j]) or not positive(p.x_std[j]) then
       error(("the saved scaling of feature '%s' is not a finite mean and a positive scale (%s, %s)")
-        :format(p.feature_names[j], tostring(p.x_mean[j]), tostring(p.x_std[j])), 0)
+        :format(p.feature_names[j] or ("indicator " .. j), tostring(p.x_mean[j]), tostring(p.x_std[j])), 0)
     end
   end
   if m.temperature ~= nil and not positive(m.temperature) then
@@ -419,7 +493,8 @@ function M.read_for(m, spec, o)
   for _, h in ipairs(header) do if not want[h] and h ~= tname then ignore[#ignore + 1] = h end end
   if not have[tname] then levels[tname] = nil end
   local ds = M.read(spec, { target = have[tname] and tname or nil, ignore = ignore, levels = levels,
-    delimiter = o.delimiter, drop_missing = o.drop_missing, task = m.task })
+    delimiter = o.delimiter, drop_missing = o.drop_missing, keep_missing = o.keep_missing, unseen = o.unseen,
+    task = m.task })
   ds.ignored = ignore
   return M.in_model_order(m, ds)
 end

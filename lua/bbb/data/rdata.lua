@@ -41,11 +41,12 @@ local function set_of(list, what, frame)
 end
 
 --- load_r(folder, name, {target = column, ignore = {columns}, drop_missing = false,
---         levels = {column = {levels}}})
+--         keep_missing = false, levels = {column = {levels}}, unseen = "error"})
 -- -> {x, y, n, columns, feature_names, target, classes, n_dropped, source}
 -- as read_csv: numeric and integer columns as they are, factors and strings
 -- one-hot (their levels kept), a factor target as labels 1..L. A missing
--- value (NA) is an error naming its row and column unless drop_missing.
+-- value (NA) is an error naming its row and column unless drop_missing or
+-- keep_missing (as read_csv's).
 --   bbb.data.load_r("data/r/modeldata", "concrete")
 --   bbb.data.load_r("data/r/MASS", "Boston", {target = "medv"})
 function M.load_r(folder, name, opts)
@@ -79,6 +80,7 @@ function M.load_r(folder, name, opts)
         local v = row[j]
         if v ~= v or (not frame.columns[j].numeric and v == 0) then missing = j; break end
       end
+      if opts.keep_missing then missing = nil end
       if missing and not opts.drop_missing then
         error(("row %d, column %d ('%s'): missing value (NA); set drop_missing to drop such rows")
           :format(i, missing, frame.columns[missing].name), 0)
@@ -94,7 +96,7 @@ function M.load_r(folder, name, opts)
     if n == 0 then error(("every row has a missing value (%d dropped)"):format(dropped), 0) end
     local t = { x = core.tensor(flat):reshape(n, #keep), columns = cols, n_rows = n, n_dropped = dropped }
     if target then t.y, t.target = core.tensor(y), target end
-    local ds = csv.build(t, opts.levels or {}, "bbb.data.load_r")
+    local ds = csv.build(t, opts.levels or {}, "bbb.data.load_r", opts.unseen)
     ds.source, ds.name = source, name
     return ds
   end)
