@@ -22,6 +22,8 @@ parser:option("--out", "Where the predictions go (CSV).", "out/predictions.csv")
 parser:option("--delimiter", "The CSV delimiter of --data (one character).", ",")
 parser:option("--missing", "A missing cell: impute (as the model was trained to), drop (no prediction for the row) "
   .. "or error.", "impute"):convert(cli.choice { "impute", "drop", "error" })
+parser:option("--keep-columns", "A column of --data to copy beside the predictions, as written (an id to join "
+  .. "them back by; repeat for more)."):count("*")
 parser:option("--unseen", "A category the training rows never held: ignore (no level, with a note) or error.", "ignore")
   :convert(cli.choice { "ignore", "error" })
 recipe.declare(parser, { "pred_samples" })
@@ -70,7 +72,13 @@ else
   -- rows without the target are predicted, not scored
   if ds.y then s = tab.score(model, scored, args.pred_samples, args.seed) end
 end
-local lines = tab.rows(model, p, ds.y)
+local kept
+if #args.keep_columns > 0 then
+  if args.missing == "drop" then fail("--keep-columns: with --missing drop some rows get no prediction; use impute") end
+  ok, kept = pcall(tab.kept_columns, args.data, args.keep_columns, args.delimiter)
+  if not ok then fail(kept) end
+end
+local lines = tab.rows(model, p, ds.y, kept)
 local okw, werr = pcall(cli.write_file, args.out, { table.concat(lines, "\n"), "\n" })
 if not okw then fail((tostring(werr):gsub("^[^\n]-:%d+: ", ""):gsub("^cli%.write_file: ", ""))) end
 print(("predict.lua: %d rows of %s -> %s (%s, %s)"):format(ds.n, args.data, args.out, model.task, model.kind))

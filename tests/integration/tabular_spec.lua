@@ -401,3 +401,22 @@ describe("missing cells and unseen categories", function()
     assert.are.equal(1, ds.unseen.c)
   end)
 end)
+
+describe("predict.lua --keep-columns", function()
+  it("copies the columns as written beside one prediction per row", function()
+    local path, out = dir .. "/ids.csv", dir .. "/ids_pred.csv"
+    H.write(path, "id,x1,x2,colour\nr-07,0.5,,red\n0012,,1.5,blue\nz,1,2,\n")
+    H.ok(("scripts/predict.lua --model %s --data %s --out %s --keep-columns id --keep-columns x1")
+      :format(H.q(dir .. "/reg.ckpt"), H.q(path), H.q(out)))
+    local rows = {}
+    for line in io.lines(out) do rows[#rows + 1] = line end
+    assert.are.equal(4, #rows)
+    assert.truthy(rows[1]:find("^id,x1,mean,"))
+    assert.truthy(rows[2]:find("^r%-07,0%.5,"))
+    assert.truthy(rows[3]:find("^0012,,"))
+    assert.truthy(rows[4]:find("^z,1,"))
+    local status = H.run(("scripts/predict.lua --model %s --data %s --out %s --keep-columns nope")
+      :format(H.q(dir .. "/reg.ckpt"), H.q(path), H.q(out)))
+    assert.are.equal(2, status)
+  end)
+end)

@@ -583,14 +583,55 @@ end
 
 local function num(v) return ("%.6g"):format(v) end
 
---- rows(model, pred [, observed]) -> the lines of a predictions CSV.
-function M.rows(m, p, observed)
+--- kept_columns(spec, names, delimiter) -> {{name =, values = {text per row}}}:
+-- columns of the file as written (numbers too), a missing cell as "", to
+-- copy beside the predictions so each row can be joined back.
+function M.kept_columns(spec, names, delimiter)
+  local header, wanted = M.header(spec, delimiter), {}
+  for _, n in ipairs(names) do wanted[n] = true end
+  local ignore, have = {}, {}
+  for _, h in ipairs(header) do
+    have[h] = true
+    if not wanted[h] then ignore[#ignore + 1] = h end
+  end
+  for _, n in ipairs(names) do
+    if not have[n] then error(("--keep-columns: column '%s' is not in %s"):format(n, spec), 0) end
+  end
+  local folder, name = spec:match("^(.+):([%w%._]+)$")
+  local ds
+  if folder and not exists(spec) then
+    ds = quiet(bbb.data.load_r, folder, name, { ignore = ignore, keep_missing = true })
+  else
+    ds = quiet(bbb.data.read_csv, spec, { ignore = ignore, categorical = names, keep_missing = true, delimiter = delimiter })
+  end
+  local x, out = ds.x:totable(), {}
+  for _, c in ipairs(ds.columns) do
+    local values = {}
+    for i = 1, ds.n do
+      if c.categorical then
+        local v = ""
+        for k = 1, c.width do if x[i][c.first + k - 1] == 1 then v = c.levels[k] end end
+        values[i] = v
+      else
+        local v = x[i][c.first]
+        values[i] = v == v and v or ""
+      end
+    end
+    out[#out + 1] = { name = c.name, values = values }
+  end
+  return out
+end
+
+--- rows(model, pred [, observed [, kept]]) -> the lines of a predictions CSV,
+-- the kept columns (kept_columns) first.
+function M.rows(m, p, observed, kept)
   local head, cols = {}, {}
+  for _, k in ipairs(kept or {}) do head[#head + 1], cols[#cols + 1] = k.name, k.values end
   local obs = observed and observed:reshape(-1):totable()
   if m.task == "regression" then
-    head = { "mean", "std", "epistemic_std", "aleatoric_std" }
-    cols = { p.mean:totable(), p.std:totable(), p.epistemic:totable(), p.aleatoric:totable() }
-    local mean, std = cols[1], cols[2]
+    local mean, std = p.mean:totable(), p.std:totable()
+    for _, h in ipairs { "mean", "std", "epistemic_std", "aleatoric_std" } do head[#head + 1] = h end
+    for _, c in ipairs { mean, std, p.epistemic:totable(), p.aleatoric:totable() } do cols[#cols + 1] = c end
     for _, lv in ipairs(M.LEVELS) do
       local k = math.floor(lv * 100)
       head[#head + 1], head[#head + 2] = "lo" .. k, "hi" .. k
@@ -610,12 +651,12 @@ function M.rows(m, p, observed)
       end
     end
   else
-    head = { "predicted" }
+    head[#head + 1] = "predicted"
     local probs = p.probs:totable()
     local pred = p.probs:argmax(2):totable()
     local names = {}
     for i, k in ipairs(pred) do names[i] = m.prep.classes[k] end
-    cols = { names }
+    cols[#cols + 1] = names
     for c, name in ipairs(m.prep.classes) do
       head[#head + 1] = "p_" .. name
       local col = {}
