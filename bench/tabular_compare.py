@@ -47,8 +47,11 @@ def run(cmd):
 def gaussian_scores(y, mean, sd):
     z = (y - mean) / sd
     ll = -0.5 * z ** 2 - np.log(sd) - 0.5 * math.log(2 * math.pi)
+    pdf, cdf = np.exp(-0.5 * z ** 2) / math.sqrt(2 * math.pi), 0.5 * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
+    crps = sd * (z * (2 * cdf - 1) + 2 * pdf - 1 / math.sqrt(math.pi))
     return {"rmse": float(np.sqrt(np.mean((y - mean) ** 2))), "ll": float(np.mean(ll)),
-            "cover95": float(np.mean(np.abs(z) < Z95))}
+            "cover95": float(np.mean(np.abs(z) < Z95)), "crps": float(np.mean(crps)),
+            "width95": float(np.mean(2 * Z95 * sd))}
 
 
 def ece(probs, y, bins=15):

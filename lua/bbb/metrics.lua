@@ -409,4 +409,76 @@ function metrics.aurc(confidence, correct)
   return total / #s
 end
 
+-- Regression: scores of Gaussian predictive distributions.
+
+local function column(v, what, name)
+  local list = core.is_tensor(v) and v:reshape(-1):totable() or v
+  if type(list) ~= "table" or #list == 0 then
+    error(("%s: %s must be a non-empty tensor or Lua array"):format(what, name), 3)
+  end
+  for i, x in ipairs(list) do
+    if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
+      error(("%s: %s[%d] is %s, not a finite number"):format(what, name, i, tostring(x)), 3)
+    end
+  end
+  return list
+end
+
+local function gaussian_inputs(mean, std, y, what)
+  local m, s, t = column(mean, what, "mean"), column(std, what, "std"), column(y, what, "y")
+  if #m ~= #s or #m ~= #t then
+    error(("%s: %d means, %d standard deviations and %d targets"):format(what, #m, #s, #t), 3)
+  end
+  for i, v in ipairs(s) do
+    if not (v > 0) then error(("%s: std[%d] is %s, not positive"):format(what, i, tostring(v)), 3) end
+  end
+  return m, s, t
+end
+
+-- erf by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7).
+local function erf(x)
+  local sign = x < 0 and -1 or 1
+  x = math.abs(x)
+  local t = 1 / (1 + 0.3275911 * x)
+  local poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+  return sign * (1 - poly * math.exp(-x * x))
+end
+
+--- crps_gaussian(mean, std, y) -> the mean continuous ranked probability
+-- score of N(mean, std^2) predictions (lower is better, in y's units):
+-- std (z (2 Phi(z) - 1) + 2 phi(z) - 1 / sqrt(pi)), z = (y - mean) / std
+-- (Gneiting and Raftery 2007). Tensors or Lua arrays of equal length.
+function metrics.crps_gaussian(mean, std, y)
+  local m, s, t = gaussian_inputs(mean, std, y, "crps_gaussian")
+  local total = 0
+  for i = 1, #m do
+    local z = (t[i] - m[i]) / s[i]
+    local cdf, pdf = 0.5 * (1 + erf(z / math.sqrt(2))), math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+    total = total + s[i] * (z * (2 * cdf - 1) + 2 * pdf - 1 / math.sqrt(math.pi))
+  end
+  return total / #m
+end
+
+--- interval(mean, std, y, level) -> {coverage, width}: the fraction of y
+-- inside the central level interval mean +- z std of N(mean, std^2), and
+-- the interval's mean width.
+function metrics.interval(mean, std, y, level)
+  local m, s, t = gaussian_inputs(mean, std, y, "interval")
+  if type(level) ~= "number" or not (level > 0 and level < 1) then
+    error(("interval: level must be in (0, 1), got %s"):format(tostring(level)), 2)
+  end
+  -- the normal quantile by bisection on erf: accurate to erf's 1.5e-7
+  local lo, hi = 0, 10
+  for _ = 1, 60 do
+    local mid = (lo + hi) / 2
+    if erf(mid / math.sqrt(2)) < level then lo = mid else hi = mid end
+  end
+  local z, inside, width = (lo + hi) / 2, 0, 0
+  for i = 1, #m do
+    if math.abs(t[i] - m[i]) <= z * s[i] then inside = inside + 1 end
+    width = width + 2 * z * s[i]
+  end
+  return { coverage = inside / #m, width = width / #m }
+end
+
 return metrics

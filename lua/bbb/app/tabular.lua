@@ -267,7 +267,9 @@ function M.score(m, part, S, seed)
   if m.task == "regression" then
     local y = part.y:reshape(-1)
     local err = p.mean - y
-    local res = { rmse = math.sqrt(err:square():mean():item()) }
+    local res = { rmse = math.sqrt(err:square():mean():item()),
+                  crps = bbb.metrics.crps_gaussian(p.mean, p.std, y),   -- of the moment-matched Gaussian
+                  width95 = bbb.metrics.interval(p.mean, p.std, y, 0.95).width }
     local sig = m.noise_sigma
     local ys = M.targets(m, y):reshape(1, -1)
     local logp = (p.f - ys):square() * (-0.5 / sig ^ 2) - (0.5 * LOG_2PI + math.log(sig))
