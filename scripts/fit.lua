@@ -42,8 +42,8 @@ parser:option("--categorical", "A CSV column to read as categories, numbers or n
 parser:option("--missing", "A missing cell: impute (a number: the training median, plus a column saying it was "
   .. "missing; a category: no level), drop (leave the row out) or error.", "impute")
   :convert(cli.choice { "impute", "drop", "error" })
-parser:option("--unseen", "A category of --test that the training rows never held: ignore (no level, with a note) "
-  .. "or error.", "ignore"):convert(cli.choice { "ignore", "error" })
+parser:option("--unseen", "A category of --test that the training rows never held: warn (read as no level, with "
+  .. "a count) or error.", "warn"):convert(cli.choice { "warn", "error" })
 parser:option("--delimiter", "The CSV delimiter (one character).", ",")
 parser:option("--model", "bbb (Bayes by Backprop), mlp (plain) or dropout (MC dropout).", "bbb")
   :convert(cli.choice { "bbb", "mlp", "dropout" })
@@ -85,7 +85,7 @@ if args.plot and not bbb.sys.find_program("gnuplot") then fail("--plot: gnuplot 
 bbb.set_num_threads(args.threads)
 local gen = bbb.Generator(args.seed)
 local read = { target = args.target, task = args.task, ignore = args.ignore, drop_missing = args.missing == "drop",
-               keep_missing = args.missing == "impute", unseen = args.unseen,
+               keep_missing = args.missing == "impute", unseen = args.unseen == "warn" and "ignore" or "error",
                delimiter = args.delimiter, categorical = #args.categorical > 0 and args.categorical or nil }
 local ok, ds = pcall(tab.read, args.data, read)
 if not ok then fail(ds) end
@@ -133,6 +133,10 @@ local te
 if args.test then
   ok, te = pcall(tab.read_for, model, args.test, read)
   if not ok then fail(args.test .. ": " .. tostring(te)) end
+  for name, count in pairs(te.unseen or {}) do
+    print(("fit.lua: note: %s, column '%s': %d rows hold a category the training rows never did; read as no level")
+      :format(args.test, name, count))
+  end
 elseif te_idx then
   te = tab.subset(ds, te_idx)
 end
@@ -210,6 +214,8 @@ if te then
 end
 if args.summary then cli.write_file(args.summary, require("bbb.json").encode(summary) .. "\n") end
 if args.save then
-  tab.save(args.save, model, { data = args.data, target = args.target, seed = args.seed })
+  local rows = {}
+  for k, part in pairs { train = tr_idx, validation = va_idx, test = te_idx } do rows[k] = part:totable() end
+  tab.save(args.save, model, { data = args.data, target = args.target, seed = args.seed, split = rows })
   print("saved " .. args.save)
 end

@@ -22,10 +22,10 @@ parser:option("--out", "Where the predictions go (CSV).", "out/predictions.csv")
 parser:option("--delimiter", "The CSV delimiter of --data (one character).", ",")
 parser:option("--missing", "A missing cell: impute (as the model was trained to), drop (no prediction for the row) "
   .. "or error.", "impute"):convert(cli.choice { "impute", "drop", "error" })
-parser:option("--keep-columns", "A column of --data to copy beside the predictions, as written (an id to join "
-  .. "them back by; repeat for more)."):count("*")
-parser:option("--unseen", "A category the training rows never held: ignore (no level, with a note) or error.", "ignore")
-  :convert(cli.choice { "ignore", "error" })
+parser:option("--id", "A column of --data (an id) to copy, as written, beside each row's prediction.")
+parser:flag("--keep-columns", "Copy every column of --data, as written, beside each row's prediction.")
+parser:option("--unseen", "A category the training rows never held: warn (read as no level, with a count) or error.", "warn")
+  :convert(cli.choice { "warn", "error" })
 recipe.declare(parser, { "pred_samples" })
 recipe.declare(parser, { "seed" })
 recipe.declare(parser, { "threads" })
@@ -48,7 +48,7 @@ local ok, model = pcall(tab.load, args.model)
 if not ok then fail(model) end
 local ds
 ok, ds = pcall(tab.read_for, model, args.data, { delimiter = args.delimiter, drop_missing = args.missing == "drop",
-  keep_missing = args.missing == "impute", unseen = args.unseen })
+  keep_missing = args.missing == "impute", unseen = args.unseen == "warn" and "ignore" or "error" })
 if not ok then fail(args.data .. ": " .. tostring(ds)) end
 for name, count in pairs(ds.unseen or {}) do
   print(("predict.lua: note: column '%s': %d rows hold a category the training rows never did; read as no level")
@@ -73,10 +73,12 @@ else
   if ds.y then s = tab.score(model, scored, args.pred_samples, args.seed) end
 end
 local kept
-if #args.keep_columns > 0 then
-  if args.missing == "drop" then fail("--keep-columns: with --missing drop some rows get no prediction; use impute") end
-  ok, kept = pcall(tab.kept_columns, args.data, args.keep_columns, args.delimiter)
-  if not ok then fail(kept) end
+if args.id or args.keep_columns then
+  local what = args.id and "--id" or "--keep-columns"
+  if args.missing == "drop" then fail(what .. ": with --missing drop some rows get no prediction; use impute") end
+  local names = args.id and { args.id } or tab.header(args.data, args.delimiter)
+  ok, kept = pcall(tab.kept_columns, args.data, names, args.delimiter)
+  if not ok then fail(what .. ": " .. tostring(kept):gsub("^%-%-keep%-columns: ", "")) end
 end
 local lines = tab.rows(model, p, ds.y, kept)
 local okw, werr = pcall(cli.write_file, args.out, { table.concat(lines, "\n"), "\n" })

@@ -316,6 +316,9 @@ describe("fit.lua's calibration and protocol", function()
     assert.is_true(s.temperature > 0.01 and s.temperature < 100, s.temperature)
     local m = tab.load(ckpt)
     assert.near(s.temperature, m.temperature, 1e-9)
+    -- the checkpoint holds the rows of each part
+    assert.are.same({ s.rows.train, s.rows.validation, s.rows.test },
+      { #m.extra.split.train, #m.extra.split.validation, #m.extra.split.test })
     local x = tab.read_for(m, new_csv, {}).x
     bbb.manual_seed(2)
     local with = tab.predict(m, x, 10).probs
@@ -402,20 +405,25 @@ describe("missing cells and unseen categories", function()
   end)
 end)
 
-describe("predict.lua --keep-columns", function()
-  it("copies the columns as written beside one prediction per row", function()
+describe("predict.lua --id and --keep-columns", function()
+  it("copy the columns as written beside one prediction per row", function()
     local path, out = dir .. "/ids.csv", dir .. "/ids_pred.csv"
     H.write(path, "id,x1,x2,colour\nr-07,0.5,,red\n0012,,1.5,blue\nz,1,2,\n")
-    H.ok(("scripts/predict.lua --model %s --data %s --out %s --keep-columns id --keep-columns x1")
+    H.ok(("scripts/predict.lua --model %s --data %s --out %s --id id"):format(H.q(dir .. "/reg.ckpt"), H.q(path),
+      H.q(out)))
+    local first = {}
+    for line in io.lines(out) do first[#first + 1] = line:match("^[^,]*") end
+    assert.are.same({ "id", "r-07", "0012", "z" }, first)
+    H.ok(("scripts/predict.lua --model %s --data %s --out %s --keep-columns")
       :format(H.q(dir .. "/reg.ckpt"), H.q(path), H.q(out)))
     local rows = {}
     for line in io.lines(out) do rows[#rows + 1] = line end
     assert.are.equal(4, #rows)
-    assert.truthy(rows[1]:find("^id,x1,mean,"))
-    assert.truthy(rows[2]:find("^r%-07,0%.5,"))
-    assert.truthy(rows[3]:find("^0012,,"))
-    assert.truthy(rows[4]:find("^z,1,"))
-    local status = H.run(("scripts/predict.lua --model %s --data %s --out %s --keep-columns nope")
+    assert.truthy(rows[1]:find("^id,x1,x2,colour,mean,"))
+    assert.truthy(rows[2]:find("^r%-07,0%.5,,red,"))
+    assert.truthy(rows[3]:find("^0012,,1%.5,blue,"))
+    assert.truthy(rows[4]:find("^z,1,2,,"))
+    local status = H.run(("scripts/predict.lua --model %s --data %s --out %s --id nope")
       :format(H.q(dir .. "/reg.ckpt"), H.q(path), H.q(out)))
     assert.are.equal(2, status)
   end)

@@ -269,6 +269,8 @@ function M.score(m, part, S, seed)
     local err = p.mean - y
     local res = { rmse = math.sqrt(err:square():mean():item()),
                   crps = bbb.metrics.crps_gaussian(p.mean, p.std, y),   -- of the moment-matched Gaussian
+                  width50 = bbb.metrics.interval(p.mean, p.std, y, 0.5).width,
+                  width90 = bbb.metrics.interval(p.mean, p.std, y, 0.9).width,
                   width95 = bbb.metrics.interval(p.mean, p.std, y, 0.95).width }
     local sig = m.noise_sigma
     local ys = M.targets(m, y):reshape(1, -1)
@@ -285,7 +287,7 @@ function M.score(m, part, S, seed)
   end
   local probs = p.probs
   return { accuracy = bbb.metrics.accuracy(probs, part.y), ll = -bbb.metrics.nll(probs, part.y),
-           ece = bbb.metrics.ece(probs, part.y) }, p
+           ece = bbb.metrics.ece(probs, part.y), brier = bbb.metrics.brier(probs, part.y) }, p
 end
 
 --- conformal(model, part, samples) -> {["0.5"] = q, ["0.9"] = q, ["0.95"] = q}:
@@ -597,7 +599,7 @@ function M.kept_columns(spec, names, delimiter)
     if not wanted[h] then ignore[#ignore + 1] = h end
   end
   for _, n in ipairs(names) do
-    if not have[n] then error(("--keep-columns: column '%s' is not in %s"):format(n, spec), 0) end
+    if not have[n] then error(("column '%s' is not in %s"):format(n, spec), 0) end
   end
   local folder, name = spec:match("^(.+):([%w%._]+)$")
   local ds
