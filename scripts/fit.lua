@@ -55,6 +55,8 @@ parser:option("--patience", "Stop after this many epochs without a better (smoot
 parser:option("--min-epochs", "Never stop before this many epochs.", "50"):convert(cli.nonnegative_integer { max = 1000000 })
 parser:flag("--no-refit", "Keep the net trained on the training rows; by default a second net is trained on the "
   .. "training and validation rows for the number of epochs the first chose.")
+parser:option("--noise", "Regression noise: homo (one sd), hetero (an sd per row: a second output of the net) or "
+  .. "auto (both trained, the better on the validation rows kept).", "auto"):convert(cli.choice { "homo", "hetero", "auto" })
 parser:flag("--conformal", "Regression: also give split-conformal intervals, calibrated on the validation rows.")
 recipe.declare(parser, { "batch" })
 recipe.declare(parser, { "lr" })
@@ -155,11 +157,23 @@ local function interrupted(info)   -- stopped by a signal: no model, no scores, 
   io.stderr:write(("\nfit.lua: interrupted in epoch %d; nothing was saved\n"):format(info.epochs + 1))
   os.exit(128 + (info.signal or 2))
 end
-local t0 = bbb.core.clock()
-local info = tab.train(model, tr, va, train_opts)
-interrupted(info)
-print(("trained %d epochs in %.1f s (%s); best smoothed validation log-likelihood %.4f at epoch %d"):format(info.epochs,
-  bbb.core.clock() - t0, info.status, info.best_ll, info.best_epoch))
+-- regression with --noise auto: both noise models, the one better on the
+-- validation rows kept
+local noises = { args.noise == "hetero" and "hetero" or "homo" }
+if model.task == "regression" and args.noise == "auto" and va then noises = { "homo", "hetero" } end
+local info, t0
+for _, noise in ipairs(noises) do
+  build.noise = noise
+  local m = tab.new(ds, tr.x, tr.y, args.model, build)
+  t0 = bbb.core.clock()
+  local got = tab.train(m, tr, va, train_opts)
+  interrupted(got)
+  print(("trained %d epochs in %.1f s (%s%s); best smoothed validation log-likelihood %.4f at epoch %d"):format(got.epochs,
+    bbb.core.clock() - t0, got.status, m.task == "regression" and (", noise " .. noise) or "", got.best_ll, got.best_epoch))
+  if not info or got.best_ll > info.best_ll then model, info = m, got end
+end
+build.noise = model.noise
+if #noises > 1 then print(("noise model: %s (the better on the validation rows)"):format(model.noise)) end
 
 local function line(name, s)
   if model.task == "regression" then
@@ -171,6 +185,7 @@ local function line(name, s)
   end
 end
 local summary = { data = args.data, target = args.target, task = model.task, model = args.model, seed = args.seed,
+  noise = model.noise,
   epochs = info.best_epoch, trained_epochs = info.epochs, rows = { train = tr.n, validation = va and va.n or 0, test = te and te.n or 0 } }
 if va then
   summary.validation = tab.score(model, va, args.pred_samples)

@@ -428,3 +428,32 @@ describe("predict.lua --id and --keep-columns", function()
     assert.are.equal(2, status)
   end)
 end)
+
+describe("fit.lua --noise", function()
+  local json = require "bbb.json"
+  it("auto keeps the heteroscedastic head when the noise grows with an input, and its sd tracks the true one", function()
+    local path, ckpt, s_path = dir .. "/het.csv", dir .. "/het.ckpt", dir .. "/het_s.json"
+    local g = bbb.Generator(3)
+    local x, e = bbb.rand({ 600 }, -3, 3, g):totable(), bbb.randn({ 600 }, 0, 1, g):totable()
+    local lines = { "x,y" }
+    for i = 1, 600 do
+      lines[#lines + 1] = ("%.5f,%.5f"):format(x[i], math.sin(x[i]) + (0.1 + 0.5 * math.abs(x[i])) * e[i])
+    end
+    H.write(path, table.concat(lines, "\n") .. "\n")
+    H.ok(("scripts/fit.lua --data %s --target y --every 0 --save %s --summary %s"):format(H.q(path), H.q(ckpt), H.q(s_path)))
+    assert.are.equal("hetero", json.decode(H.read(s_path)).noise)
+    local m = tab.load(ckpt)
+    local grid = { -2.5, -1.5, -0.5, 0.5, 1.5, 2.5 }
+    local xs = {}
+    for i, v in ipairs(grid) do xs[i] = { v } end
+    local alea = tab.predict(m, bbb.tensor(xs), 50).aleatoric:totable()
+    for i, v in ipairs(grid) do
+      local truth = 0.1 + 0.5 * math.abs(v)
+      assert.is_true(math.abs(alea[i] - truth) < 0.5 * truth, ("x %g: aleatoric sd %g, true %g"):format(v, alea[i], truth))
+    end
+    -- a homoscedastic fit gives one sd for every row
+    H.ok(("scripts/fit.lua --data %s --target y --every 0 --noise homo --save %s"):format(H.q(path), H.q(ckpt)))
+    local homo = tab.predict(tab.load(ckpt), bbb.tensor(xs), 10).aleatoric:totable()
+    assert.near(homo[1], homo[3], 1e-6)
+  end)
+end)

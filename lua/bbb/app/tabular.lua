@@ -12,6 +12,9 @@ local core = require "bbb.core"
 local M = {}
 
 M.LEVELS = { 0.5, 0.9, 0.95 }
+-- The heteroscedastic head's noise floor, in standardised target units:
+-- sigma = floor + softplus(second output).
+M.HETERO_FLOOR = 1e-3
 M.LEVELS_BY_NAME = { ["0.5"] = true, ["0.9"] = true, ["0.95"] = true }
 local Z = { [0.5] = 0.6744897501960817, [0.9] = 1.6448536269514722, [0.95] = 1.959963984540054 }
 local LOG_2PI = math.log(2 * math.pi)
@@ -182,8 +185,10 @@ function M.new(ds, train_x, train_y, kind, o)
     local m, s = M.scaler(train_y)
     prep.y_mean, prep.y_std = m[1], s[1]
   end
-  local d_out = task == "regression" and 1 or #ds.classes
-  return { net = M.build(kind, #prep.x_mean, d_out, o), kind = kind, task = task, prep = prep, noise_sigma = 1 }
+  local hetero = task == "regression" and o.noise == "hetero"
+  local d_out = task == "regression" and (hetero and 2 or 1) or #ds.classes
+  return { net = M.build(kind, #prep.x_mean, d_out, o), kind = kind, task = task, prep = prep, noise_sigma = 1,
+           noise = task == "regression" and (hetero and "hetero" or "homo") or nil }
 end
 
 --- impute(prep, x) -> x with each missing number (NaN) replaced by its
@@ -232,14 +237,16 @@ function M.predict(m, x, S)
   S = m.kind == "mlp" and 1 or (S or 50)
   if m.task == "regression" then
     local _, _, stack = m.net:predict(xs, { samples = S, likelihood = "gaussian", keep_samples = "tensor" })
-    local f = stack:reshape(S, -1)
+    local f, noise = stack:narrow(3, 1, 1):clone():reshape(S, -1), nil
+    -- hetero: each draw's own noise sd per row, (S, N) in standardised units
+    if m.noise == "hetero" then noise = stack:narrow(3, 2, 1):clone():reshape(S, -1):softplus() + M.HETERO_FLOOR end
     local mean = f:mean(1)
     local epi = ((f - mean:reshape(1, -1)):square():mean(1)):sqrt()
     local s = m.prep.y_std
-    local alea = bbb.full(mean:size(), m.noise_sigma * s)
+    local alea = noise and noise:square():mean(1):sqrt() * s or bbb.full(mean:size(), m.noise_sigma * s)
     local epi_s = epi * s
     return { mean = mean * s + m.prep.y_mean, epistemic = epi_s, aleatoric = alea,
-             std = (epi_s:square() + alea:square()):sqrt(), f = f }
+             std = (epi_s:square() + alea:square()):sqrt(), f = f, noise = noise }
   end
   local probs, stack = m.net:predict(xs, { samples = S, keep_samples = "tensor" })
   local u = bbb.metrics.uncertainty(stack)
@@ -272,9 +279,14 @@ function M.score(m, part, S, seed)
                   width50 = bbb.metrics.interval(p.mean, p.std, y, 0.5).width,
                   width90 = bbb.metrics.interval(p.mean, p.std, y, 0.9).width,
                   width95 = bbb.metrics.interval(p.mean, p.std, y, 0.95).width }
-    local sig = m.noise_sigma
     local ys = M.targets(m, y):reshape(1, -1)
-    local logp = (p.f - ys):square() * (-0.5 / sig ^ 2) - (0.5 * LOG_2PI + math.log(sig))
+    local logp
+    if p.noise then
+      logp = (p.f - ys):square() / (p.noise:square() * -2) - p.noise:log() - 0.5 * LOG_2PI
+    else
+      local sig = m.noise_sigma
+      logp = (p.f - ys):square() * (-0.5 / sig ^ 2) - (0.5 * LOG_2PI + math.log(sig))
+    end
     local ll = logp:logsumexp(1) - math.log(logp:size(1)) - math.log(m.prep.y_std)
     res.ll = ll:mean():item()
     local z = err:abs() / p.std
@@ -337,8 +349,11 @@ function M.train(m, tr, va, o)
   local train_set = { x = x, y = y, n = tr.n }
   local reg = m.task == "regression"
   local n_batches = bbb.data.num_batches(tr.n, o.batch or 32)
-  local elbo = bbb.elbo.ELBO { n_data = tr.n, batch_size = o.batch or 32, likelihood = reg and "gaussian" or "categorical",
-    learn_sigma = reg, sigma = 0.5, samples = m.kind == "bbb" and (o.samples or 1) or 1,
+  local hetero = m.noise == "hetero"
+  local elbo = bbb.elbo.ELBO { n_data = tr.n, batch_size = o.batch or 32,
+    likelihood = hetero and "heteroscedastic" or reg and "gaussian" or "categorical",
+    learn_sigma = reg and not hetero, sigma = hetero and M.HETERO_FLOOR or 0.5,
+    samples = m.kind == "bbb" and (o.samples or 1) or 1,
     kl_weight = o.kl_weight or "uniform" }
   local params = m.net:named_parameters()
   for _, p in ipairs(elbo:named_parameters()) do params[#params + 1] = p end
@@ -382,7 +397,7 @@ end
 --- save(path, model [, extra]) / load(path) -> model: one checkpoint with the
 -- net and its preprocessing (in the checkpoint's state.tabular).
 function M.save(path, m, extra)
-  local meta = { kind = m.kind, task = m.task, prep = m.prep, noise_sigma = m.noise_sigma, extra = extra,
+  local meta = { kind = m.kind, task = m.task, prep = m.prep, noise_sigma = m.noise_sigma, noise = m.noise, extra = extra,
                  temperature = m.temperature, conformal = m.conformal }
   bbb.save(path, { model = m.net, state = { tabular = meta } })
 end
@@ -394,7 +409,8 @@ function M.load(path)
   if type(t) ~= "table" or type(t.prep) ~= "table" then
     error(("%s is not a model saved by scripts/fit.lua (no preprocessing in it)"):format(path), 0)
   end
-  local m = { net = net, kind = t.kind, task = t.task, prep = t.prep, noise_sigma = t.noise_sigma, extra = t.extra,
+  local m = { net = net, kind = t.kind, task = t.task, prep = t.prep, noise_sigma = t.noise_sigma, noise = t.noise,
+              extra = t.extra,
               temperature = t.temperature, conformal = t.conformal }
   local ok, err = pcall(M.check_saved, m)
   if not ok then error(("%s: %s"):format(path, err), 0) end
@@ -470,6 +486,9 @@ function M.check_saved(m)
     if not finite(p.y_mean) or not positive(p.y_std) then
       error(("the saved target scaling is not a finite mean and a positive scale (%s, %s)")
         :format(tostring(p.y_mean), tostring(p.y_std)), 0)
+    end
+    if m.noise ~= nil and m.noise ~= "homo" and m.noise ~= "hetero" then
+      error(("the saved noise model is not homo or hetero (%s)"):format(tostring(m.noise)), 0)
     end
     if not positive(m.noise_sigma) then
       error(("the saved noise sigma is not a positive number (%s)"):format(tostring(m.noise_sigma)), 0)
