@@ -45,8 +45,10 @@ parser:option("--missing", "A missing cell: impute (a number: the training media
 parser:option("--unseen", "A category of --test that the training rows never held: warn (read as no level, with "
   .. "a count) or error.", "warn"):convert(cli.choice { "warn", "error" })
 parser:option("--delimiter", "The CSV delimiter (one character).", ",")
-parser:option("--model", "bbb (Bayes by Backprop), mlp (plain) or dropout (MC dropout).", "bbb")
-  :convert(cli.choice { "bbb", "mlp", "dropout" })
+parser:option("--model", "bbb (Bayes by Backprop), mlp (plain), dropout (MC dropout) or ensemble (--members plain "
+  .. "nets from different initialisations, trained one after another).", "bbb")
+  :convert(cli.choice { "bbb", "mlp", "dropout", "ensemble" })
+parser:option("--members", "Nets in an ensemble.", "5"):convert(cli.integer { min = 2, max = 100 })
 recipe.declare(parser, { "estimator" })
 parser:option("--hidden", "Units per hidden layer, comma-separated.", "50"):convert(hidden_list)
 recipe.declare(parser, { "epochs" })
@@ -128,7 +130,7 @@ if args.save_split then
   tab.write_split(args.save_split, { train = tr_idx, validation = va_idx, test = te_idx }, ds.n)
 end
 local tr, va = tab.subset(ds, tr_idx), va_idx and tab.subset(ds, va_idx)
-local build = { hidden = args.hidden, estimator = args.estimator, prior_sigma = args.prior_sigma,
+local build = { hidden = args.hidden, estimator = args.estimator, prior_sigma = args.prior_sigma, members = args.members,
   rho_init = args.rho_init, dropout = args.dropout, generator = gen }
 local model = tab.new(ds, tr.x, tr.y, args.model, build)
 local te

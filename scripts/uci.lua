@@ -31,7 +31,7 @@ local PUBLISHED = {
   concrete = { VI = { 7.19, 0.12, -3.39, 0.02 }, PBP = { 5.67, 0.09, -3.16, 0.02 },
                ["MC dropout"] = { 5.23, 0.53, -3.04, 0.09 }, ["deep ensembles"] = { 6.03, 0.58, -3.06, 0.18 } },
 }
-local METHODS = { "bbb-weight", "bbb-local", "bbb-flipout", "dropout", "mlp" }
+local METHODS = { "bbb-weight", "bbb-local", "bbb-flipout", "dropout", "mlp", "ensemble" }
 
 local parser = recipe.parser("uci.lua", "The UCI regression benchmark (20 random 90/10 splits, 50 hidden units).",
   { defaults = { epochs = "2000", batch = "32", lr = "0.003", prior_sigma = "1", dropout = "0.05" }, outputs = { "out" } })

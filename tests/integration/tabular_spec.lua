@@ -457,3 +457,26 @@ describe("fit.lua --noise", function()
     assert.near(homo[1], homo[3], 1e-6)
   end)
 end)
+
+describe("fit.lua --model ensemble", function()
+  it("trains members that differ and predicts with their mixture; predict.lua reads it back", function()
+    local ckpt = dir .. "/ens.ckpt"
+    H.ok(("scripts/fit.lua --data %s --target y --ignore label --model ensemble --members 3 --noise homo --epochs 20 "
+      .. "--every 0 --save %s"):format(H.q(train_csv), H.q(ckpt)))
+    local m = tab.load(ckpt)
+    assert.are.equal(3, #m.members)
+    local x = tab.read_for(m, new_csv, {}).x
+    local xs = tab.inputs(m, x)
+    local outs = {}
+    for i, net in ipairs(m.members) do outs[i] = net:forward(xs):reshape(-1) end
+    assert.is_true((outs[1] - outs[2]):abs():max():item() > 1e-3)   -- different initialisations
+    local p = tab.predict(m, x)
+    local avg = (outs[1] + outs[2] + outs[3]) / 3 * m.prep.y_std + m.prep.y_mean
+    assert.is_true((p.mean - avg):abs():max():item() < 1e-4 * m.prep.y_std)
+    -- the aleatoric part is the members' noise, the epistemic their spread
+    local s2 = 0
+    for _, s in ipairs(m.member_sigma) do s2 = s2 + s * s end
+    assert.near(math.sqrt(s2 / 3) * m.prep.y_std, p.aleatoric:totable()[1], 1e-4 * m.prep.y_std)
+    H.ok(("scripts/predict.lua --model %s --data %s --out %s"):format(H.q(ckpt), H.q(new_csv), H.q(dir .. "/ens.csv")))
+  end)
+end)

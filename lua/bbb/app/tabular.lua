@@ -187,8 +187,42 @@ function M.new(ds, train_x, train_y, kind, o)
   end
   local hetero = task == "regression" and o.noise == "hetero"
   local d_out = task == "regression" and (hetero and 2 or 1) or #ds.classes
-  return { net = M.build(kind, #prep.x_mean, d_out, o), kind = kind, task = task, prep = prep, noise_sigma = 1,
-           noise = task == "regression" and (hetero and "hetero" or "homo") or nil }
+  local m = { kind = kind, task = task, prep = prep, noise_sigma = 1,
+              noise = task == "regression" and (hetero and "hetero" or "homo") or nil }
+  if kind ~= "ensemble" then
+    m.net = M.build(kind, #prep.x_mean, d_out, o)
+    return m
+  end
+  -- a deep ensemble: plain nets from different initialisations, kept as the
+  -- layers of one Sequential (a container for the checkpoint, never run)
+  m.members, m.member_sigma = {}, {}
+  for i = 1, o.members or 5 do m.members[i], m.member_sigma[i] = M.build("mlp", #prep.x_mean, d_out, o), 1 end
+  m.net = bbb.nn.Sequential(m.members)
+  return m
+end
+
+-- A member of an ensemble as a model of its own (sharing the preprocessing).
+local function member(m, i)
+  return { net = m.members[i], kind = "mlp", task = m.task, prep = m.prep, noise = m.noise,
+           noise_sigma = m.member_sigma[i] }
+end
+
+-- The (S, N, C) outputs of the net for the standardised inputs xs: S MC
+-- draws, or one pass of each member of an ensemble; for a classifier, the
+-- averaged probabilities too.
+local function output_stack(m, xs, S, likelihood)
+  if m.kind ~= "ensemble" then
+    local a, b, c = m.net:predict(xs, { samples = S, likelihood = likelihood, keep_samples = "tensor" })
+    if likelihood == "gaussian" then return c end
+    return b, a
+  end
+  local parts = {}
+  for i, net in ipairs(m.members) do
+    local a, b, c = net:predict(xs, { samples = 1, likelihood = likelihood, keep_samples = "tensor" })
+    parts[i] = likelihood == "gaussian" and c or b
+  end
+  local stack = bbb.cat(parts, 1)
+  return stack, likelihood ~= "gaussian" and stack:mean(1) or nil
 end
 
 --- impute(prep, x) -> x with each missing number (NaN) replaced by its
@@ -234,12 +268,16 @@ end
 -- mutual_information, samples = (S, N, C)}.
 function M.predict(m, x, S)
   local xs = M.inputs(m, x)
-  S = m.kind == "mlp" and 1 or (S or 50)
+  S = m.kind == "mlp" and 1 or m.kind == "ensemble" and #m.members or (S or 50)
   if m.task == "regression" then
-    local _, _, stack = m.net:predict(xs, { samples = S, likelihood = "gaussian", keep_samples = "tensor" })
+    local stack = output_stack(m, xs, S, "gaussian")
     local f, noise = stack:narrow(3, 1, 1):clone():reshape(S, -1), nil
-    -- hetero: each draw's own noise sd per row, (S, N) in standardised units
-    if m.noise == "hetero" then noise = stack:narrow(3, 2, 1):clone():reshape(S, -1):softplus() + M.HETERO_FLOOR end
+    -- hetero: each draw's own noise sd per row, (S, N) in standardised units;
+    -- an ensemble's members each have their own
+    if m.noise == "hetero" then noise = stack:narrow(3, 2, 1):clone():reshape(S, -1):softplus() + M.HETERO_FLOOR
+    elseif m.kind == "ensemble" then
+      noise = bbb.tensor(m.member_sigma):reshape(S, 1) * bbb.ones(1, f:size(2))
+    end
     local mean = f:mean(1)
     local epi = ((f - mean:reshape(1, -1)):square():mean(1)):sqrt()
     local s = m.prep.y_std
@@ -248,7 +286,7 @@ function M.predict(m, x, S)
     return { mean = mean * s + m.prep.y_mean, epistemic = epi_s, aleatoric = alea,
              std = (epi_s:square() + alea:square()):sqrt(), f = f, noise = noise }
   end
-  local probs, stack = m.net:predict(xs, { samples = S, keep_samples = "tensor" })
+  local stack, probs = output_stack(m, xs, S, "categorical")
   local u = bbb.metrics.uncertainty(stack)
   if m.temperature then probs = bbb.calibration.apply(probs:clamp(1e-12, 1):log(), m.temperature) end
   return { probs = probs, entropy = u.predictive, mutual_information = u.mutual_information, samples = stack }
@@ -343,8 +381,29 @@ end
 --        gives the ELBO, a number below 1 / batches a tempered posterior)})
 -- -> {best_epoch, epochs, best_ll, status, signal (when status is "interrupted")}
 -- tr and va hold raw rows. Trains through bbb.train.fit and keeps the
--- weights of the epoch with the best validation log-likelihood.
+-- weights of the epoch with the best validation log-likelihood. An
+-- ensemble's members train one after another, each stopping on its own;
+-- its best_epoch is their median, best_ll the ensemble's on va.
 function M.train(m, tr, va, o)
+  if m.kind == "ensemble" then return M.train_ensemble(m, tr, va, o) end
+  return M.train_one(m, tr, va, o)
+end
+
+function M.train_ensemble(m, tr, va, o)
+  local epochs, total = {}, 0
+  for i = 1, #m.members do
+    local one = member(m, i)
+    local info = M.train_one(one, tr, va, o)
+    if info.status == "interrupted" then return info end
+    m.member_sigma[i], epochs[i], total = one.noise_sigma, info.best_epoch, total + info.epochs
+  end
+  table.sort(epochs)
+  local info = { best_epoch = epochs[(#epochs + 1) // 2], epochs = total, status = "done", best_ll = -math.huge }
+  if va then info.best_ll = bbb.no_grad(function() return M.score(m, va).ll end) end
+  return info
+end
+
+function M.train_one(m, tr, va, o)
   local x, y = M.inputs(m, tr.x), M.targets(m, tr.y)
   local train_set = { x = x, y = y, n = tr.n }
   local reg = m.task == "regression"
@@ -398,6 +457,7 @@ end
 -- net and its preprocessing (in the checkpoint's state.tabular).
 function M.save(path, m, extra)
   local meta = { kind = m.kind, task = m.task, prep = m.prep, noise_sigma = m.noise_sigma, noise = m.noise, extra = extra,
+                 member_sigma = m.member_sigma,
                  temperature = m.temperature, conformal = m.conformal }
   bbb.save(path, { model = m.net, state = { tabular = meta } })
 end
@@ -410,7 +470,7 @@ function M.load(path)
     error(("%s is not a model saved by scripts/fit.lua (no preprocessing in it)"):format(path), 0)
   end
   local m = { net = net, kind = t.kind, task = t.task, prep = t.prep, noise_sigma = t.noise_sigma, noise = t.noise,
-              extra = t.extra,
+              extra = t.extra, member_sigma = t.member_sigma, members = t.kind == "ensemble" and net.layers or nil,
               temperature = t.temperature, conformal = t.conformal }
   local ok, err = pcall(M.check_saved, m)
   if not ok then error(("%s: %s"):format(path, err), 0) end
@@ -454,7 +514,17 @@ end
 function M.check_saved(m)
   local p = m.prep
   if m.task ~= "regression" and m.task ~= "classification" then error("the saved task is not regression or classification", 0) end
-  if m.kind ~= "bbb" and m.kind ~= "mlp" and m.kind ~= "dropout" then error("the saved model kind is not bbb, mlp or dropout", 0) end
+  if m.kind ~= "bbb" and m.kind ~= "mlp" and m.kind ~= "dropout" and m.kind ~= "ensemble" then
+    error("the saved model kind is not bbb, mlp, dropout or ensemble", 0)
+  end
+  if m.kind == "ensemble" then
+    if type(m.members) ~= "table" or #m.members < 1 or type(m.member_sigma) ~= "table" or #m.member_sigma ~= #m.members then
+      error("the saved ensemble does not have one noise sd per member", 0)
+    end
+    for i, v in ipairs(m.member_sigma) do
+      if not positive(v) then error(("the saved noise sd of member %d is not a positive number (%s)"):format(i, tostring(v)), 0) end
+    end
+  end
   strings(p.feature_names, "feature names")
   local n_ind = M.check_impute(p)
   if type(p.x_mean) ~= "table" or type(p.x_std) ~= "table" or #p.x_mean ~= #p.feature_names + n_ind
