@@ -59,6 +59,9 @@ parser:flag("--no-refit", "Keep the net trained on the training rows; by default
   .. "training and validation rows for the number of epochs the first chose.")
 parser:option("--noise", "Regression noise: homo (one sd), hetero (an sd per row: a second output of the net) or "
   .. "auto (both trained, the better on the validation rows kept).", "auto"):convert(cli.choice { "homo", "hetero", "auto" })
+parser:option("--tune", "Choose the learning rate, width and prior scale (those not given) on the validation rows: "
+  .. "on, off, or auto (on for tables of at most 200,000 training cells).", "auto")
+  :convert(cli.choice { "on", "off", "auto" })
 parser:flag("--conformal", "Regression: also give split-conformal intervals, calibrated on the validation rows.")
 recipe.declare(parser, { "batch" })
 recipe.declare(parser, { "lr" })
@@ -159,6 +162,39 @@ local function interrupted(info)   -- stopped by a signal: no model, no scores, 
   io.stderr:write(("\nfit.lua: interrupted in epoch %d; nothing was saved\n"):format(info.epochs + 1))
   os.exit(128 + (info.signal or 2))
 end
+-- --tune: the learning rate, width and (bbb) prior scale chosen on the
+-- validation rows, each setting trained with one noise sd
+local TUNE_BUDGET = 200000   -- training rows x features below which auto tunes
+local tuned
+if va and (args.tune == "on" or (args.tune == "auto" and tr.n * ds.x:size(2) <= TUNE_BUDGET)) then
+  local given = cli.given(parser, arg)
+  local grid = { lr = given.lr and { args.lr } or { 0.001, 0.003, 0.01 },
+                 hidden = given.hidden and { args.hidden } or { { 50 }, { 100 } },
+                 prior_sigma = (given.prior_sigma or args.model ~= "bbb") and { args.prior_sigma } or { 0.3, 1 } }
+  local best, t_tune = nil, bbb.core.clock()
+  for _, lr in ipairs(grid.lr) do
+    for _, hidden in ipairs(grid.hidden) do
+      for _, ps in ipairs(grid.prior_sigma) do
+        local o = {}
+        for k, v in pairs(build) do o[k] = v end
+        o.hidden, o.prior_sigma, o.noise, o.members = hidden, ps, "homo", math.min(args.members, 2)
+        local t_opts = {}
+        for k, v in pairs(train_opts) do t_opts[k] = v end
+        t_opts.lr, t_opts.progress = lr, "off"
+        local got = tab.train(tab.new(ds, tr.x, tr.y, args.model, o), tr, va, t_opts)
+        interrupted(got)
+        print(("  tune: lr %g, hidden %s, prior sd %g: best smoothed validation log-likelihood %.4f at epoch %d")
+          :format(lr, table.concat(hidden, ","), ps, got.best_ll, got.best_epoch))
+        if not best or got.best_ll > best.ll then best = { ll = got.best_ll, lr = lr, hidden = hidden, ps = ps } end
+      end
+    end
+  end
+  train_opts.lr, build.hidden, build.prior_sigma = best.lr, best.hidden, best.ps
+  tuned = { lr = best.lr, hidden = best.hidden, prior_sigma = best.ps, seconds = bbb.core.clock() - t_tune }
+  print(("tune: lr %g, hidden %s, prior sd %g chosen on the validation rows (%.1f s)"):format(best.lr,
+    table.concat(best.hidden, ","), best.ps, bbb.core.clock() - t_tune))
+end
+
 -- regression with --noise auto: both noise models, the one better on the
 -- validation rows kept
 local noises = { args.noise == "hetero" and "hetero" or "homo" }
@@ -187,7 +223,7 @@ local function line(name, s)
   end
 end
 local summary = { data = args.data, target = args.target, task = model.task, model = args.model, seed = args.seed,
-  noise = model.noise,
+  noise = model.noise, tune = tuned,
   epochs = info.best_epoch, trained_epochs = info.epochs, rows = { train = tr.n, validation = va and va.n or 0, test = te and te.n or 0 } }
 if va then
   summary.validation = tab.score(model, va, args.pred_samples)

@@ -43,7 +43,7 @@ write_table(new_csv, 40, 2, { header = "x1,x2,colour", no_target = true })
 
 describe("fit.lua and predict.lua", function()
   it("regression: fit, save, predict with epistemic and aleatoric parts, plot", function()
-    local out = H.ok(("scripts/fit.lua --data %s --target y --ignore label --epochs 40 --every 0 --save %s --plot %s")
+    local out = H.ok(("scripts/fit.lua --tune off --data %s --target y --ignore label --epochs 40 --every 0 --save %s --plot %s")
       :format(H.q(train_csv), H.q(dir .. "/reg.ckpt"), H.q(dir .. "/reg.png")),
       "regression of 'y'; train 243, validation 27, test 30", "test       RMSE", "coverage of the 50/90/95% intervals")
     local rmse = tonumber(out:match("test%s+RMSE ([%d.]+)"))
@@ -69,7 +69,7 @@ describe("fit.lua and predict.lua", function()
   end)
 
   it("classification: probabilities, entropy and mutual information; the scores when the target is there", function()
-    H.ok(("scripts/fit.lua --data %s --target label --ignore y --epochs 30 --every 0 --save %s")
+    H.ok(("scripts/fit.lua --tune off --data %s --target label --ignore y --epochs 30 --every 0 --save %s")
       :format(H.q(train_csv), H.q(dir .. "/cls.ckpt")), "classification of 'label'", "test       accuracy", "ECE")
     H.ok(("scripts/predict.lua --model %s --data %s --out %s --plot %s"):format(H.q(dir .. "/cls.ckpt"),
       H.q(train_csv), H.q(dir .. "/cls.csv"), H.q(dir .. "/cal.png")), "300 rows", "accuracy", "plot: ")
@@ -95,7 +95,7 @@ describe("fit.lua and predict.lua", function()
     status, out = H.run(("scripts/predict.lua --model %s --data %s"):format(H.q(dir .. "/reg.ckpt"), H.q(dir .. "/nocol.csv")))
     assert.are.equal(2, status, out)
     H.has(out, "column 'x2' (used by the model) is not in")
-    status, out = H.run(("scripts/fit.lua --data %s --target nope"):format(H.q(train_csv)))
+    status, out = H.run(("scripts/fit.lua --tune off --data %s --target nope"):format(H.q(train_csv)))
     assert.are.equal(2, status, out)
     H.has(out, "fit.lua: read_csv: target column 'nope' is not in the header")
     status, out = H.run(("scripts/predict.lua --model %s --data %s"):format(H.q(train_csv), H.q(train_csv)))
@@ -105,7 +105,7 @@ describe("fit.lua and predict.lua", function()
 
   it("predict.lua matches columns by name: a file with them in another order predicts the same", function()
     if not io.open(dir .. "/reg.ckpt") then
-      H.ok(("scripts/fit.lua --data %s --target y --ignore label --epochs 40 --every 0 --save %s")
+      H.ok(("scripts/fit.lua --tune off --data %s --target y --ignore label --epochs 40 --every 0 --save %s")
         :format(H.q(train_csv), H.q(dir .. "/reg.ckpt")))
     end
     -- the same rows, the columns swapped and one extra column
@@ -133,11 +133,11 @@ describe("fit.lua and predict.lua", function()
     local f = assert(io.open(dir .. "/stray.csv", "w"))
     f:write(table.concat(lines, "\n"), "\n")
     f:close()
-    local status, out = H.run(("scripts/fit.lua --data %s --target y --ignore label --epochs 2 --every 0")
+    local status, out = H.run(("scripts/fit.lua --tune off --data %s --target y --ignore label --epochs 2 --every 0")
       :format(H.q(dir .. "/stray.csv")))
     assert.are.equal(2, status, out)
     H.has(out, "column 1 ('x1') holds numbers in 299 rows, but row 1 holds '12.5x'")
-    H.ok(("scripts/fit.lua --data %s --target y --ignore label --epochs 2 --every 0 --categorical x2")
+    H.ok(("scripts/fit.lua --tune off --data %s --target y --ignore label --epochs 2 --every 0 --categorical x2")
       :format(H.q(train_csv)), "regression of 'y'")
   end)
 
@@ -151,7 +151,7 @@ describe("fit.lua and predict.lua", function()
     f:write(table.concat(lines, "\n"), "\n")
     f:close()
     local gap = H.q(dir .. "/gap.csv")
-    H.ok(("scripts/fit.lua --data %s --test %s --target y --missing drop --epochs 3 --every 0 --save %s")
+    H.ok(("scripts/fit.lua --tune off --data %s --test %s --target y --missing drop --epochs 3 --every 0 --save %s")
       :format(gap, gap, H.q(dir .. "/gap.ckpt")), "test ")
     H.ok(("scripts/predict.lua --model %s --data %s --missing drop --out %s"):format(H.q(dir .. "/gap.ckpt"), gap,
       H.q(dir .. "/gap_pred.csv")))
@@ -160,7 +160,7 @@ describe("fit.lua and predict.lua", function()
 
   it("predict.lua refuses a checkpoint whose preprocessing was edited into nonsense", function()
     if not io.open(dir .. "/reg.ckpt") then
-      H.ok(("scripts/fit.lua --data %s --target y --ignore label --epochs 40 --every 0 --save %s")
+      H.ok(("scripts/fit.lua --tune off --data %s --target y --ignore label --epochs 40 --every 0 --save %s")
         :format(H.q(train_csv), H.q(dir .. "/reg.ckpt")))
     end
     local edits = {
@@ -247,7 +247,7 @@ end)
 describe("fit.lua's calibration and protocol", function()
   local json = require "bbb.json"
   local function fit(flags, summary)
-    H.ok(("scripts/fit.lua --data %s --every 0 --summary %s %s"):format(H.q(train_csv),
+    H.ok(("scripts/fit.lua --tune off --data %s --every 0 --summary %s %s"):format(H.q(train_csv),
       H.q(summary), flags))
     return json.decode(H.read(summary))
   end
@@ -272,7 +272,7 @@ describe("fit.lua's calibration and protocol", function()
     assert.are.same(s, json.decode(H.read(dir .. "/split2.json")))
     assert.are.same(a.rows, b.rows)
     H.write(dir .. "/bad_split.json", '{"rows": 300, "train": [1, 2, 301], "validation": [], "test": []}')
-    local status, out = H.run(("scripts/fit.lua --data %s --target y --split %s"):format(H.q(train_csv),
+    local status, out = H.run(("scripts/fit.lua --tune off --data %s --target y --split %s"):format(H.q(train_csv),
       H.q(dir .. "/bad_split.json")))
     assert.are.equal(2, status, out)
   end)
@@ -337,7 +337,7 @@ describe("fit.lua and predict.lua on the same checkpoint and rows", function()
     write_table(test_csv, 50, 7)
     for _, target in ipairs { "y", "label" } do
       local other = target == "y" and "label" or "y"
-      H.ok(("scripts/fit.lua --data %s --test %s --target %s --ignore %s --epochs 20 --every 0 --save %s --summary %s")
+      H.ok(("scripts/fit.lua --tune off --data %s --test %s --target %s --ignore %s --epochs 20 --every 0 --save %s --summary %s")
         :format(H.q(train_csv), H.q(test_csv), target, other, H.q(ckpt), H.q(dir .. "/fit_s.json")))
       H.ok(("scripts/predict.lua --model %s --data %s --out %s --summary %s"):format(H.q(ckpt), H.q(test_csv),
         H.q(dir .. "/same.csv"), H.q(dir .. "/pred_s.json")))
@@ -369,7 +369,7 @@ describe("missing cells and unseen categories", function()
     local path, ckpt = dir .. "/holes.csv", dir .. "/holes.ckpt"
     holes(path, 200, 11)
     local s_path = dir .. "/holes_s.json"
-    H.ok(("scripts/fit.lua --data %s --target y --ignore label --epochs 20 --every 0 --save %s --summary %s")
+    H.ok(("scripts/fit.lua --tune off --data %s --target y --ignore label --epochs 20 --every 0 --save %s --summary %s")
       :format(H.q(path), H.q(ckpt), H.q(s_path)))
     local s = json.decode(H.read(s_path))
     local without_target = 200 // 13
@@ -388,7 +388,7 @@ describe("missing cells and unseen categories", function()
     for _ in io.lines(out) do n = n + 1 end
     assert.are.equal(201, n)
     -- error refuses, drop leaves the rows out
-    local status = H.run(("scripts/fit.lua --data %s --target y --ignore label --missing error"):format(H.q(path)))
+    local status = H.run(("scripts/fit.lua --tune off --data %s --target y --ignore label --missing error"):format(H.q(path)))
     assert.are.equal(2, status)
   end)
 
@@ -440,7 +440,7 @@ describe("fit.lua --noise", function()
       lines[#lines + 1] = ("%.5f,%.5f"):format(x[i], math.sin(x[i]) + (0.1 + 0.5 * math.abs(x[i])) * e[i])
     end
     H.write(path, table.concat(lines, "\n") .. "\n")
-    H.ok(("scripts/fit.lua --data %s --target y --every 0 --save %s --summary %s"):format(H.q(path), H.q(ckpt), H.q(s_path)))
+    H.ok(("scripts/fit.lua --tune off --data %s --target y --every 0 --save %s --summary %s"):format(H.q(path), H.q(ckpt), H.q(s_path)))
     assert.are.equal("hetero", json.decode(H.read(s_path)).noise)
     local m = tab.load(ckpt)
     local grid = { -2.5, -1.5, -0.5, 0.5, 1.5, 2.5 }
@@ -452,7 +452,7 @@ describe("fit.lua --noise", function()
       assert.is_true(math.abs(alea[i] - truth) < 0.5 * truth, ("x %g: aleatoric sd %g, true %g"):format(v, alea[i], truth))
     end
     -- a homoscedastic fit gives one sd for every row
-    H.ok(("scripts/fit.lua --data %s --target y --every 0 --noise homo --save %s"):format(H.q(path), H.q(ckpt)))
+    H.ok(("scripts/fit.lua --tune off --data %s --target y --every 0 --noise homo --save %s"):format(H.q(path), H.q(ckpt)))
     local homo = tab.predict(tab.load(ckpt), bbb.tensor(xs), 10).aleatoric:totable()
     assert.near(homo[1], homo[3], 1e-6)
   end)
@@ -461,7 +461,7 @@ end)
 describe("fit.lua --model ensemble", function()
   it("trains members that differ and predicts with their mixture; predict.lua reads it back", function()
     local ckpt = dir .. "/ens.ckpt"
-    H.ok(("scripts/fit.lua --data %s --target y --ignore label --model ensemble --members 3 --noise homo --epochs 20 "
+    H.ok(("scripts/fit.lua --tune off --data %s --target y --ignore label --model ensemble --members 3 --noise homo --epochs 20 "
       .. "--every 0 --save %s"):format(H.q(train_csv), H.q(ckpt)))
     local m = tab.load(ckpt)
     assert.are.equal(3, #m.members)
@@ -478,5 +478,24 @@ describe("fit.lua --model ensemble", function()
     for _, s in ipairs(m.member_sigma) do s2 = s2 + s * s end
     assert.near(math.sqrt(s2 / 3) * m.prep.y_std, p.aleatoric:totable()[1], 1e-4 * m.prep.y_std)
     H.ok(("scripts/predict.lua --model %s --data %s --out %s"):format(H.q(ckpt), H.q(new_csv), H.q(dir .. "/ens.csv")))
+  end)
+end)
+
+describe("fit.lua --tune", function()
+  local json = require "bbb.json"
+  it("chooses among the settings not given, on the validation rows", function()
+    local s_path = dir .. "/tune.json"
+    H.ok(("scripts/fit.lua --data %s --target y --ignore label --tune on --epochs 15 --min-epochs 0 --every 0 --summary %s")
+      :format(H.q(train_csv), H.q(s_path)))
+    local t = json.decode(H.read(s_path)).tune
+    assert.truthy(({ [0.001] = true, [0.003] = true, [0.01] = true })[t.lr], t.lr)
+    assert.truthy(({ [50] = true, [100] = true })[t.hidden[1]])
+    H.ok(("scripts/fit.lua --data %s --target y --ignore label --tune on --lr 0.002 --hidden 20 --epochs 15 --every 0 "
+      .. "--summary %s"):format(H.q(train_csv), H.q(s_path)))
+    t = json.decode(H.read(s_path)).tune
+    assert.are.same({ 0.002, { 20 } }, { t.lr, t.hidden })
+    H.ok(("scripts/fit.lua --data %s --target y --ignore label --tune off --epochs 5 --every 0 --summary %s")
+      :format(H.q(train_csv), H.q(s_path)))
+    assert.is_nil(json.decode(H.read(s_path)).tune)
   end)
 end)
