@@ -30,6 +30,10 @@ for a = 0, 180, 15 do shift.ANGLES[#shift.ANGLES + 1] = a end
 for k = 0, 14 do shift.PIXELS[#shift.PIXELS + 1] = k end
 local SIDE = 28
 local CHUNK = 1000   -- images per forward pass: bounds the convolutions' memory
+-- The ETA counts work in units of one evaluated shift of every method; a
+-- net's training costs about ten of them (10 CNN epochs against 28 shifts
+-- x 25 passes of the test set).
+local NET_UNITS = 10
 local METRICS = { "acc", "nll", "brier", "ece" }
 -- scripts/mnist.lua's --model for each kind of network
 local MODEL_OF = { cnn = { plain = "cnn-plain", dropout = "cnn-dropout", bbb = "cnn" },
@@ -207,11 +211,12 @@ end
 
 -- Trains every network not yet saved, --jobs processes at a time (Ctrl-C
 -- stops them too, each saving its checkpoint); returns the wall seconds of
--- each one trained. note(text) prints a line, tick() counts a net done.
+-- each one trained. note(text) prints a line with the ETA, tick(units,
+-- reused) counts work done.
 local function train_all(config, nets, note, tick)
   local todo, seconds = {}, {}
   for _, net in ipairs(nets) do
-    if exists(model_path(config.out, net.name)) then tick() else todo[#todo + 1] = net end
+    if exists(model_path(config.out, net.name)) then tick(NET_UNITS, true) else todo[#todo + 1] = net end
   end
   local core, running, next_i = bbb.core, {}, 1
   core.sigint_trap(true)
@@ -234,8 +239,8 @@ local function train_all(config, nets, note, tick)
           error(("training %s failed (%s %s): see %s"):format(r.net.name, how, tostring(code), r.log), 0)
         end
         seconds[r.net.name] = core.clock() - r.t0
+        tick(NET_UNITS)
         note(("trained %s in %.0f s"):format(r.net.name, seconds[r.net.name]))
-        tick()
       end
     end
     if #running > 0 then core.sys.sleep(0.5) end
@@ -440,7 +445,7 @@ end
 
 -- Every method on every shift of one seed: {rotate = {method = {amount =
 -- scores}}, translate = ..., ood = ..., temperature, laplace_precision}.
-local function evaluate_seed(config, s, data, tick)
+local function evaluate_seed(config, s, data, tick, note)
   local models = shift.load_models(config, s)
   local fitted = fit_seed(config, models, data)
   local out = { rotate = {}, translate = {}, temperature = fitted.temperature,
@@ -459,6 +464,7 @@ local function evaluate_seed(config, s, data, tick)
         if kind == "rotate" and amount == 0 then clean[method] = { probs = probs, stack = stack } end
       end
       tick()
+      note(("seed %d: %s %d evaluated"):format(s, kind == "rotate" and "rotation" or "translation", amount))
     end
   end
   out.ood = evaluate_ood(config, models, fitted, data, clean)
@@ -558,13 +564,25 @@ function shift.run(config)
   for _, s in ipairs(seeds) do
     for _, n in ipairs(nets_for(config, s)) do nets[#nets + 1] = n end
   end
-  local progress = bbb.progress.new { total = #nets + #seeds * (#shift.ANGLES + #shift.PIXELS + 1),
-    label = "shift" }
-  local done = 0
-  local function tick() done = done + 1; progress:update(done) end
-  local function note(text) progress:clear(); print(text); io.stdout:flush(); progress:update(done) end
+  local per_seed_units = #shift.ANGLES + #shift.PIXELS + 1
+  local progress = bbb.progress.new { total = #nets * NET_UNITS + #seeds * per_seed_units, label = "shift" }
+  local done, counted, t0 = 0, 0, bbb.core.clock()
+  -- units of work done; reused ones do not count toward the rate
+  local function tick(units, reused)
+    done, counted = done + (units or 1), counted + (reused and 0 or (units or 1))
+    progress:update(done)
+  end
+  local function note(text)
+    local eta = counted > 0 and (bbb.core.clock() - t0) / counted * (progress.total - done) or nil
+    progress:clear()
+    print(("%s  [%d%% done%s]"):format(text, math.floor(100 * done / progress.total),
+      eta and (", ETA %.0f min"):format(eta / 60) or ""))
+    io.stdout:flush()
+    progress:update(done)
+  end
   local times = { train = {}, evaluate = {} }
-  if not config.from then times.train = train_times(config, train_all(config, nets, note, tick)) else done = #nets end
+  if not config.from then times.train = train_times(config, train_all(config, nets, note, tick))
+  else tick(#nets * NET_UNITS, true) end
   local data
   local per_seed, sig = {}, signature(config)
   for i, s in ipairs(seeds) do
@@ -572,12 +590,12 @@ function shift.run(config)
     local saved = read_json(path)
     if saved and saved.signature == sig then
       per_seed[i] = saved.result
-      done = done + #shift.ANGLES + #shift.PIXELS + 1
+      tick(per_seed_units, true)
       note(("seed %d: evaluation reused from %s"):format(s, path))
     else
       data = data or load_data(config)
       local t0 = bbb.core.clock()
-      per_seed[i] = evaluate_seed(config, s, data, tick)
+      per_seed[i] = evaluate_seed(config, s, data, tick, note)
       times.evaluate[tostring(s)] = bbb.core.clock() - t0
       per_seed[i].evaluate_seconds = times.evaluate[tostring(s)]
       cli.write_file(path, json.encode { signature = sig, result = per_seed[i] })
