@@ -180,7 +180,7 @@ if va and (args.tune == "on" or (args.tune == "auto" and tr.n * ds.x:size(2) <= 
         o.hidden, o.prior_sigma, o.noise, o.members = hidden, ps, "homo", math.min(args.members, 2)
         local t_opts = {}
         for k, v in pairs(train_opts) do t_opts[k] = v end
-        t_opts.lr, t_opts.progress = lr, "off"
+        t_opts.lr, t_opts.progress, t_opts.every = lr, "off", 0
         local got = tab.train(tab.new(ds, tr.x, tr.y, args.model, o), tr, va, t_opts)
         interrupted(got)
         print(("  tune: lr %g, hidden %s, prior sd %g: best smoothed validation log-likelihood %.4f at epoch %d")
