@@ -87,86 +87,85 @@ local function fail(msg)
   os.exit(2)
 end
 
--- a plot asked for is checked before the work, not after it
-if args.plot and not bbb.sys.find_program("gnuplot") then fail("--plot: gnuplot not found (install gnuplot-nox)") end
-bbb.set_num_threads(args.threads)
-local gen = bbb.Generator(args.seed)
-local read = { target = args.target, task = args.task, ignore = args.ignore, drop_missing = args.missing == "drop",
-               keep_missing = args.missing == "impute", unseen = args.unseen == "warn" and "ignore" or "error",
-               delimiter = args.delimiter, categorical = #args.categorical > 0 and args.categorical or nil }
-local ok, ds = pcall(tab.read, args.data, read)
-if not ok then fail(ds) end
-if not ds.y then fail(("no target column '%s'"):format(args.target)) end
-local no_target
-ok, ds, no_target = pcall(tab.drop_missing_target, ds)
-if not ok then fail(ds) end
-if no_target > 0 then print(("fit.lua: %d rows without a value of '%s' left out"):format(no_target, args.target)) end
-if args.task == "regression" and ds.target.categorical then
-  fail(("the target '%s' holds categories (%s, ...): use --task classification"):format(args.target, ds.classes[1]))
-end
--- numbers read as classes: a few (0/1, grades 1-7) are classes, many are a quantity
-if args.task == "classification" and #ds.classes > 20 then
-  local numbers = 0
-  for _, c in ipairs(ds.classes) do if tonumber(c) then numbers = numbers + 1 end end
-  if numbers == #ds.classes then
-    fail(("the target '%s' holds %d distinct numbers: a quantity, not classes; use --task regression")
-      :format(args.target, #ds.classes))
-  end
-end
-local tr_idx, va_idx, te_idx
-if args.split then
-  ok, tr_idx, va_idx, te_idx = pcall(tab.read_split, args.split, ds.n)
-  if not ok then fail("--split: " .. tostring(tr_idx)) end
-  if args.test then te_idx = nil end
-else
-  -- the rows left to train on
-  local n_test = args.test and 0 or math.floor(args.test_fraction * ds.n + 0.5)
-  local n_train = ds.n - n_test - math.floor(args.val_fraction * (ds.n - n_test) + 0.5)
-  if n_train < math.max(10, ds.n // 4) then
-    fail(("--val-fraction %g and --test-fraction %g leave %d of the %d rows to train on (at least %d needed)")
-      :format(args.val_fraction, args.test and 0 or args.test_fraction, n_train, ds.n, math.max(10, ds.n // 4)))
-  end
-  ok, tr_idx, va_idx, te_idx = pcall(tab.split, ds.n, { val = args.val_fraction, test = args.test and 0 or args.test_fraction }, gen)
-  if not ok then fail(tr_idx) end
-end
-if args.save_split then
-  tab.write_split(args.save_split, { train = tr_idx, validation = va_idx, test = te_idx }, ds.n)
-end
-local tr, va = tab.subset(ds, tr_idx), va_idx and tab.subset(ds, va_idx)
-local build = { hidden = args.hidden, estimator = args.estimator, prior_sigma = args.prior_sigma, members = args.members,
-  rho_init = args.rho_init, dropout = args.dropout, generator = gen }
-local model = tab.new(ds, tr.x, tr.y, args.model, build)
-local te
-if args.test then
-  ok, te = pcall(tab.read_for, model, args.test, read)
-  if not ok then fail(args.test .. ": " .. tostring(te)) end
-  for name, count in pairs(te.unseen or {}) do
-    print(("fit.lua: note: %s, column '%s': %d rows hold a category the training rows never did; read as no level")
-      :format(args.test, name, count))
-  end
-elseif te_idx then
-  te = tab.subset(ds, te_idx)
+local function copy(t)
+  local out = {}
+  for k, v in pairs(t) do out[k] = v end
+  return out
 end
 
-print(("fit.lua: %s, %d rows x %d features (%s); %s of '%s'; train %d, validation %d, test %d"):format(args.data,
-  ds.n, ds.x:size(2), ds.n_dropped > 0 and (ds.n_dropped .. " dropped for missing values") or "none missing",
-  model.task, args.target, tr.n, va and va.n or 0, te and te.n or 0))
-print(("model: %s %s"):format(args.model, tostring(model.net):gsub("\n%s*", " ")))
-io.stdout:flush()
-
-local train_opts = { epochs = args.epochs, batch = args.batch, lr = args.lr, samples = args.samples,
-  patience = args.patience, min_epochs = args.min_epochs, weight_decay = args.weight_decay, generator = gen,
-  every = args.every, kl_weight = args.kl_weight, progress = args.every == 0 and "bar" or "off" }
 local function interrupted(info)   -- stopped by a signal: no model, no scores, its exit status
   if info.status ~= "interrupted" then return end
   io.stderr:write(("\nfit.lua: interrupted in epoch %d; nothing was saved\n"):format(info.epochs + 1))
   os.exit(128 + (info.signal or 2))
 end
+
+-- The table, without rows whose target is missing, its target checked.
+local function read_table(read)
+  local ok, ds = pcall(tab.read, args.data, read)
+  if not ok then fail(ds) end
+  if not ds.y then fail(("no target column '%s'"):format(args.target)) end
+  local no_target
+  ok, ds, no_target = pcall(tab.drop_missing_target, ds)
+  if not ok then fail(ds) end
+  if no_target > 0 then print(("fit.lua: %d rows without a value of '%s' left out"):format(no_target, args.target)) end
+  if args.task == "regression" and ds.target.categorical then
+    fail(("the target '%s' holds categories (%s, ...): use --task classification"):format(args.target, ds.classes[1]))
+  end
+  -- numbers read as classes: a few (0/1, grades 1-7) are classes, many are a quantity
+  if args.task == "classification" and #ds.classes > 20 then
+    local numbers = 0
+    for _, c in ipairs(ds.classes) do if tonumber(c) then numbers = numbers + 1 end end
+    if numbers == #ds.classes then
+      fail(("the target '%s' holds %d distinct numbers: a quantity, not classes; use --task regression")
+        :format(args.target, #ds.classes))
+    end
+  end
+  return ds
+end
+
+-- The row numbers of train, validation and test: --split's, or drawn.
+local function split_rows(ds, gen)
+  local ok, tr_idx, va_idx, te_idx
+  if args.split then
+    ok, tr_idx, va_idx, te_idx = pcall(tab.read_split, args.split, ds.n)
+    if not ok then fail("--split: " .. tostring(tr_idx)) end
+    if args.test then te_idx = nil end
+  else
+    -- the rows left to train on
+    local n_test = args.test and 0 or math.floor(args.test_fraction * ds.n + 0.5)
+    local n_train = ds.n - n_test - math.floor(args.val_fraction * (ds.n - n_test) + 0.5)
+    if n_train < math.max(10, ds.n // 4) then
+      fail(("--val-fraction %g and --test-fraction %g leave %d of the %d rows to train on (at least %d needed)")
+        :format(args.val_fraction, args.test and 0 or args.test_fraction, n_train, ds.n, math.max(10, ds.n // 4)))
+    end
+    ok, tr_idx, va_idx, te_idx = pcall(tab.split, ds.n, { val = args.val_fraction, test = args.test and 0 or args.test_fraction }, gen)
+    if not ok then fail(tr_idx) end
+  end
+  if args.save_split then
+    tab.write_split(args.save_split, { train = tr_idx, validation = va_idx, test = te_idx }, ds.n)
+  end
+  return { train = tr_idx, validation = va_idx, test = te_idx }
+end
+
+-- The test rows: --test's file (read as the model reads it) or the split's.
+local function test_rows(ds, model, rows, read)
+  if not args.test then return rows.test and tab.subset(ds, rows.test) end
+  local ok, te = pcall(tab.read_for, model, args.test, read)
+  if not ok then fail(args.test .. ": " .. tostring(te)) end
+  for name, count in pairs(te.unseen or {}) do
+    print(("fit.lua: note: %s, column '%s': %d rows hold a category the training rows never did; read as no level")
+      :format(args.test, name, count))
+  end
+  return te
+end
+
 -- --tune: the learning rate, width and (bbb) prior scale chosen on the
--- validation rows, each setting trained with one noise sd
+-- validation rows, each setting trained with one noise sd; the choice goes
+-- into run.build and run.train_opts.
 local TUNE_BUDGET = 200000   -- training rows x features below which auto tunes
-local tuned
-if va and (args.tune == "on" or (args.tune == "auto" and tr.n * ds.x:size(2) <= TUNE_BUDGET)) then
+local function tune(run)
+  local tr, va, ds = run.tr, run.va, run.ds
+  if not (va and (args.tune == "on" or (args.tune == "auto" and tr.n * ds.x:size(2) <= TUNE_BUDGET))) then return end
   local given = cli.given(parser, arg)
   local grid = { lr = given.lr and { args.lr } or { 0.001, 0.003, 0.01 },
                  hidden = given.hidden and { args.hidden } or { { 50 }, { 100 } },
@@ -175,11 +174,9 @@ if va and (args.tune == "on" or (args.tune == "auto" and tr.n * ds.x:size(2) <= 
   for _, lr in ipairs(grid.lr) do
     for _, hidden in ipairs(grid.hidden) do
       for _, ps in ipairs(grid.prior_sigma) do
-        local o = {}
-        for k, v in pairs(build) do o[k] = v end
+        local o = copy(run.build)
         o.hidden, o.prior_sigma, o.noise, o.members = hidden, ps, "homo", math.min(args.members, 2)
-        local t_opts = {}
-        for k, v in pairs(train_opts) do t_opts[k] = v end
+        local t_opts = copy(run.train_opts)
         t_opts.lr, t_opts.progress, t_opts.every = lr, "off", 0
         local got = tab.train(tab.new(ds, tr.x, tr.y, args.model, o), tr, va, t_opts)
         interrupted(got)
@@ -189,32 +186,35 @@ if va and (args.tune == "on" or (args.tune == "auto" and tr.n * ds.x:size(2) <= 
       end
     end
   end
-  train_opts.lr, build.hidden, build.prior_sigma = best.lr, best.hidden, best.ps
-  tuned = { lr = best.lr, hidden = best.hidden, prior_sigma = best.ps, seconds = bbb.core.clock() - t_tune }
+  run.train_opts.lr, run.build.hidden, run.build.prior_sigma = best.lr, best.hidden, best.ps
+  run.tuned = { lr = best.lr, hidden = best.hidden, prior_sigma = best.ps, seconds = bbb.core.clock() - t_tune }
   print(("tune: lr %g, hidden %s, prior sd %g chosen on the validation rows (%.1f s)"):format(best.lr,
-    table.concat(best.hidden, ","), best.ps, bbb.core.clock() - t_tune))
+    table.concat(best.hidden, ","), best.ps, run.tuned.seconds))
 end
 
--- regression with --noise auto: both noise models, the one better on the
--- validation rows kept
-local noises = { args.noise == "hetero" and "hetero" or "homo" }
-if model.task == "regression" and args.noise == "auto" and va then noises = { "homo", "hetero" } end
-local info, t0
-for _, noise in ipairs(noises) do
-  build.noise = noise
-  local m = tab.new(ds, tr.x, tr.y, args.model, build)
-  t0 = bbb.core.clock()
-  local got = tab.train(m, tr, va, train_opts)
-  interrupted(got)
-  print(("trained %d epochs in %.1f s (%s%s); best smoothed validation log-likelihood %.4f at epoch %d"):format(got.epochs,
-    bbb.core.clock() - t0, got.status, m.task == "regression" and (", noise " .. noise) or "", got.best_ll, got.best_epoch))
-  if not info or got.best_ll > info.best_ll then model, info = m, got end
+-- The net: with --noise auto (regression), both noise models trained and
+-- the one better on the validation rows kept.
+local function train(run)
+  local noises = { args.noise == "hetero" and "hetero" or "homo" }
+  if run.ds.target and not run.ds.target.categorical and args.noise == "auto" and run.va then noises = { "homo", "hetero" } end
+  local model, info
+  for _, noise in ipairs(noises) do
+    run.build.noise = noise
+    local m = tab.new(run.ds, run.tr.x, run.tr.y, args.model, run.build)
+    local t0 = bbb.core.clock()
+    local got = tab.train(m, run.tr, run.va, run.train_opts)
+    interrupted(got)
+    print(("trained %d epochs in %.1f s (%s%s); best smoothed validation log-likelihood %.4f at epoch %d"):format(got.epochs,
+      bbb.core.clock() - t0, got.status, m.task == "regression" and (", noise " .. noise) or "", got.best_ll, got.best_epoch))
+    if not info or got.best_ll > info.best_ll then model, info = m, got end
+  end
+  run.build.noise = model.noise
+  if #noises > 1 then print(("noise model: %s (the better on the validation rows)"):format(model.noise)) end
+  return model, info
 end
-build.noise = model.noise
-if #noises > 1 then print(("noise model: %s (the better on the validation rows)"):format(model.noise)) end
 
-local function line(name, s)
-  if model.task == "regression" then
+local function line(task, name, s)
+  if task == "regression" then
     local conf = s.conformal95 and ("   conformal 95%% %.1f%%"):format(100 * s.conformal95) or ""
     print(("%-10s RMSE %.4f   log-likelihood %.4f   coverage of the 50/90/95%% intervals %.1f%% / %.1f%% / %.1f%%%s")
       :format(name, s.rmse, s.ll, 100 * s.cover50, 100 * s.cover90, 100 * s.cover95, conf))
@@ -222,13 +222,14 @@ local function line(name, s)
     print(("%-10s accuracy %.2f%%   log-likelihood %.4f   ECE %.4f"):format(name, 100 * s.accuracy, s.ll, s.ece))
   end
 end
-local summary = { data = args.data, target = args.target, task = model.task, model = args.model, seed = args.seed,
-  noise = model.noise, tune = tuned,
-  epochs = info.best_epoch, trained_epochs = info.epochs, rows = { train = tr.n, validation = va and va.n or 0, test = te and te.n or 0 } }
-if va then
+
+-- Calibration on the validation rows by the net that did not train on them
+-- (a classifier's temperature, --conformal's multipliers), then the refit on
+-- training and validation rows: the model to test and save.
+local function calibrate_and_refit(run, model, info, summary)
+  local va = run.va
   summary.validation = tab.score(model, va, args.pred_samples)
-  line("validation", summary.validation)
-  -- calibrated on the validation rows by the net that did not train on them
+  line(model.task, "validation", summary.validation)
   if model.task == "classification" then
     summary.temperature = tab.fit_temperature(model, va, args.pred_samples)
     print(("temperature %.3f (fitted on the validation rows)"):format(summary.temperature))
@@ -238,37 +239,74 @@ if va then
     print(("conformal multipliers of the predictive sd, 50/90/95%%: %s / %s / %s (from %d validation rows)")
       :format(tostring(model.conformal["0.5"]), tostring(model.conformal["0.9"]), tostring(model.conformal["0.95"]), va.n))
   end
-  if not args.no_refit then
-    local all = tab.subset(ds, bbb.cat({ tr_idx, va_idx }, 1))
-    local again = tab.new(ds, all.x, all.y, args.model, build)
-    again.temperature, again.conformal = model.temperature, model.conformal
-    local o = {}
-    for k, v in pairs(train_opts) do o[k] = v end
-    o.epochs, o.progress = math.max(1, info.best_epoch), "off"
-    t0 = bbb.core.clock()
-    interrupted(tab.train(again, all, nil, o))
-    print(("refit on the %d training and validation rows: %d epochs in %.1f s"):format(all.n, o.epochs, bbb.core.clock() - t0))
-    summary.refit = { rows = all.n, epochs = o.epochs }
-    model = again
-  end
+  if args.no_refit then return model end
+  local all = tab.subset(run.ds, bbb.cat({ run.rows.train, run.rows.validation }, 1))
+  local again = tab.new(run.ds, all.x, all.y, args.model, run.build)
+  again.temperature, again.conformal = model.temperature, model.conformal
+  local o = copy(run.train_opts)
+  o.epochs, o.progress = math.max(1, info.best_epoch), "off"
+  local t0 = bbb.core.clock()
+  interrupted(tab.train(again, all, nil, o))
+  print(("refit on the %d training and validation rows: %d epochs in %.1f s"):format(all.n, o.epochs, bbb.core.clock() - t0))
+  summary.refit = { rows = all.n, epochs = o.epochs }
+  return again
 end
-if te then
-  local s, p = tab.score(model, te, args.pred_samples, args.seed)   -- the draws predict.lua --seed makes
-  summary.test = s
-  line("test", s)
-  if args.plot then
-    local okp, err = pcall(tab.plot, model, p, te.y, args.plot, ("%s: %s on the test rows"):format(args.target, args.model))
-    if not okp then
-      io.stderr:write("fit.lua: no plot: ", (tostring(err):gsub("^[^\n]-:%d+: ", "")), "\n")
-      os.exit(1)
+
+local function test_and_save(run, model, summary)
+  if run.te then
+    local s, p = tab.score(model, run.te, args.pred_samples, args.seed)   -- the draws predict.lua --seed makes
+    summary.test = s
+    line(model.task, "test", s)
+    if args.plot then
+      local okp, err = pcall(tab.plot, model, p, run.te.y, args.plot, ("%s: %s on the test rows"):format(args.target, args.model))
+      if not okp then
+        io.stderr:write("fit.lua: no plot: ", (tostring(err):gsub("^[^\n]-:%d+: ", "")), "\n")
+        os.exit(1)
+      end
+      print("plot: " .. args.plot)
     end
-    print("plot: " .. args.plot)
+  end
+  if args.summary then cli.write_file(args.summary, require("bbb.json").encode(summary) .. "\n") end
+  if args.save then
+    local rows = {}
+    for k, part in pairs(run.rows) do rows[k] = part:totable() end
+    tab.save(args.save, model, { data = args.data, target = args.target, seed = args.seed, split = rows })
+    print("saved " .. args.save)
   end
 end
-if args.summary then cli.write_file(args.summary, require("bbb.json").encode(summary) .. "\n") end
-if args.save then
-  local rows = {}
-  for k, part in pairs { train = tr_idx, validation = va_idx, test = te_idx } do rows[k] = part:totable() end
-  tab.save(args.save, model, { data = args.data, target = args.target, seed = args.seed, split = rows })
-  print("saved " .. args.save)
+
+local function main()
+  -- a plot asked for is checked before the work, not after it
+  if args.plot and not bbb.sys.find_program("gnuplot") then fail("--plot: gnuplot not found (install gnuplot-nox)") end
+  bbb.set_num_threads(args.threads)
+  local gen = bbb.Generator(args.seed)
+  local read = { target = args.target, task = args.task, ignore = args.ignore, drop_missing = args.missing == "drop",
+                 keep_missing = args.missing == "impute", unseen = args.unseen == "warn" and "ignore" or "error",
+                 delimiter = args.delimiter, categorical = #args.categorical > 0 and args.categorical or nil }
+  local run = { ds = read_table(read) }
+  run.rows = split_rows(run.ds, gen)
+  run.tr, run.va = tab.subset(run.ds, run.rows.train), run.rows.validation and tab.subset(run.ds, run.rows.validation)
+  run.build = { hidden = args.hidden, estimator = args.estimator, prior_sigma = args.prior_sigma, members = args.members,
+    rho_init = args.rho_init, dropout = args.dropout, generator = gen }
+  local model = tab.new(run.ds, run.tr.x, run.tr.y, args.model, run.build)
+  run.te = test_rows(run.ds, model, run.rows, read)
+  local ds, tr, va, te = run.ds, run.tr, run.va, run.te
+  print(("fit.lua: %s, %d rows x %d features (%s); %s of '%s'; train %d, validation %d, test %d"):format(args.data,
+    ds.n, ds.x:size(2), ds.n_dropped > 0 and (ds.n_dropped .. " dropped for missing values") or "none missing",
+    model.task, args.target, tr.n, va and va.n or 0, te and te.n or 0))
+  print(("model: %s %s"):format(args.model, tostring(model.net):gsub("\n%s*", " ")))
+  io.stdout:flush()
+  run.train_opts = { epochs = args.epochs, batch = args.batch, lr = args.lr, samples = args.samples,
+    patience = args.patience, min_epochs = args.min_epochs, weight_decay = args.weight_decay, generator = gen,
+    every = args.every, kl_weight = args.kl_weight, progress = args.every == 0 and "bar" or "off" }
+  tune(run)
+  local info
+  model, info = train(run)
+  local summary = { data = args.data, target = args.target, task = model.task, model = args.model, seed = args.seed,
+    noise = model.noise, tune = run.tuned, epochs = info.best_epoch, trained_epochs = info.epochs,
+    rows = { train = tr.n, validation = va and va.n or 0, test = te and te.n or 0 } }
+  if va then model = calibrate_and_refit(run, model, info, summary) end
+  test_and_save(run, model, summary)
 end
+
+main()
