@@ -41,8 +41,10 @@ local function report(name, net, samples)
   local pin, pout = passes(net, test.x, samples), passes(net, other.x, samples)
   local u_in, u_out = bbb.metrics.uncertainty(pin), bbb.metrics.uncertainty(pout)
   local acc = bbb.metrics.accuracy(u_in.mean, test.y)
-  local auc_h = bbb.metrics.auroc(u_out.predictive, u_in.predictive)
-  local auc_mi = samples > 1 and ("%.4f"):format(bbb.metrics.auroc(u_out.mutual_information, u_in.mutual_information)) or "-"
+  -- detection(in-distribution scores, out-of-distribution scores): the out set is the positive class
+  local auc_h = bbb.metrics.detection(u_in.predictive, u_out.predictive).auroc
+  local auc_mi = samples > 1 and ("%.4f"):format(bbb.metrics.detection(u_in.mutual_information,
+    u_out.mutual_information).auroc) or "-"
   print(("%-34s accuracy %.2f%%  AUROC MNIST vs Fashion by entropy %.4f, by mutual information %s")
     :format(name, 100 * acc, auc_h, auc_mi))
 end

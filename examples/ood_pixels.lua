@@ -35,5 +35,5 @@ print(("pixels never lit by the %d MNIST training images: %d of %d"):format(trai
   lit:numel() - lit:sum():item(), lit:numel()))
 for _, row in ipairs { { "Fashion-MNIST as it is", fashion.x }, { "those pixels set to 0", masked },
                        { ("and dimmed to MNIST's mean intensity (x%.3f)"):format(dim), masked * dim } } do
-  print(("AUROC by MI, %-48s %.4f"):format(row[1], bbb.metrics.auroc(mi(row[2]), inside)))
+  print(("AUROC by MI, %-48s %.4f"):format(row[1], bbb.metrics.detection(inside, mi(row[2])).auroc))
 end

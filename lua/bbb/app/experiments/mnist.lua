@@ -103,7 +103,8 @@ function mnist.parser()
     .. "with posterior means and an MC ensemble.", {
     presets = mnist.PRESETS, run_flags = mnist.RUN_FLAGS,
     flags = { "dataset" } })
-  parser:option("--model", "bbb (Bayes by Backprop), mlp or dropout; cnn, cnn-plain or cnn-dropout: "
+  parser:option("--model", "bbb (Bayes by Backprop: 2x400, 30 epochs, about 98.3% in about 40 s on 2 cores; "
+    .. "a plain mlp gets about 98.5%, see README), mlp or dropout; cnn, cnn-plain or cnn-dropout: "
     .. "the LeNet-5-style bbb.nn.lenet (cnn: 20 epochs, --shift 2, --kl-weight 0.0002 unless given, "
     .. "99.39% on MNIST in about 5 minutes on 2 cores; cnn-plain and cnn-dropout: 10 epochs).", "bbb")
     :convert(cli.choice { "bbb", "mlp", "dropout", "cnn", "cnn-plain", "cnn-dropout" })
