@@ -13,43 +13,44 @@ local function shape_str(t)
 end
 
 -- Metrics never need gradients; detach (a free view) so none are recorded.
-local function check_probs(probs, what)
+local function check_probs(probs, what, level)
   if not core.is_tensor(probs) or probs:dim() ~= 2 then
     error(("%s: probs must be a (N, C) tensor, got %s"):format(what,
-      core.is_tensor(probs) and shape_str(probs) or type(probs)), 3)
+      core.is_tensor(probs) and shape_str(probs) or type(probs)), level or 3)
   end
   local n, c = probs:size()[1], probs:size()[2]
   if n == 0 or c == 0 then
-    error(("%s: empty input (%dx%d)"):format(what, n, c), 3)
+    error(("%s: empty input (%dx%d)"):format(what, n, c), level or 3)
   end
   -- a NaN (from a NaN input, or a diverged net) would read as a class
   local total = probs:detach():sum():item()
   if total ~= total then
-    error(("%s: probs hold NaN: the inputs or the model are not finite"):format(what), 3)
+    error(("%s: probs hold NaN: the inputs or the model are not finite"):format(what), level or 3)
   end
   return probs:detach(), n, c
 end
 
-local function check_labels(labels, n, c, what)
+local function check_labels(labels, n, c, what, level)
   local list = core.is_tensor(labels) and labels:reshape(-1):totable() or labels
   if type(list) ~= "table" then
-    error(("%s: labels must be a tensor or a Lua array, got %s"):format(what, type(labels)), 3)
+    error(("%s: labels must be a tensor or a Lua array, got %s"):format(what, type(labels)), level or 3)
   end
   if #list ~= n then
-    error(("%s: %d labels for %d rows of probabilities"):format(what, #list, n), 3)
+    error(("%s: %d labels for %d rows of probabilities"):format(what, #list, n), level or 3)
   end
   for i = 1, n do
     local y = list[i]
     if type(y) ~= "number" or y < 1 or y > c or y ~= math.floor(y) then
-      error(("%s: label %d is %s, expected a class in 1..%d"):format(what, i, tostring(y), c), 3)
+      error(("%s: label %d is %s, expected a class in 1..%d"):format(what, i, tostring(y), c), level or 3)
     end
   end
   return list
 end
 
+-- one frame below the public function: its errors name the caller's line
 local function hits_of(probs, labels, what)
-  local p, n, c = check_probs(probs, what)
-  local y = check_labels(labels, n, c, what)
+  local p, n, c = check_probs(probs, what, 4)
+  local y = check_labels(labels, n, c, what, 4)
   local pred, hits = p:argmax(2):totable(), {}
   for i = 1, n do hits[i] = pred[i] == y[i] and 1 or 0 end
   return hits, n
