@@ -79,6 +79,13 @@ describe("shift.lua", function()
     end
     assert.truthy(result.ood.ensemble.fashion.mi)        -- several members: mutual information
     assert.is_nil(result.ood.plain.fashion.mi)           -- one net: none
+    -- the headline: the mean over the shifted steps, here of one seed
+    for _, m in ipairs(METHODS) do
+      local total = 0
+      for a = 15, 180, 15 do total = total + result.rotate[m][tostring(a)].brier end
+      assert.near(total / 12, result.headline.rotate[m].brier, 1e-9)
+      assert.are.equal(0, result.headline.rotate[m].brier_sd)
+    end
     assert(result.temperature["1"] > 0)
     assert(result.laplace_precision["1"] > 0)
     assert.are.equal("string", type(result.command))

@@ -529,6 +529,32 @@ local function command_line()
   return table.concat(words, " ")
 end
 
+-- The headline: each metric averaged over the shifted steps (rotations
+-- 15-180 degrees, translations 1-14 pixels) of each seed, then the mean and
+-- spread of those averages over the seeds.
+local function headline(config, per_seed)
+  local out = {}
+  for _, kind in ipairs { "rotate", "translate" } do
+    out[kind] = {}
+    for _, m in ipairs(config.methods) do
+      local row = {}
+      for _, metric in ipairs { "acc", "nll", "brier", "ece" } do
+        local per = {}
+        for i, r in ipairs(per_seed) do
+          local total, n = 0, 0
+          for _, a in ipairs(kind == "rotate" and shift.ANGLES or shift.PIXELS) do
+            if a > 0 then total, n = total + r[kind][m][tostring(a)][metric], n + 1 end
+          end
+          per[i] = total / n
+        end
+        row[metric], row[metric .. "_sd"] = mean_sd(per)
+      end
+      out[kind][m] = row
+    end
+  end
+  return out
+end
+
 local function summarize(config, seeds, per_seed, times)
   local merged = merge(per_seed)
   local by_seed, temps, precs = {}, {}, {}
@@ -537,6 +563,7 @@ local function summarize(config, seeds, per_seed, times)
     by_seed[k], temps[k], precs[k] = per_seed[i], per_seed[i].temperature, per_seed[i].laplace_precision
   end
   return { rotate = merged.rotate, translate = merged.translate, ood = merged.ood, temperature = temps,
+    headline = headline(config, per_seed),
     laplace_precision = precs, seeds = seeds, methods = config.methods, per_seed = by_seed, times = times,
     config = recipe.saved_args(config), command = command_line(), environment = bbb.core.environment(),
     commit = sys.output { "git", "rev-parse", "--short", "HEAD" } or "unknown", out = config.out }
