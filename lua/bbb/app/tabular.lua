@@ -304,7 +304,7 @@ function M.seeded(m, seed, fn, ...)
   return table.unpack(r, 2, r.n)
 end
 
---- score(model, part, samples [, seed]) -> {rmse, ll, cover50, cover90, cover95} or
+--- score(model, part, samples [, seed]) -> {rmse, ll, crps, crps_mc, cover50, cover90, cover95, ...} or
 -- {accuracy, ll, ece}: ll is the mean test log-likelihood per row (for
 -- regression, of the MC mixture of Gaussians, in the target's units).
 function M.score(m, part, S, seed)
@@ -327,6 +327,15 @@ function M.score(m, part, S, seed)
     end
     local ll = logp:logsumexp(1) - math.log(logp:size(1)) - math.log(m.prep.y_std)
     res.ll = ll:mean():item()
+    -- the CRPS of the MC mixture itself, from noisy draws of y: at least
+    -- 100 per row (each net draw repeated), as few draws inflate the score
+    local noise = p.noise or bbb.full(p.f:size(), m.noise_sigma)
+    local reps = math.ceil(100 / p.f:size(1))
+    local fs, ns = {}, {}
+    for r = 1, reps do fs[r], ns[r] = p.f, noise end
+    fs, ns = bbb.cat(fs, 1), bbb.cat(ns, 1)
+    local eps = bbb.randn(fs:size(), 0, 1, bbb.Generator(seed or 1))
+    res.crps_mc = bbb.metrics.crps_samples((fs + ns * eps) * m.prep.y_std + m.prep.y_mean, y)
     local z = err:abs() / p.std
     for _, lv in ipairs(M.LEVELS) do
       res["cover" .. math.floor(lv * 100)] = z:lt(Z[lv]):mean():item()
