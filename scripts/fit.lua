@@ -254,6 +254,7 @@ if va then
 end
 if te then
   local s, p = tab.score(model, te, args.pred_samples, args.seed)   -- the draws predict.lua --seed makes
+  if model.task == "regression" then s.crps_mc = tab.crps_mc(model, p, te.y, args.seed) end
   summary.test = s
   line("test", s)
   if args.plot then
