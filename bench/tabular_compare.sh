@@ -9,8 +9,14 @@ set -eu
 cd "$(dirname "$0")/.."
 out=${1:-doc/results/tabular_compare}
 [ $# -gt 0 ] && shift
-if ! python3 -c 'import sklearn' 2>/dev/null; then
-  echo "tabular_compare.sh: python3-sklearn is missing (apt-get install -y python3-sklearn)" >&2
+# Debian's python3-sklearn lives in /usr/bin/python3, which another python3
+# on the PATH (a pyenv shim, a venv) may hide; $PYTHON picks one by hand.
+py=""
+for p in ${PYTHON:-} python3 /usr/bin/python3; do
+  if "$p" -c 'import sklearn' 2>/dev/null; then py=$p; break; fi
+done
+if [ -z "$py" ]; then
+  echo "tabular_compare.sh: no python3 with scikit-learn (apt-get install -y python3-sklearn)" >&2
   exit 2
 fi
 if [ ! -x build/bbblua ]; then
@@ -21,4 +27,4 @@ dirty=""
 git diff --quiet HEAD -- lua scripts src || dirty="+dirty"
 BBB_COMMIT="$(git rev-parse --short HEAD)$dirty"
 export BBB_COMMIT
-exec python3 bench/tabular_compare.py --out "$out" "$@"
+exec "$py" bench/tabular_compare.py --out "$out" "$@"
