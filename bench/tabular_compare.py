@@ -90,6 +90,7 @@ def baselines(task, x_fit, y_fit, x_test, y_test):
         idx = np.array([cls[v] for v in y_test])
         out["logistic"] = {"ll": float(np.mean(np.log(np.clip(probs[np.arange(len(idx)), idx], 1e-12, 1)))),
                            "accuracy": float(np.mean(probs.argmax(1) == idx)), "ece": ece(probs, idx),
+                           "brier": float(np.mean(np.sum((probs - np.eye(probs.shape[1])[idx]) ** 2, 1))),
                            "seconds": time.time() - t0}
     return out
 
@@ -132,19 +133,21 @@ def summarise(runs):
 
 
 def markdown(result):
-    lines = ["| table | method | test RMSE / accuracy | test log-lik. per row | 95% coverage / ECE | s |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| table | method | test RMSE / accuracy | test log-lik. per row | 95% coverage / ECE | CRPS / Brier | s |",
+             "|---|---|---|---|---|---|---|"]
     for name, t in result["tables"].items():
         for method, m in t["summary"].items():
             def cell(key, scale=1.0, fmt="%.3f"):
                 if key not in m:
                     return "-"
                 return (fmt + " ± " + fmt) % (scale * m[key]["mean"], scale * m[key]["se"])
+            # the CRPS of bbb's MC mixture where it was scored; the baselines' is exact
+            crps = "crps_mc" if "crps_mc" in m else "crps"
             if t["task"] == "regression":
-                row = [cell("rmse", fmt="%.4g"), cell("ll"), cell("cover95", 100, "%.1f")]
+                row = [cell("rmse", fmt="%.4g"), cell("ll"), cell("cover95", 100, "%.1f"), cell(crps, fmt="%.4g")]
             else:
-                row = [cell("accuracy", 100, "%.1f"), cell("ll"), cell("ece")]
-            lines.append("| %s | %s | %s | %s | %s | %s |" % (name, method, *row, cell("seconds", fmt="%.1f")))
+                row = [cell("accuracy", 100, "%.1f"), cell("ll"), cell("ece"), cell("brier")]
+            lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (name, method, *row, cell("seconds", fmt="%.1f")))
     return "\n".join(lines) + "\n"
 
 

@@ -255,6 +255,7 @@ end
 local function test_and_save(run, model, summary)
   if run.te then
     local s, p = tab.score(model, run.te, args.pred_samples, args.seed)   -- the draws predict.lua --seed makes
+    if model.task == "regression" then s.crps_mc = tab.crps_mc(model, p, run.te.y, args.seed) end
     summary.test = s
     line(model.task, "test", s)
     if args.plot then

@@ -66,12 +66,14 @@ if ds.y then
   okd, scored, no_target = pcall(tab.drop_missing_target, ds)
   if not okd then ds.y, scored, no_target = nil, ds, 0 end   -- no row has the target: nothing to score
 end
-if ds.y and no_target == 0 then s, p = tab.score(model, ds, args.pred_samples, args.seed)
+local ps   -- the predictive of the scored rows
+if ds.y and no_target == 0 then s, p = tab.score(model, ds, args.pred_samples, args.seed); ps = p
 else
   p = tab.seeded(model, args.seed, tab.predict, model, ds.x, args.pred_samples)
   -- rows without the target are predicted, not scored
-  if ds.y then s = tab.score(model, scored, args.pred_samples, args.seed) end
+  if ds.y then s, ps = tab.score(model, scored, args.pred_samples, args.seed) end
 end
+if s and model.task == "regression" then s.crps_mc = tab.crps_mc(model, ps, scored.y, args.seed) end
 local kept
 if args.id or args.keep_columns then
   local what = args.id and "--id" or "--keep-columns"

@@ -482,4 +482,37 @@ function metrics.interval(mean, std, y, level)
   return { coverage = inside / #m, width = width / #m }
 end
 
+-- Regression: scores of sampled predictive distributions.
+
+--- crps_samples(samples, y) -> the mean CRPS of the empirical distributions
+-- of S draws per row: mean_s |x_s - y| - 1/(2 S^2) sum_{s,s'} |x_s - x_s'|
+-- (Gneiting and Raftery 2007, eq. 21), for predictives with no closed form
+-- such as MC mixtures. samples: an (S, N) tensor or S Lua arrays of N draws;
+-- y: N targets. With one draw per row it is the absolute error.
+function metrics.crps_samples(samples, y)
+  local t = column(y, "crps_samples", "y")
+  local rows = core.is_tensor(samples) and samples:dim() == 2 and samples:totable() or samples
+  if type(rows) ~= "table" or #rows == 0 then
+    error("crps_samples: samples must be an (S, N) tensor or a non-empty array of S arrays", 2)
+  end
+  local draws = {}
+  for s, r in ipairs(rows) do
+    draws[s] = column(r, "crps_samples", ("samples[%d]"):format(s))
+    if #draws[s] ~= #t then
+      error(("crps_samples: samples[%d] holds %d draws for %d targets"):format(s, #draws[s], #t), 2)
+    end
+  end
+  local S, total = #draws, 0
+  for i = 1, #t do
+    local x, near = {}, 0
+    for s = 1, S do x[s] = draws[s][i]; near = near + math.abs(x[s] - t[i]) end
+    -- sum over ordered pairs of |x_s - x_s'| from the sorted draws: 2 sum_k (2k - S - 1) x_(k)
+    table.sort(x)
+    local spread = 0
+    for k = 1, S do spread = spread + (2 * k - S - 1) * x[k] end
+    total = total + near / S - spread / (S * S)
+  end
+  return total / #t
+end
+
 return metrics

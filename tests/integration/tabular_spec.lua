@@ -241,6 +241,15 @@ describe("bbb.app.tabular", function()
       want = want + (-0.5 * math.log(2 * math.pi * sig ^ 2) - (yi - mu[i]) ^ 2 / (2 * sig ^ 2)) / 2
     end
     assert.near(want, s.ll, 1e-4)
+    -- a plain net: the closed-form CRPS is that of N(mean, sig^2) row by row
+    local many = {}
+    for i = 1, 2 do many[i] = bbb.metrics.crps_gaussian({ mu[i] }, { sig }, { ({ 1, 3 })[i] }) end
+    assert.near((many[1] + many[2]) / 2, s.crps, 1e-6)
+    -- many rows: the CRPS of the noisy draws approaches the closed form
+    local xr, yr = {}, {}
+    for i = 1, 1000 do xr[i], yr[i] = { i % 2 }, 3 - 2 * (i % 2) end
+    local r, p = tab.score(m, { x = bbb.tensor(xr), y = bbb.tensor(yr), n = 1000 })
+    assert.near(r.crps, tab.crps_mc(m, p, bbb.tensor(yr), 1), 0.05 * r.crps)
   end)
 end)
 
@@ -343,6 +352,7 @@ describe("fit.lua and predict.lua on the same checkpoint and rows", function()
         H.q(dir .. "/same.csv"), H.q(dir .. "/pred_s.json")))
       local a, b = json.decode(H.read(dir .. "/fit_s.json")), json.decode(H.read(dir .. "/pred_s.json"))
       assert.near(a.test.ll, b.scores.ll, 1e-5)
+      if target == "y" then assert.near(a.test.crps_mc, b.scores.crps_mc, 1e-6 * a.test.crps_mc) end
     end
   end)
 end)

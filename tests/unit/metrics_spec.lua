@@ -376,6 +376,20 @@ describe("regression scores", function()
     assert.near(2 * 1.959963984540054, r.width, 1e-5)
     assert.near(2 * 0.6744897501960817, metrics.interval({ 5 }, { 1 }, { 5 }, 0.5).width, 1e-5)
   end)
+  it("crps_samples: hand-computed cases; one draw is the absolute error; many approach the Gaussian", function()
+    -- draws {0, 2}, y = 1: (1 + 1)/2 - (2 + 2)/(2 * 4) = 0.5
+    assert.near(0.5, metrics.crps_samples({ { 0 }, { 2 } }, { 1 }), 1e-12)
+    -- draws {0, 1, 2}, y = 0: (0 + 1 + 2)/3 - 2 (1 + 2 + 1)/(2 * 9) = 5/9
+    assert.near(5 / 9, metrics.crps_samples(bbb.tensor { { 1 }, { 0 }, { 2 } }, { 0 }), 1e-12)
+    assert.near(2, metrics.crps_samples({ { 3 } }, { 1 }), 1e-12)
+    -- two rows: the mean of the rows' scores
+    assert.near((0.5 + 2) / 2, metrics.crps_samples({ { 0, 3 }, { 2, 3 } }, { 1, 1 }), 1e-12)
+    -- many draws of N(0.5, 2^2): near the closed form (its s.e. here is about 0.005)
+    local draws = bbb.randn({ 20000, 1 }, 0, 1, bbb.Generator(3)) * 2 + 0.5
+    assert.near(metrics.crps_gaussian({ 0.5 }, { 2 }, { 1.5 }), metrics.crps_samples(draws, { 1.5 }), 0.03)
+    require("helpers").errors_with(function() metrics.crps_samples({ { 0, 1 } }, { 1 }) end,
+      "crps_samples: samples[1] holds 2 draws for 1 targets")
+  end)
   it("refuse degenerate input, naming the function", function()
     require("helpers").errors_with(function() metrics.crps_gaussian({ 0 }, { 0 }, { 1 }) end, "crps_gaussian: std[1] is 0")
     require("helpers").errors_with(function() metrics.crps_gaussian({ 0, 1 }, { 1 }, { 1 }) end, "crps_gaussian: 2 means, 1 standard")

@@ -304,7 +304,7 @@ function M.seeded(m, seed, fn, ...)
   return table.unpack(r, 2, r.n)
 end
 
---- score(model, part, samples [, seed]) -> {rmse, ll, cover50, cover90, cover95} or
+--- score(model, part, samples [, seed]) -> {rmse, ll, crps, cover50, cover90, cover95, ...} or
 -- {accuracy, ll, ece}: ll is the mean test log-likelihood per row (for
 -- regression, of the MC mixture of Gaussians, in the target's units).
 function M.score(m, part, S, seed)
@@ -338,6 +338,20 @@ function M.score(m, part, S, seed)
   local probs = p.probs
   return { accuracy = bbb.metrics.accuracy(probs, part.y), ll = -bbb.metrics.nll(probs, part.y),
            ece = bbb.metrics.ece(probs, part.y), brier = bbb.metrics.brier(probs, part.y) }, p
+end
+
+--- crps_mc(model, p, y [, seed]) -> the CRPS of a regression predictive p
+-- (from predict) as the MC mixture it is, not its moment-matched Gaussian:
+-- from noisy draws of y, at least 100 per row (each net draw repeated), as
+-- few draws inflate the score. Kept out of score, which training calls
+-- every epoch, for its cost.
+function M.crps_mc(m, p, y, seed)
+  local noise = p.noise or bbb.full(p.f:size(), m.noise_sigma)
+  local fs, ns = {}, {}
+  for r = 1, math.ceil(100 / p.f:size(1)) do fs[r], ns[r] = p.f, noise end
+  fs, ns = bbb.cat(fs, 1), bbb.cat(ns, 1)
+  local eps = bbb.randn(fs:size(), 0, 1, bbb.Generator(seed or 1))
+  return bbb.metrics.crps_samples((fs + ns * eps) * m.prep.y_std + m.prep.y_mean, y:reshape(-1))
 end
 
 --- conformal(model, part, samples) -> {["0.5"] = q, ["0.9"] = q, ["0.95"] = q}:
