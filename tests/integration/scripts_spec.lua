@@ -109,7 +109,8 @@ end)
 describe("the shell scripts", function()
   it("answer --help at once, without installing, building or fuzzing anything", function()
     for _, s in ipairs { "bootstrap", "sanitize", "fuzz" } do
-      local out, status = helpers.sh(("cd %s && timeout 10 scripts/%s --help"):format(helpers.q(helpers.root), s))
+      -- without a sanitizer's preloaded runtime, which reports sed's and bash's own leaks
+      local out, status = helpers.sh(("cd %s && env -u LD_PRELOAD timeout 10 scripts/%s --help"):format(helpers.q(helpers.root), s))
       assert.are.equal(0, status, out)
       assert.truthy(out:find("scripts/" .. s, 1, true), out)
       assert.falsy(out:find("Building", 1, true) or out:find("installing", 1, true), out)

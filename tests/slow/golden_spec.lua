@@ -20,7 +20,8 @@ describe("the golden runs", function()
         :format(header:gsub("^# environment: ", ""), here:gsub("^# environment: ", "")))
       return
     end
-    local got = h.sh(("bash %s/tests/golden/runs %s"):format(h.q(root), h.q(root)))
+    -- bash without a sanitizer's preloaded runtime, which reports bash's own leaks
+    local got = h.sh(("env -u LD_PRELOAD bash %s/tests/golden/runs %s"):format(h.q(root), h.q(root)))
     if got ~= want then
       local recorded, now = os.tmpname(), os.tmpname()
       h.write(recorded, want)
