@@ -365,7 +365,7 @@ describe("the table scripts", function()
     f:close()
     ok("scripts/figure2.lua --units 10 --methods sgd --epochs 1 --limit 600 --val 100 --test-limit 100 --threads 1 "
       .. "--from " .. rows .. " --dir " .. tmp .. "/f2c", "optimizer sgd lr 0.0001")
-    fails("scripts/figure2.lua --methods bbb,bbb", "--methods: bbb is given twice")
+    fails("scripts/figure2.lua --methods bbb,bbb", "--methods: 'bbb' is given twice")
     fails("scripts/figure2.lua --methods bbb,adam", "--methods: expected one of bbb, sgd, dropout")
     fails("scripts/figure2.lua --round 0", "--round")
     fails("scripts/figure2.lua --from " .. tmp .. "/missing.json --dir " .. tmp .. "/f2d", "--from:", "missing.json")
