@@ -413,7 +413,7 @@ end
 -- Regression: scores of Gaussian predictive distributions.
 
 local function column(v, what, name)
-  local list = core.is_tensor(v) and v:reshape(-1):totable() or v
+  local list = (type(v) == "table" or core.is_tensor(v)) and number_list(v, what, name) or nil
   if type(list) ~= "table" or #list == 0 then
     error(("%s: %s must be a non-empty tensor or Lua array"):format(what, name), 3)
   end

@@ -229,6 +229,17 @@ local function dir_writable(dir)
   return false
 end
 
+-- The nearest path of path, itself or an ancestor, that exists ("." for a
+-- relative path none of whose folders exist yet).
+local function nearest_existing(path)
+  local d = path
+  while not exists(d) do
+    local up = d:match("^(.*)/[^/]*$")
+    if up == nil then d = "." elseif up == "" then d = "/" else d = up end
+  end
+  return d
+end
+
 --- cli.output_path{ext = {"png", "svg"}} -> converter: a file to write.
 -- At parse time: the name is not empty and has no control character, the
 -- extension is one of `ext` (when given), the path is not a folder, an
@@ -266,13 +277,7 @@ function cli.output_path(opts)
       f:close()
       return s
     end
-    local dir = s:match("^(.*)/[^/]*$")
-    if dir == nil then dir = "." elseif dir == "" then dir = "/" end
-    local d = dir
-    while not exists(d) do
-      local up = d:match("^(.*)/[^/]*$")
-      if up == nil then d = "." elseif up == "" then d = "/" else d = up end
-    end
+    local d = nearest_existing(s)
     if not is_dir(d) then return nil, ("cannot write %s: %s is not a folder"):format(show(s), show(d)) end
     if not dir_writable(d) then return nil, ("cannot write %s: folder %s is not writable"):format(show(s), show(d)) end
     return s
@@ -288,11 +293,7 @@ function cli.output_dir()
     if s:find("%c") then return nil, ("folder name %s holds a control character"):format(show(s)) end
     if exists(s) and not is_dir(s) then return nil, ("%s exists and is not a folder"):format(show(s)) end
     -- the folders to make go under the nearest one that exists
-    local d = s
-    while not exists(d) do
-      local up = d:match("^(.*)/[^/]*$")
-      if up == nil then d = "." elseif up == "" then d = "/" else d = up end
-    end
+    local d = nearest_existing(s)
     if not is_dir(d) then return nil, ("cannot make %s: %s is not a folder"):format(show(s), show(d)) end
     return s
   end)
