@@ -59,6 +59,11 @@ parser:flag("--no-refit", "Keep the net trained on the training rows; by default
   .. "training and validation rows for the number of epochs the first chose.")
 parser:option("--noise", "Regression noise: homo (one sd), hetero (an sd per row: a second output of the net) or "
   .. "auto (both trained, the better on the validation rows kept).", "auto"):convert(cli.choice { "homo", "hetero", "auto" })
+parser:option("--likelihood", "Regression noise distribution: gaussian, or student-t (heavy tails: a few rows far "
+  .. "off do not widen every interval; one scale, with --df degrees of freedom).", "gaussian")
+  :convert(cli.choice { "gaussian", "student-t" })
+parser:option("--df", ("Degrees of freedom of --likelihood student-t (%d to %d; fewer: heavier tails).")
+  :format(tab.DF_MIN, tab.DF_MAX), "4"):convert(cli.integer { min = tab.DF_MIN, max = tab.DF_MAX })
 parser:option("--tune", "Choose the learning rate, width and prior scale (those not given) on the validation rows: "
   .. "on, off, or auto (on for tables of at most 200,000 training cells).", "auto")
   :convert(cli.choice { "on", "off", "auto" })
@@ -196,7 +201,9 @@ end
 -- the one better on the validation rows kept.
 local function train(run)
   local noises = { args.noise == "hetero" and "hetero" or "homo" }
-  if run.ds.target and not run.ds.target.categorical and args.noise == "auto" and run.va then noises = { "homo", "hetero" } end
+  if run.ds.target and not run.ds.target.categorical and args.noise == "auto" and run.va and not run.build.df then
+    noises = { "homo", "hetero" }
+  end
   local model, info
   for _, noise in ipairs(noises) do
     run.build.noise = noise
@@ -279,6 +286,11 @@ end
 local function main()
   -- a plot asked for is checked before the work, not after it
   if args.plot and not bbb.sys.find_program("gnuplot") then fail("--plot: gnuplot not found (install gnuplot-nox)") end
+  local given = cli.given(parser, arg)
+  if args.likelihood == "student-t" and args.noise == "hetero" then
+    fail("--likelihood student-t has one noise scale: it does not go with --noise hetero")
+  end
+  if given.df and args.likelihood ~= "student-t" then fail("--df is the degrees of freedom of --likelihood student-t") end
   bbb.set_num_threads(args.threads)
   local gen = bbb.Generator(args.seed)
   local read = { target = args.target, task = args.task, ignore = args.ignore, drop_missing = args.missing == "drop",
@@ -288,8 +300,12 @@ local function main()
   run.rows = split_rows(run.ds, gen)
   run.tr, run.va = tab.subset(run.ds, run.rows.train), run.rows.validation and tab.subset(run.ds, run.rows.validation)
   run.build = { hidden = args.hidden, estimator = args.estimator, prior_sigma = args.prior_sigma, members = args.members,
-    rho_init = args.rho_init, dropout = args.dropout, generator = gen }
+    rho_init = args.rho_init, dropout = args.dropout, generator = gen,
+    df = args.likelihood == "student-t" and args.df or nil }
   local model = tab.new(run.ds, run.tr.x, run.tr.y, args.model, run.build)
+  if model.task == "classification" and args.likelihood ~= "gaussian" then
+    fail(("--likelihood %s is a regression noise model; '%s' holds classes"):format(args.likelihood, args.target))
+  end
   run.te = test_rows(run.ds, model, run.rows, read)
   local ds, tr, va, te = run.ds, run.tr, run.va, run.te
   print(("fit.lua: %s, %d rows x %d features (%s); %s of '%s'; train %d, validation %d, test %d"):format(args.data,
@@ -304,7 +320,7 @@ local function main()
   local info
   model, info = train(run)
   local summary = { data = args.data, target = args.target, task = model.task, model = args.model, seed = args.seed,
-    noise = model.noise, tune = run.tuned, epochs = info.best_epoch, trained_epochs = info.epochs,
+    noise = model.noise, likelihood = model.task == "regression" and args.likelihood or nil, df = model.df, tune = run.tuned, epochs = info.best_epoch, trained_epochs = info.epochs,
     rows = { train = tr.n, validation = va and va.n or 0, test = te and te.n or 0 } }
   if va then model = calibrate_and_refit(run, model, info, summary) end
   test_and_save(run, model, summary)

@@ -24,15 +24,18 @@ local function positive_int(v, what)
 end
 
 --- ELBO{n_data =, n_batches = | batch_size =, likelihood = "categorical" | "gaussian"
---   | "heteroscedastic", sigma = (gaussian noise; heteroscedastic: its floor), learn_sigma = false, kl_weight = "uniform", samples = 1,
+--   | "heteroscedastic" | "student-t", sigma = (gaussian noise, student-t scale; heteroscedastic: its floor),
+--   df = (student-t: the degrees of freedom, a positive integer), learn_sigma = false, kl_weight = "uniform", samples = 1,
 --   kl = "mc" | "analytic" | nil (nil: each layer's own setting),
 --   reduction = "mean" (the loss per example) | "sum" (summed over the batch)}
 -- @raise ELBO: n_data must be a positive integer, got ... (and the same for n_batches, batch_size, samples)
--- @raise ELBO: likelihood must be "categorical", "gaussian" or "heteroscedastic", got ...
+-- @raise ELBO: likelihood must be "categorical", "gaussian", "heteroscedastic" or "student-t", got ...
 -- @raise ELBO: sigma must be a number > 0, got ...
+-- @raise ELBO: the student-t likelihood needs df, a positive integer, got ...
 -- @usage
 --   local elbo = bbb.elbo.ELBO{ n_data = 60000, batch_size = 128 }             -- categorical
 --   local reg = bbb.elbo.ELBO{ n_data = 500, n_batches = 1, likelihood = "gaussian", learn_sigma = true }
+--   local heavy = bbb.elbo.ELBO{ n_data = 500, n_batches = 1, likelihood = "student-t", df = 4, learn_sigma = true }
 function elbo.ELBO(opts)
   opts = opts or {}
   local self = setmetatable({}, ELBO)
@@ -44,9 +47,19 @@ function elbo.ELBO(opts)
   end
   self.samples = positive_int(opts.samples or 1, "samples")
   self.likelihood = opts.likelihood or "categorical"
-  if self.likelihood ~= "categorical" and self.likelihood ~= "gaussian" and self.likelihood ~= "heteroscedastic" then
-    error(('ELBO: likelihood must be "categorical", "gaussian" or "heteroscedastic", got %s')
+  local known = { categorical = true, gaussian = true, heteroscedastic = true, ["student-t"] = true }
+  if not known[self.likelihood] then
+    error(('ELBO: likelihood must be "categorical", "gaussian", "heteroscedastic" or "student-t", got %s')
       :format(tostring(self.likelihood)), 2)
+  end
+  if self.likelihood == "student-t" then
+    local df = opts.df
+    if not (math.type(df) == "integer" and df >= 1) then
+      error(("ELBO: the student-t likelihood needs df, a positive integer, got %s"):format(tostring(df)), 2)
+    end
+    self.df, self.t_lognorm = df, bbb.metrics.student_t_lognorm(df)
+  elseif opts.df ~= nil then
+    error(("ELBO: df applies to the student-t likelihood only, not %s"):format(self.likelihood), 2)
   end
   local kw = opts.kl_weight or "uniform"
   if kw ~= "uniform" and kw ~= "blundell" and not (type(kw) == "number" and kw >= 0 and kw < math.huge) then
@@ -93,8 +106,9 @@ function ELBO:__tostring()
                   "likelihood=" .. self.likelihood, "kl_weight=" .. tostring(self.kl_weight),
                   ("samples=%d"):format(self.samples), "reduction=" .. self.reduction }
   if self.kl then parts[#parts + 1] = "kl=" .. self.kl end
-  if self.likelihood == "gaussian" then
+  if self.likelihood == "gaussian" or self.likelihood == "student-t" then
     parts[#parts + 1] = self.noise_rho and "sigma=learned" or ("sigma=%g"):format(self.sigma_value)
+    if self.df then parts[#parts + 1] = ("df=%d"):format(self.df) end
   elseif self.likelihood == "heteroscedastic" then
     parts[#parts + 1] = ("sigma=%g+softplus(out[2])"):format(self.sigma_value)
   end
@@ -133,7 +147,7 @@ function ELBO:load_state_dict(sd)
   end
 end
 
---- The Gaussian likelihood's noise standard deviation (a number).
+--- The Gaussian likelihood's noise standard deviation, or the student-t's scale (a number).
 -- @usage
 --   assert(bbb.elbo.ELBO{ n_data = 10, batch_size = 10, likelihood = "gaussian", sigma = 0.3 }:sigma() == 0.3)
 function ELBO:sigma()
@@ -164,6 +178,13 @@ function ELBO:nll_sum(out, y)
   end
   if y:dim() ~= out:dim() then y = y:reshape(out:size()) end
   local sigma = self.noise_rho and self.noise_rho:softplus() or self.sigma_value
+  if self.likelihood == "student-t" then
+    -- -log t(y; out, sigma, df) = (df + 1) / 2 log(1 + r^2 / df) + log sigma - lognorm, r = (y - out) / sigma
+    local n, df = out:numel(), self.df
+    local r = (out - y) / sigma
+    local log_sigma = type(sigma) == "number" and math.log(sigma) * n or sigma:log():sum() * n
+    return (r:square() / df):log1p():sum() * ((df + 1) / 2) + log_sigma - self.t_lognorm * n
+  end
   return -bbb.gaussian_loglik(out, y, sigma)
 end
 

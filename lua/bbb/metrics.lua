@@ -460,21 +460,107 @@ function metrics.crps_gaussian(mean, std, y)
   return total / #m
 end
 
---- interval(mean, std, y, level) -> {coverage, width}: the fraction of y
--- inside the central level interval mean +- z std of N(mean, std^2), and
--- the interval's mean width.
-function metrics.interval(mean, std, y, level)
-  local m, s, t = gaussian_inputs(mean, std, y, "interval")
-  if type(level) ~= "number" or not (level > 0 and level < 1) then
-    error(("interval: level must be in (0, 1), got %s"):format(tostring(level)), 2)
+-- Student's t with an integer number of degrees of freedom df: the
+-- distribution of heavy-tailed noise (bbb.elbo's "student-t" likelihood).
+
+local function check_df(df, what)
+  if math.type(df) ~= "integer" and not (type(df) == "number" and df == math.floor(df) and df < 2^31) or df < 1 then
+    error(("%s: df must be a positive integer, got %s"):format(what, tostring(df)), 3)
   end
-  -- the normal quantile by bisection on erf: accurate to erf's 1.5e-7
-  local lo, hi = 0, 10
-  for _ = 1, 60 do
+  return math.tointeger(df)
+end
+
+-- log Gamma(k / 2) for a positive integer k, exactly as a sum of logs:
+-- Gamma(1) = 1, Gamma(1/2) = sqrt(pi), Gamma(x + 1) = x Gamma(x).
+local function lgamma_half(k)
+  local x, sum = k / 2, 0
+  local base = k % 2 == 1 and 0.5 or 1
+  while x > base do
+    x = x - 1
+    sum = sum + math.log(x)
+  end
+  return sum + (base == 0.5 and 0.5 * math.log(math.pi) or 0)
+end
+
+--- student_t_lognorm(df) -> log of the t density's normaliser,
+-- log Gamma((df + 1) / 2) - log Gamma(df / 2) - log(df pi) / 2: the density
+-- of the standard t is exp(that - (df + 1) / 2 log(1 + t^2 / df)).
+-- @raise student_t_lognorm: df must be a positive integer, got ...
+function metrics.student_t_lognorm(df)
+  df = check_df(df, "student_t_lognorm")
+  return lgamma_half(df + 1) - lgamma_half(df) - 0.5 * math.log(df * math.pi)
+end
+
+-- P(|T| < t) of the standard t with df degrees of freedom, in closed form
+-- (Abramowitz and Stegun 26.7.3), from theta = atan(t / sqrt(df)).
+local function t_central(theta, df)
+  local s, c = math.sin(theta), math.cos(theta)
+  local c2, term, sum = c * c, 1, 1
+  if df % 2 == 0 then
+    for k = 2, df - 2, 2 do term = term * c2 * (k - 1) / k; sum = sum + term end
+    return s * sum
+  end
+  if df == 1 then return 2 * theta / math.pi end
+  for k = 3, df - 2, 2 do term = term * c2 * (k - 1) / k; sum = sum + term end
+  return 2 / math.pi * (theta + s * c * sum)
+end
+
+--- student_t_cdf(t, df) -> P(T <= t) of the standard Student's t with df
+-- (a positive integer) degrees of freedom.
+-- @raise student_t_cdf: df must be a positive integer, got ...
+function metrics.student_t_cdf(t, df)
+  df = check_df(df, "student_t_cdf")
+  if type(t) ~= "number" or t ~= t then error(("student_t_cdf: t must be a number, got %s"):format(tostring(t)), 2) end
+  local a = t_central(math.atan(math.abs(t) / math.sqrt(df)), df)
+  return t < 0 and 0.5 - 0.5 * a or 0.5 + 0.5 * a
+end
+
+-- The multiplier z of the central level interval +- z: of the standard
+-- normal (df nil, by bisection on erf, accurate to its 1.5e-7) or of the
+-- standard t (by bisection on theta, where the closed form is exact).
+local function central_multiplier(level, df)
+  if df == nil then
+    local lo, hi = 0, 10
+    for _ = 1, 60 do
+      local mid = (lo + hi) / 2
+      if erf(mid / math.sqrt(2)) < level then lo = mid else hi = mid end
+    end
+    return (lo + hi) / 2
+  end
+  local lo, hi = 0, math.pi / 2
+  for _ = 1, 100 do
     local mid = (lo + hi) / 2
-    if erf(mid / math.sqrt(2)) < level then lo = mid else hi = mid end
+    if t_central(mid, df) < level then lo = mid else hi = mid end
   end
-  local z, inside, width = (lo + hi) / 2, 0, 0
+  return math.sqrt(df) * math.tan((lo + hi) / 2)
+end
+
+local function check_level(level, what)
+  if type(level) ~= "number" or not (level > 0 and level < 1) then
+    error(("%s: level must be in (0, 1), got %s"):format(what, tostring(level)), 3)
+  end
+end
+
+--- interval_multiplier(level [, df]) -> z: the central level interval of
+-- N(0, 1) is +- z, or of the standard t with df degrees of freedom.
+-- @raise interval_multiplier: level must be in (0, 1), got ...
+-- @usage
+--   assert(math.abs(bbb.metrics.interval_multiplier(0.95, 1) - 12.7062) < 1e-4)
+function metrics.interval_multiplier(level, df)
+  check_level(level, "interval_multiplier")
+  if df ~= nil then df = check_df(df, "interval_multiplier") end
+  return central_multiplier(level, df)
+end
+
+--- interval(mean, scale, y, level [, df]) -> {coverage, width}: the fraction
+-- of y inside the central level interval mean +- z scale of N(mean, scale^2),
+-- or of mean + scale T with T a standard t of df degrees of freedom, and the
+-- interval's mean width.
+function metrics.interval(mean, std, y, level, df)
+  local m, s, t = gaussian_inputs(mean, std, y, "interval")
+  check_level(level, "interval")
+  if df ~= nil then df = check_df(df, "interval") end
+  local z, inside, width = central_multiplier(level, df), 0, 0
   for i = 1, #m do
     if math.abs(t[i] - m[i]) <= z * s[i] then inside = inside + 1 end
     width = width + 2 * z * s[i]

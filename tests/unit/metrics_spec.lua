@@ -376,6 +376,34 @@ describe("regression scores", function()
     assert.near(2 * 1.959963984540054, r.width, 1e-5)
     assert.near(2 * 0.6744897501960817, metrics.interval({ 5 }, { 1 }, { 5 }, 0.5).width, 1e-5)
   end)
+  it("Student's t: quantiles, CDF and normaliser against float64 references at the extremes", function()
+    -- scipy.stats.t.ppf((1 + level) / 2, df) in float64
+    for _, c in ipairs { { 0.95, 1, 12.706204736432095 }, { 0.95, 2, 4.302652729911275 }, { 0.95, 3, 3.182446305284263 },
+                         { 0.95, 30, 2.0422724563012373 }, { 0.5, 4, 0.7406970840912249 }, { 0.9, 3, 2.3533634348018264 },
+                         { 0.9999, 1, 6366.1976656379375 }, { 0.5, 1, 1 } } do
+      assert.near(c[3], metrics.interval_multiplier(c[1], c[2]), 1e-8 * c[3])
+    end
+    -- many degrees of freedom approach the normal's 1.959964
+    assert.near(1.959963984540054, metrics.interval_multiplier(0.95, 100000), 1e-4)
+    assert.near(1.959963984540054, metrics.interval_multiplier(0.95), 1e-5)   -- erf to 1.5e-7
+    -- scipy.stats.t.cdf(1.5, df) and math.lgamma((df+1)/2) - math.lgamma(df/2) - log(df pi)/2
+    for _, c in ipairs { { 1, 0.8128329581890013, -1.1447298858494004 }, { 2, 0.8638034375544996, -1.039720770839918 },
+                         { 5, 0.9030481598787634, -0.9686195890547249 }, { 100, 0.9316174709376556, -0.9214384915430309 } } do
+      assert.near(c[2], metrics.student_t_cdf(1.5, c[1]), 1e-12)
+      assert.near(1 - c[2], metrics.student_t_cdf(-1.5, c[1]), 1e-12)
+      assert.near(c[3], metrics.student_t_lognorm(c[1]), 1e-12)
+    end
+    -- the far tail of the Cauchy (df 1): scipy 0.007956089912025812
+    assert.near(0.007956089912025812, metrics.student_t_cdf(-40, 1), 1e-15)
+    assert.near(0.5, metrics.student_t_cdf(0, 7), 1e-15)
+    local r = metrics.interval({ 0, 0 }, { 1, 1 }, { 3, 3.3 }, 0.95, 3)
+    assert.near(0.5, r.coverage, 1e-12)
+    assert.near(2 * 3.182446305284263, r.width, 1e-8)
+    require("helpers").errors_with(function() metrics.interval_multiplier(0.9, 2.5) end,
+      "interval_multiplier: df must be a positive integer, got 2.5")
+    require("helpers").errors_with(function() metrics.student_t_lognorm(0) end,
+      "student_t_lognorm: df must be a positive integer, got 0")
+  end)
   it("crps_samples: hand-computed cases; one draw is the absolute error; many approach the Gaussian", function()
     -- draws {0, 2}, y = 1: (1 + 1)/2 - (2 + 2)/(2 * 4) = 0.5
     assert.near(0.5, metrics.crps_samples({ { 0 }, { 2 } }, { 1 }), 1e-12)

@@ -15,8 +15,19 @@ M.LEVELS = { 0.5, 0.9, 0.95 }
 -- The heteroscedastic head's noise floor, in standardised target units:
 -- sigma = floor + softplus(second output).
 M.HETERO_FLOOR = 1e-3
+-- Student-t noise: at least 3 degrees of freedom, so the noise has an sd
+-- (the aleatoric column); past 100 it is the Gaussian to three digits.
+M.DF_MIN, M.DF_MAX = 3, 100
 M.LEVELS_BY_NAME = { ["0.5"] = true, ["0.9"] = true, ["0.95"] = true }
 local Z = { [0.5] = 0.6744897501960817, [0.9] = 1.6448536269514722, [0.95] = 1.959963984540054 }
+
+--- multiplier(model, level) -> z: a regression model's central level
+-- interval is mean +- z scale (predict's p.scale): the normal's z, or with
+-- Student-t noise the t's of the model's degrees of freedom.
+function M.multiplier(m, level)
+  if not m.df then return Z[level] end
+  return bbb.metrics.interval_multiplier(level, m.df)
+end
 local LOG_2PI = math.log(2 * math.pi)
 
 local function exists(path)
@@ -188,7 +199,8 @@ function M.new(ds, train_x, train_y, kind, o)
   local hetero = task == "regression" and o.noise == "hetero"
   local d_out = task == "regression" and (hetero and 2 or 1) or #ds.classes
   local m = { kind = kind, task = task, prep = prep, noise_sigma = 1,
-              noise = task == "regression" and (hetero and "hetero" or "homo") or nil }
+              noise = task == "regression" and (hetero and "hetero" or "homo") or nil,
+              df = task == "regression" and o.df or nil }   -- Student-t noise with df degrees of freedom
   if kind ~= "ensemble" then
     m.net = M.build(kind, #prep.x_mean, d_out, o)
     return m
@@ -203,7 +215,7 @@ end
 
 -- A member of an ensemble as a model of its own (sharing the preprocessing).
 local function member(m, i)
-  return { net = m.members[i], kind = "mlp", task = m.task, prep = m.prep, noise = m.noise,
+  return { net = m.members[i], kind = "mlp", task = m.task, prep = m.prep, noise = m.noise, df = m.df,
            noise_sigma = m.member_sigma[i] }
 end
 
@@ -263,9 +275,11 @@ function M.targets(m, y)
 end
 
 --- predict(model, x (raw inputs), samples) -> for regression {mean, std,
--- epistemic, aleatoric (tensors, in the target's units), f = (S, N) samples
--- of the standardised mean}; for classification {probs, entropy,
--- mutual_information, samples = (S, N, C)}.
+-- epistemic, aleatoric (tensors, in the target's units), scale (the unit of
+-- the intervals mean +- multiplier scale: std for Gaussian noise, for
+-- Student-t noise sqrt(epistemic^2 + the t's scale^2)), f = (S, N) samples
+-- of the standardised mean, noise = (S, N) scales or nil (one, noise_sigma)};
+-- for classification {probs, entropy, mutual_information, samples = (S, N, C)}.
 function M.predict(m, x, S)
   local xs = M.inputs(m, x)
   S = m.kind == "mlp" and 1 or m.kind == "ensemble" and #m.members or (S or 50)
@@ -281,10 +295,13 @@ function M.predict(m, x, S)
     local mean = f:mean(1)
     local epi = ((f - mean:reshape(1, -1)):square():mean(1)):sqrt()
     local s = m.prep.y_std
-    local alea = noise and noise:square():mean(1):sqrt() * s or bbb.full(mean:size(), m.noise_sigma * s)
+    local scale = noise and noise:square():mean(1):sqrt() * s or bbb.full(mean:size(), m.noise_sigma * s)
     local epi_s = epi * s
-    return { mean = mean * s + m.prep.y_mean, epistemic = epi_s, aleatoric = alea,
-             std = (epi_s:square() + alea:square()):sqrt(), f = f, noise = noise }
+    -- the sd of a t of scale c is c sqrt(df / (df - 2)) (fit.lua takes df >= 3)
+    local alea = m.df and scale * math.sqrt(m.df / (m.df - 2)) or scale
+    local std = (epi_s:square() + alea:square()):sqrt()
+    return { mean = mean * s + m.prep.y_mean, epistemic = epi_s, aleatoric = alea, std = std,
+             scale = m.df and (epi_s:square() + scale:square()):sqrt() or std, f = f, noise = noise }
   end
   local stack, probs = output_stack(m, xs, S, "categorical")
   local u = bbb.metrics.uncertainty(stack)
@@ -304,32 +321,40 @@ function M.seeded(m, seed, fn, ...)
   return table.unpack(r, 2, r.n)
 end
 
+-- The (S, N) log-density of the standardised targets ys (1, N) under each
+-- draw's noise: Gaussian, or Student-t with the model's df.
+local function draw_logp(m, p, ys)
+  local sig = p.noise or m.noise_sigma
+  local log_sig = p.noise and p.noise:log() or math.log(sig)
+  if m.df then
+    local r2 = ((p.f - ys) / sig):square() / m.df
+    return r2:log1p() * (-(m.df + 1) / 2) - log_sig + bbb.metrics.student_t_lognorm(m.df)
+  end
+  if p.noise then return (p.f - ys):square() / (p.noise:square() * -2) - log_sig - 0.5 * LOG_2PI end
+  return (p.f - ys):square() * (-0.5 / sig ^ 2) - (0.5 * LOG_2PI + log_sig)
+end
+
 --- score(model, part, samples [, seed]) -> {rmse, ll, crps, cover50, cover90, cover95, ...} or
 -- {accuracy, ll, ece}: ll is the mean test log-likelihood per row (for
--- regression, of the MC mixture of Gaussians, in the target's units).
+-- regression, of the MC mixture of the draws' noise densities, in the
+-- target's units); crps, of the moment-matched Gaussian, for Gaussian noise
+-- only (crps_mc scores any predictive).
 function M.score(m, part, S, seed)
   local p = seed and M.seeded(m, seed, M.predict, m, part.x, S) or M.predict(m, part.x, S)
   if m.task == "regression" then
     local y = part.y:reshape(-1)
     local err = p.mean - y
     local res = { rmse = math.sqrt(err:square():mean():item()),
-                  crps = bbb.metrics.crps_gaussian(p.mean, p.std, y),   -- of the moment-matched Gaussian
-                  width50 = bbb.metrics.interval(p.mean, p.std, y, 0.5).width,
-                  width90 = bbb.metrics.interval(p.mean, p.std, y, 0.9).width,
-                  width95 = bbb.metrics.interval(p.mean, p.std, y, 0.95).width }
-    local ys = M.targets(m, y):reshape(1, -1)
-    local logp
-    if p.noise then
-      logp = (p.f - ys):square() / (p.noise:square() * -2) - p.noise:log() - 0.5 * LOG_2PI
-    else
-      local sig = m.noise_sigma
-      logp = (p.f - ys):square() * (-0.5 / sig ^ 2) - (0.5 * LOG_2PI + math.log(sig))
+                  crps = not m.df and bbb.metrics.crps_gaussian(p.mean, p.std, y) or nil }
+    for _, lv in ipairs(M.LEVELS) do
+      res["width" .. math.floor(lv * 100)] = bbb.metrics.interval(p.mean, p.scale, y, lv, m.df).width
     end
+    local logp = draw_logp(m, p, M.targets(m, y):reshape(1, -1))
     local ll = logp:logsumexp(1) - math.log(logp:size(1)) - math.log(m.prep.y_std)
     res.ll = ll:mean():item()
-    local z = err:abs() / p.std
+    local z = err:abs() / p.scale
     for _, lv in ipairs(M.LEVELS) do
-      res["cover" .. math.floor(lv * 100)] = z:lt(Z[lv]):mean():item()
+      res["cover" .. math.floor(lv * 100)] = z:lt(M.multiplier(m, lv)):mean():item()
       local q = m.conformal and m.conformal[tostring(lv)]
       if q then res["conformal" .. math.floor(lv * 100)] = z:lt(q * (1 + 1e-6)):mean():item() end
     end
@@ -350,7 +375,12 @@ function M.crps_mc(m, p, y, seed)
   local fs, ns = {}, {}
   for r = 1, math.ceil(100 / p.f:size(1)) do fs[r], ns[r] = p.f, noise end
   fs, ns = bbb.cat(fs, 1), bbb.cat(ns, 1)
-  local eps = bbb.randn(fs:size(), 0, 1, bbb.Generator(seed or 1))
+  local g = bbb.Generator(seed or 1)
+  local eps = bbb.randn(fs:size(), 0, 1, g)
+  if m.df then   -- a t draw: a normal over sqrt(chi-square / df), the chi-square a sum of df squared normals
+    local chi2 = bbb.randn({ m.df, fs:numel() }, 0, 1, g):square():sum(1):reshape(fs:size())
+    eps = eps / (chi2 / m.df):sqrt()
+  end
   return bbb.metrics.crps_samples((fs + ns * eps) * m.prep.y_std + m.prep.y_mean, y:reshape(-1))
 end
 
@@ -362,7 +392,7 @@ end
 -- level that needs more rows than n has no multiplier.
 function M.conformal(m, part, S)
   local p = M.predict(m, part.x, S)
-  local r = ((p.mean - part.y:reshape(-1)):abs() / p.std):totable()
+  local r = ((p.mean - part.y:reshape(-1)):abs() / p.scale):totable()
   table.sort(r)
   local q = {}
   for _, lv in ipairs(M.LEVELS) do
@@ -385,7 +415,7 @@ end
 local function clone_state(m, elbo)
   local sd = {}
   for k, v in pairs(m.net:state_dict()) do sd[k] = v:clone() end
-  return { sd = sd, sigma = elbo.likelihood == "gaussian" and elbo:sigma() or 1 }
+  return { sd = sd, sigma = (elbo.likelihood == "gaussian" or elbo.likelihood == "student-t") and elbo:sigma() or 1 }
 end
 
 --- train(model, tr, va, {epochs = 1000, batch = 32, lr = 0.01, samples = 1,
@@ -424,7 +454,7 @@ function M.train_one(m, tr, va, o)
   local n_batches = bbb.data.num_batches(tr.n, o.batch or 32)
   local hetero = m.noise == "hetero"
   local elbo = bbb.elbo.ELBO { n_data = tr.n, batch_size = o.batch or 32,
-    likelihood = hetero and "heteroscedastic" or reg and "gaussian" or "categorical",
+    likelihood = hetero and "heteroscedastic" or m.df and "student-t" or reg and "gaussian" or "categorical", df = m.df,
     learn_sigma = reg and not hetero, sigma = hetero and M.HETERO_FLOOR or 0.5,
     samples = m.kind == "bbb" and (o.samples or 1) or 1,
     kl_weight = o.kl_weight or "uniform" }
@@ -470,7 +500,7 @@ end
 --- save(path, model [, extra]) / load(path) -> model: one checkpoint with the
 -- net and its preprocessing (in the checkpoint's state.tabular).
 function M.save(path, m, extra)
-  local meta = { kind = m.kind, task = m.task, prep = m.prep, noise_sigma = m.noise_sigma, noise = m.noise, extra = extra,
+  local meta = { kind = m.kind, task = m.task, prep = m.prep, noise_sigma = m.noise_sigma, noise = m.noise, df = m.df, extra = extra,
                  member_sigma = m.member_sigma,
                  temperature = m.temperature, conformal = m.conformal }
   bbb.save(path, { model = m.net, state = { tabular = meta } })
@@ -483,7 +513,7 @@ function M.load(path)
   if type(t) ~= "table" or type(t.prep) ~= "table" then
     error(("%s is not a model saved by scripts/fit.lua (no preprocessing in it)"):format(path), 0)
   end
-  local m = { net = net, kind = t.kind, task = t.task, prep = t.prep, noise_sigma = t.noise_sigma, noise = t.noise,
+  local m = { net = net, kind = t.kind, task = t.task, prep = t.prep, noise_sigma = t.noise_sigma, noise = t.noise, df = t.df,
               extra = t.extra, member_sigma = t.member_sigma, members = t.kind == "ensemble" and net.layers or nil,
               temperature = t.temperature, conformal = t.conformal }
   local ok, err = pcall(M.check_saved, m)
@@ -577,6 +607,12 @@ function M.check_saved(m)
     if not positive(m.noise_sigma) then
       error(("the saved noise sigma is not a positive number (%s)"):format(tostring(m.noise_sigma)), 0)
     end
+    if m.df ~= nil and not (type(m.df) == "number" and m.df == math.floor(m.df) and m.df >= M.DF_MIN and m.df <= M.DF_MAX
+        and m.noise ~= "hetero") then
+      error(("the saved Student-t degrees of freedom are not a whole number from %d to %d with one noise sd (%s)")
+        :format(M.DF_MIN, M.DF_MAX, tostring(m.df)), 0)
+    end
+    m.df = m.df and math.tointeger(m.df)
   else
     strings(p.classes, "classes")
   end
@@ -736,14 +772,15 @@ function M.rows(m, p, observed, kept)
   for _, k in ipairs(kept or {}) do head[#head + 1], cols[#cols + 1] = k.name, k.values end
   local obs = observed and observed:reshape(-1):totable()
   if m.task == "regression" then
-    local mean, std = p.mean:totable(), p.std:totable()
+    local mean, std, scale = p.mean:totable(), p.std:totable(), p.scale:totable()
     for _, h in ipairs { "mean", "std", "epistemic_std", "aleatoric_std" } do head[#head + 1] = h end
     for _, c in ipairs { mean, std, p.epistemic:totable(), p.aleatoric:totable() } do cols[#cols + 1] = c end
     for _, lv in ipairs(M.LEVELS) do
       local k = math.floor(lv * 100)
       head[#head + 1], head[#head + 2] = "lo" .. k, "hi" .. k
       local lo, hi = {}, {}
-      for i = 1, #mean do lo[i], hi[i] = mean[i] - Z[lv] * std[i], mean[i] + Z[lv] * std[i] end
+      local z = M.multiplier(m, lv)
+      for i = 1, #mean do lo[i], hi[i] = mean[i] - z * scale[i], mean[i] + z * scale[i] end
       cols[#cols + 1], cols[#cols + 2] = lo, hi
     end
     -- the split-conformal intervals, when fit.lua --conformal calibrated them
@@ -753,7 +790,7 @@ function M.rows(m, p, observed, kept)
         local k = math.floor(lv * 100)
         head[#head + 1], head[#head + 2] = "conformal_lo" .. k, "conformal_hi" .. k
         local lo, hi = {}, {}
-        for i = 1, #mean do lo[i], hi[i] = mean[i] - q * std[i], mean[i] + q * std[i] end
+        for i = 1, #mean do lo[i], hi[i] = mean[i] - q * scale[i], mean[i] + q * scale[i] end
         cols[#cols + 1], cols[#cols + 2] = lo, hi
       end
     end
@@ -797,11 +834,11 @@ end
 -- with 95% interval bars (regression), or the reliability diagram (classification).
 function M.plot(m, p, observed, file, title)
   if m.task == "regression" then
-    local y, mu, sd = observed:reshape(-1):totable(), p.mean:totable(), p.std:totable()
+    local y, mu, sd = observed:reshape(-1):totable(), p.mean:totable(), p.scale:totable()
     local lo, hi = {}, {}
-    local a, b = math.huge, -math.huge
+    local a, b, z = math.huge, -math.huge, M.multiplier(m, 0.95)
     for i = 1, #y do
-      lo[i], hi[i] = mu[i] - Z[0.95] * sd[i], mu[i] + Z[0.95] * sd[i]
+      lo[i], hi[i] = mu[i] - z * sd[i], mu[i] + z * sd[i]
       a, b = math.min(a, y[i], lo[i]), math.max(b, y[i], hi[i])
     end
     return bbb.plot.lines { file = file, title = title, xlabel = "observed", ylabel = "predicted (mean, 95% interval)",
