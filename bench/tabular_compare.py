@@ -10,6 +10,11 @@ and validation rows (the rows fit.lua's refit uses) of the same features
 same test rows. Writes OUT.json and OUT.md: mean and standard error over
 the splits. Python and scikit-learn serve only as a reference here.
 
+A classifier's ECE on a few hundred test rows is mostly noise: each method's
+row also gives its ECE floor, the mean ECE of a perfectly calibrated model
+with the same confidences (labels drawn from its own probabilities), and
+the ECE and floor of the test rows of every split pooled.
+
     python3 bench/tabular_compare.py --out doc/results/tabular_compare
 """
 import argparse
@@ -67,6 +72,36 @@ def ece(probs, y, bins=15):
     return float(total)
 
 
+def ece_floor(probs, draws=100, seed=0):
+    """The mean ECE of labels drawn from probs themselves: what a perfectly
+    calibrated model with these confidences scores on this many rows."""
+    rng = np.random.default_rng(seed)
+    cum = np.cumsum(probs / probs.sum(1, keepdims=True), 1)
+    out = []
+    for _ in range(draws):
+        u = rng.random((len(probs), 1))
+        out.append(ece(probs, np.minimum((u > cum).sum(1), probs.shape[1] - 1)))
+    return float(np.mean(out))
+
+
+def class_scores(probs, idx):
+    return {"ll": float(np.mean(np.log(np.clip(probs[np.arange(len(idx)), idx], 1e-12, 1)))),
+            "accuracy": float(np.mean(probs.argmax(1) == idx)), "ece": ece(probs, idx),
+            "ece_floor": ece_floor(probs),
+            "brier": float(np.mean(np.sum((probs - np.eye(probs.shape[1])[idx]) ** 2, 1)))}
+
+
+def bbb_probs(spec, target, ckpt, k, work, name, test_rows):
+    """bbb's test-row probabilities, from predict.lua on the saved model."""
+    out = "%s/%s_pred%d.csv" % (work, name, k)
+    run(["build/bbblua", "scripts/predict.lua", "--model", ckpt, "--data", spec, "--out", out, "--seed", str(k)])
+    with open(out) as f:
+        head = f.readline().strip().split(",")
+        cols = [j for j, h in enumerate(head) if h.startswith("p_")]
+        rows = [line.strip().split(",") for line in f]
+    return np.array([[float(rows[i][j]) for j in cols] for i in test_rows])
+
+
 def baselines(task, x_fit, y_fit, x_test, y_test):
     scaler = StandardScaler().fit(x_fit)
     a, b = scaler.transform(x_fit), scaler.transform(x_test)
@@ -88,18 +123,17 @@ def baselines(task, x_fit, y_fit, x_test, y_test):
         probs = lr.predict_proba(b)
         cls = {c: i for i, c in enumerate(lr.classes_)}
         idx = np.array([cls[v] for v in y_test])
-        out["logistic"] = {"ll": float(np.mean(np.log(np.clip(probs[np.arange(len(idx)), idx], 1e-12, 1)))),
-                           "accuracy": float(np.mean(probs.argmax(1) == idx)), "ece": ece(probs, idx),
-                           "brier": float(np.mean(np.sum((probs - np.eye(probs.shape[1])[idx]) ** 2, 1))),
-                           "seconds": time.time() - t0}
+        out["logistic"] = dict(class_scores(probs, idx), seconds=time.time() - t0)
+        out["logistic"]["_probs"], out["logistic"]["_labels"] = probs.tolist(), idx.tolist()
     return out
 
 
 def one_split(name, k, work, flags):
     spec, target, task, ignored = TABLES[name]
     split, summary = "%s/%s_split%d.json" % (work, name, k), "%s/%s_bbb%d.json" % (work, name, k)
+    ckpt = "%s/%s_bbb%d.ckpt" % (work, name, k)
     cmd = ["build/bbblua", "scripts/fit.lua", "--data", spec, "--target", target, "--seed", str(k),
-           "--save-split", split, "--summary", summary, "--every", "0"] + flags
+           "--save-split", split, "--summary", summary, "--every", "0", "--save", ckpt] + flags
     for c in ignored:
         cmd += ["--ignore", c]
     t0 = time.time()
@@ -115,7 +149,23 @@ def one_split(name, k, work, flags):
     fit_rows = np.array(s["train"] + s["validation"]) - 1
     test_rows = np.array(s["test"]) - 1
     out = baselines(task, x[fit_rows], y[fit_rows], x[test_rows], y[test_rows])
+    if task == "classification":
+        probs, idx = bbb_probs(spec, target, ckpt, k, work, name, test_rows), y[test_rows].astype(int) - 1
+        bbb_scores["ece_floor"] = ece_floor(probs)
+        bbb_scores["_probs"], bbb_scores["_labels"] = probs.tolist(), idx.tolist()
     out["bbb"] = bbb_scores
+    return out
+
+
+def pooled(runs):
+    """Each method's ECE and ECE floor over the test rows of every split."""
+    out = {}
+    for method in runs[0]:
+        if "_probs" not in runs[0][method]:
+            continue
+        probs = np.concatenate([np.array(r[method].pop("_probs")) for r in runs])
+        labels = np.concatenate([np.array(r[method].pop("_labels")) for r in runs])
+        out[method] = {"rows": len(labels), "ece": ece(probs, labels), "ece_floor": ece_floor(probs)}
     return out
 
 
@@ -133,7 +183,7 @@ def summarise(runs):
 
 
 def markdown(result):
-    lines = ["| table | method | test RMSE / accuracy | test log-lik. per row | 95% coverage / ECE | CRPS / Brier | s |",
+    lines = ["| table | method | test RMSE / accuracy | test log-lik. per row | 95% coverage / ECE (floor) | CRPS / Brier | s |",
              "|---|---|---|---|---|---|---|"]
     for name, t in result["tables"].items():
         for method, m in t["summary"].items():
@@ -146,8 +196,15 @@ def markdown(result):
             if t["task"] == "regression":
                 row = [cell("rmse", fmt="%.4g"), cell("ll"), cell("cover95", 100, "%.1f"), cell(crps, fmt="%.4g")]
             else:
-                row = [cell("accuracy", 100, "%.1f"), cell("ll"), cell("ece"), cell("brier")]
+                row = [cell("accuracy", 100, "%.1f"), cell("ll"), cell("ece") + " (" + cell("ece_floor") + ")", cell("brier")]
             lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (name, method, *row, cell("seconds", fmt="%.1f")))
+    pools = [(name, t["pooled"]) for name, t in result["tables"].items() if t.get("pooled")]
+    if pools:
+        lines += ["", "ECE over the test rows of every split pooled, and the floor of a perfectly calibrated model "
+                  "with the same confidences:", "", "| table | method | rows | ECE | floor |", "|---|---|---|---|---|"]
+        for name, pool in pools:
+            for method, v in pool.items():
+                lines.append("| %s | %s | %d | %.3f | %.3f |" % (name, method, v["rows"], v["ece"], v["ece_floor"]))
     return "\n".join(lines) + "\n"
 
 
@@ -169,9 +226,11 @@ def main():
         runs = []
         for k in range(1, a.splits + 1):
             runs.append(one_split(name, k, a.work, a.fit_flags))
-            print("%s split %d/%d: %s" % (name, k, a.splits, json.dumps(runs[-1], sort_keys=True)), flush=True)
+            shown = {m: {key: v for key, v in r.items() if not key.startswith("_")} for m, r in runs[-1].items()}
+            print("%s split %d/%d: %s" % (name, k, a.splits, json.dumps(shown, sort_keys=True)), flush=True)
+        pool = pooled(runs) if task == "classification" else None
         result["tables"][name] = {"task": task, "spec": spec, "target": target, "runs": runs,
-                                  "summary": summarise(runs)}
+                                  "summary": summarise(runs), "pooled": pool}
     with open(a.out + ".json", "w") as f:
         json.dump(result, f, indent=1, sort_keys=True)
     with open(a.out + ".md", "w") as f:

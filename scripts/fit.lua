@@ -46,7 +46,7 @@ parser:option("--unseen", "A category of --test that the training rows never hel
   .. "a count) or error.", "warn"):convert(cli.choice { "warn", "error" })
 parser:option("--delimiter", "The CSV delimiter (one character).", ",")
 parser:option("--model", "bbb (Bayes by Backprop), mlp (plain), dropout (MC dropout) or ensemble (--members plain "
-  .. "nets from different initialisations, trained one after another).", "bbb")
+  .. "nets from different initialisations, trained --threads at a time, each in a process of its own).", "bbb")
   :convert(cli.choice { "bbb", "mlp", "dropout", "ensemble" })
 parser:option("--members", "Nets in an ensemble.", "5"):convert(cli.integer { min = 2, max = 100 })
 recipe.declare(parser, { "estimator" })
@@ -315,7 +315,8 @@ local function main()
   io.stdout:flush()
   run.train_opts = { epochs = args.epochs, batch = args.batch, lr = args.lr, samples = args.samples,
     patience = args.patience, min_epochs = args.min_epochs, weight_decay = args.weight_decay, generator = gen,
-    every = args.every, kl_weight = args.kl_weight, progress = args.every == 0 and "bar" or "off" }
+    every = args.every, kl_weight = args.kl_weight, progress = args.every == 0 and "bar" or "off",
+    jobs = args.model == "ensemble" and math.min(args.threads, args.members) or nil }
   tune(run)
   local info
   model, info = train(run)

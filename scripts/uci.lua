@@ -81,7 +81,8 @@ local function run(ds, method, k)
   local kind = method:match("^bbb") and "bbb" or method
   local o = { hidden = { 50 }, estimator = method:match("^bbb%-(.*)"), prior_sigma = args.prior_sigma,
     dropout = args.dropout, epochs = args.epochs, patience = args.patience, batch = args.batch, lr = args.lr,
-    weight_decay = kind == "dropout" and args.weight_decay or 0, kl_weight = args.kl_weight, samples = args.samples }
+    weight_decay = kind == "dropout" and args.weight_decay or 0, kl_weight = args.kl_weight, samples = args.samples,
+    jobs = kind == "ensemble" and args.threads or nil }   -- members --threads at a time, a process each
   local tr2, va2 = tab.split(full.n, { val = args.val_fraction }, gen)
   local tr, va = tab.subset(full, tr2), tab.subset(full, va2)
   o.generator = bbb.Generator(args.seed * 1000 + k + 500)

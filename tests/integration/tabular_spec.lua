@@ -544,6 +544,21 @@ describe("fit.lua --model ensemble", function()
     assert.near(math.sqrt(s2 / 3) * m.prep.y_std, p.aleatoric:totable()[1], 1e-4 * m.prep.y_std)
     H.ok(("scripts/predict.lua --model %s --data %s --out %s"):format(H.q(ckpt), H.q(new_csv), H.q(dir .. "/ens.csv")))
   end)
+  it("trains the members in --threads processes at once, to the same members as one after another", function()
+    local got = {}
+    for _, threads in ipairs { 1, 2 } do
+      local ckpt = ("%s/ens_t%d.ckpt"):format(dir, threads)
+      H.ok(("scripts/fit.lua --tune off --data %s --target y --ignore label --model ensemble --members 3 --noise homo "
+        .. "--epochs 20 --every 0 --threads %d --seed 7 --save %s"):format(H.q(train_csv), threads, H.q(ckpt)))
+      got[threads] = tab.load(ckpt)
+    end
+    for i = 1, 3 do
+      assert.are.equal(got[1].member_sigma[i], got[2].member_sigma[i])
+      local a, b = got[1].members[i]:state_dict(), got[2].members[i]:state_dict()
+      for name, t in pairs(a) do assert.are.equal(0, (t - b[name]):abs():max():item(), name) end
+    end
+    assert.is_true(got[1].member_sigma[1] ~= got[1].member_sigma[2])   -- members of their own
+  end)
 end)
 
 describe("fit.lua --tune", function()

@@ -58,13 +58,15 @@ end
 -- of argvs, at most jobs at once, each started as sys.start(argv, opts)
 -- (stdout and stderr inherited unless opts says otherwise); polls four
 -- times a second. results[i] = {how =, code =, ok =} for argvs[i]. A start
--- that fails is a result with how = "error" and the message as code.
+-- that fails is a result with how = "error" and the message as code. On a
+-- signal the workers are stopped (stop_all) and opts.on_stop() runs
+-- (removing what the workers shared, say).
 function sys.run_all(argvs, jobs, opts)
   local results, running, next_i = {}, {}, 1
   local core = require "bbb.core"
   core.sigint_trap(true)
   while next_i <= #argvs or #running > 0 do
-    if core.sigint_pending() > 0 then sys.stop_all(running, core.interrupt_signal()) end
+    if core.sigint_pending() > 0 then sys.stop_all(running, core.interrupt_signal(), opts and opts.on_stop) end
     while #running < jobs and next_i <= #argvs do
       local job, err = sys.start(argvs[next_i], opts)
       if job then running[#running + 1] = { job = job, i = next_i }
@@ -86,14 +88,15 @@ function sys.run_all(argvs, jobs, opts)
   return results
 end
 
---- sys.stop_all(running, signal): a signal to the program ends its workers
--- too (none is left running on its own): each gets the same signal, so it
--- can save what it has, and is waited for; then the program exits with
--- 128 + the signal.
-function sys.stop_all(running, sig)
+--- sys.stop_all(running, signal [, on_stop]): a signal to the program ends
+-- its workers too (none is left running on its own): each gets the same
+-- signal, so it can save what it has, and is waited for; then on_stop()
+-- runs, when given, and the program exits with 128 + the signal.
+function sys.stop_all(running, sig, on_stop)
   sig = sig ~= 0 and sig or 15
   for _, r in ipairs(running) do r.job:stop(sig) end
   for _, r in ipairs(running) do r.job:wait() end
+  if on_stop then on_stop() end
   local script = (arg and arg[0] or "bbblua"):match("([^/]*)$")
   io.stderr:write(("\n%s: interrupted; %d running worker(s) stopped with it\n"):format(script, #running))
   os.exit(128 + sig)

@@ -433,13 +433,105 @@ function M.train(m, tr, va, o)
   return M.train_one(m, tr, va, o)
 end
 
-function M.train_ensemble(m, tr, va, o)
-  local epochs, total = {}, 0
-  for i = 1, #m.members do
+-- The seed of one member's generator, drawn from the run's.
+local function member_seed(g)
+  return math.floor(bbb.rand({ 1 }, 0, 1, g):item() * 2 ^ 31)
+end
+
+-- o without what cannot leave the process (the generator), as JSON.
+local function portable(o)
+  local out = {}
+  for k, v in pairs(o) do
+    if type(v) == "number" or type(v) == "string" or type(v) == "boolean" then out[k] = v end
+  end
+  return out
+end
+
+-- Trains the members in o.jobs processes at once: the model and the rows
+-- go to a temporary folder, each worker (bbblua -e, member_job) trains one
+-- member there and writes its weights back. -> each member's
+-- {sigma, best_epoch, epochs}, its weights loaded into m.members.
+local function train_members_apart(m, tr, va, o, seeds)
+  local sys = require "bbb.app.sys"
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(sys.mkdir_p(dir))
+  local files = { dir .. "/model.ckpt", dir .. "/rows.ckpt" }
+  local function clean()
+    for _, f in ipairs(files) do os.remove(f) end
+    os.remove(dir)
+  end
+  local ok, res = pcall(function()
+    M.save(files[1], m)
+    local opts = portable(o)
+    opts.threads = math.max(1, bbb.get_num_threads() // o.jobs)
+    bbb.checkpoint.write(files[2], { tr_x = tr.x, tr_y = tr.y, va_x = va and va.x, va_y = va and va.y },
+      { options = opts, seeds = seeds })
+    local argvs = {}
+    for i = 1, #m.members do
+      argvs[i] = sys.bbblua_argv("-e", ("require('bbb.app.tabular').member_job(%q, %d)"):format(dir, i))
+      files[#files + 1] = ("%s/member%d.ckpt"):format(dir, i)
+    end
+    local ran = sys.run_all(argvs, o.jobs, { stdin = "/dev/null", stdout = "/dev/null", on_stop = clean })
+    local out = {}
+    for i, r in ipairs(ran) do
+      if not r.ok then error(("ensemble member %d: its worker ended with %s %s"):format(i, r.how, tostring(r.code)), 0) end
+      local sd, meta = bbb.checkpoint.read(files[2 + i])
+      m.members[i]:load_state_dict(sd)
+      out[i] = meta
+    end
+    return out
+  end)
+  clean()
+  if not ok then error(res, 0) end
+  return res
+end
+
+--- member_job(folder, i): trains member i of the ensemble that
+-- train_ensemble left in folder and writes its weights there; what each
+-- worker process runs. Exits the process: 0 when done, 1 on an error.
+function M.member_job(dir, i)
+  local ok, err = pcall(function()
+    local m = M.load(dir .. "/model.ckpt")
+    local t, meta = bbb.checkpoint.read(dir .. "/rows.ckpt")
+    local o = meta.options
+    for k, v in pairs(o) do o[k] = math.tointeger(v) or v end   -- JSON gives 32 back as 32.0
+    o.progress, o.every = "off", 0
+    bbb.set_num_threads(o.threads)
+    o.generator = bbb.Generator(meta.seeds[i])
+    local tr = { x = t.tr_x, y = t.tr_y, n = t.tr_x:size(1) }
+    local va = t.va_x and { x = t.va_x, y = t.va_y, n = t.va_x:size(1) }
     local one = member(m, i)
     local info = M.train_one(one, tr, va, o)
-    if info.status == "interrupted" then return info end
-    m.member_sigma[i], epochs[i], total = one.noise_sigma, info.best_epoch, total + info.epochs
+    if info.status == "interrupted" then os.exit(128 + (info.signal or 2)) end
+    bbb.checkpoint.write(("%s/member%d.ckpt"):format(dir, i), one.net:state_dict(),
+      { sigma = one.noise_sigma, best_epoch = info.best_epoch, epochs = info.epochs })
+  end)
+  if not ok then
+    io.stderr:write(("ensemble member %d: %s\n"):format(i, tostring(err)))
+    os.exit(1)
+  end
+  os.exit(0)
+end
+
+-- Each member trains with a generator of its own, seeded from the run's up
+-- front: the members come out the same one after another (o.jobs 1) as in
+-- o.jobs processes at once.
+function M.train_ensemble(m, tr, va, o)
+  local seeds = {}
+  for i = 1, #m.members do seeds[i] = member_seed(o.generator or bbb.Generator(1)) end
+  local apart = (o.jobs or 1) > 1 and train_members_apart(m, tr, va, o, seeds)
+  local epochs, total = {}, 0
+  for i = 1, #m.members do
+    local info = apart and apart[i]
+    if not info then
+      local one, oi = member(m, i), portable(o)
+      oi.generator = bbb.Generator(seeds[i])
+      info = M.train_one(one, tr, va, oi)
+      if info.status == "interrupted" then return info end
+      info.sigma = one.noise_sigma
+    end
+    m.member_sigma[i], epochs[i], total = info.sigma, info.best_epoch, total + info.epochs
   end
   table.sort(epochs)
   local info = { best_epoch = epochs[(#epochs + 1) // 2], epochs = total, status = "done", best_ll = -math.huge }
