@@ -55,8 +55,9 @@ recipe.declare(parser, { "epochs" })
 parser:option("--patience", "Stop after this many epochs without a better (smoothed) validation log-likelihood.", "100")
   :convert(cli.positive_integer { max = 1000000 })
 parser:option("--min-epochs", "Never stop before this many epochs.", "50"):convert(cli.nonnegative_integer { max = 1000000 })
-parser:flag("--no-refit", "Keep the net trained on the training rows; by default a second net is trained on the "
-  .. "training and validation rows for the number of epochs the first chose.")
+parser:flag("--no-refit", "Keep the net trained on the training rows; by default a regression without --conformal "
+  .. "trains a second net on the training and validation rows for the number of epochs the first chose (a classifier's "
+  .. "temperature and --conformal's intervals hold only for the net they were fitted to, so those keep it).")
 parser:option("--noise", "Regression noise: homo (one sd), hetero (an sd per row: a second output of the net) or "
   .. "auto (both trained, the better on the validation rows kept).", "auto"):convert(cli.choice { "homo", "hetero", "auto" })
 parser:option("--likelihood", "Regression noise distribution: gaussian, or student-t (heavy tails: a few rows far "
@@ -231,8 +232,10 @@ local function line(task, name, s)
 end
 
 -- Calibration on the validation rows by the net that did not train on them
--- (a classifier's temperature, --conformal's multipliers), then the refit on
--- training and validation rows: the model to test and save.
+-- (a classifier's temperature, --conformal's multipliers), then, for an
+-- uncalibrated regression, the refit on training and validation rows: the
+-- model to test and save. A calibration holds for the net it was fitted to
+-- (a refit net is another, sharper one), so a calibrated model is kept.
 local function calibrate_and_refit(run, model, info, summary)
   local va = run.va
   summary.validation = tab.score(model, va, args.pred_samples)
@@ -247,6 +250,10 @@ local function calibrate_and_refit(run, model, info, summary)
       :format(tostring(model.conformal["0.5"]), tostring(model.conformal["0.9"]), tostring(model.conformal["0.95"]), va.n))
   end
   if args.no_refit then return model end
+  if model.task == "classification" or model.conformal then
+    print("no refit: the calibration holds for the net it was fitted to")
+    return model
+  end
   local all = tab.subset(run.ds, bbb.cat({ run.rows.train, run.rows.validation }, 1))
   local again = tab.new(run.ds, all.x, all.y, args.model, run.build)
   again.temperature, again.conformal = model.temperature, model.conformal

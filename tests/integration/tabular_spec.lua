@@ -321,6 +321,20 @@ describe("fit.lua's calibration and protocol", function()
     assert.is_number(s.test.conformal95)
   end)
 
+  it("a calibrated model is the net its calibration was fitted to: no refit", function()
+    -- a plain net has no draws: its multipliers recomputed from the saved
+    -- validation rows are the saved ones only if the saved net made them
+    local ckpt = dir .. "/conf.ckpt"
+    local s = fit(("--target y --ignore label --model mlp --epochs 30 --conformal --save %s"):format(H.q(ckpt)), dir .. "/g.json")
+    assert.is_nil(s.refit)
+    local m = tab.load(ckpt)
+    local ds = tab.read(train_csv, { target = "y", ignore = { "label" } })
+    local q = tab.conformal(m, tab.subset(ds, bbb.tensor(m.extra.split.validation)))
+    for _, lv in ipairs { "0.5", "0.9", "0.95" } do assert.near(m.conformal[lv], q[lv], 1e-9) end
+    assert.is_nil(fit("--target label --ignore y --epochs 20", dir .. "/h.json").refit)
+    assert.is_table(fit("--target y --ignore label --epochs 20", dir .. "/i.json").refit)
+  end)
+
   it("a classifier's temperature is fitted on the validation rows, saved, and used by predict", function()
     local ckpt = dir .. "/cls_t.ckpt"
     local s = fit(("--target label --ignore y --epochs 30 --save %s"):format(H.q(ckpt)), dir .. "/f.json")
