@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bbb's fit.lua on its defaults against the simple baselines, on the same rows.
 
-For each table and each of --splits random splits, fit.lua draws the split
+For each table and each of --splits random splits, fit.lua (each of --models) draws the split
 (--seed k), saves it (--save-split) and writes its test scores (--summary);
 scikit-learn's BayesianRidge and a GP with an ARD kernel (regression) or
 logistic regression (classification) are then fitted to the same training
@@ -93,7 +93,7 @@ def class_scores(probs, idx):
 
 def bbb_probs(spec, target, ckpt, k, work, name, test_rows):
     """bbb's test-row probabilities, from predict.lua on the saved model."""
-    out = "%s/%s_pred%d.csv" % (work, name, k)
+    out = ckpt[:-len(".ckpt")] + "_pred.csv"
     run(["build/bbblua", "scripts/predict.lua", "--model", ckpt, "--data", spec, "--out", out, "--seed", str(k)])
     with open(out) as f:
         head = f.readline().strip().split(",")
@@ -128,20 +128,31 @@ def baselines(task, x_fit, y_fit, x_test, y_test):
     return out
 
 
-def one_split(name, k, work, flags):
+def fit_model(name, k, work, flags, model, split):
+    """fit.lua --model model on split k: the first model draws the split and
+    saves it, the others read it. -> its test scores (and, for a classifier,
+    the checkpoint's test-row probabilities)."""
     spec, target, task, ignored = TABLES[name]
-    split, summary = "%s/%s_split%d.json" % (work, name, k), "%s/%s_bbb%d.json" % (work, name, k)
-    ckpt = "%s/%s_bbb%d.ckpt" % (work, name, k)
-    cmd = ["build/bbblua", "scripts/fit.lua", "--data", spec, "--target", target, "--seed", str(k),
-           "--save-split", split, "--summary", summary, "--every", "0", "--save", ckpt] + flags
+    summary, ckpt = "%s/%s_%s%d.json" % (work, name, model, k), "%s/%s_%s%d.ckpt" % (work, name, model, k)
+    cmd = ["build/bbblua", "scripts/fit.lua", "--data", spec, "--target", target, "--seed", str(k), "--model", model,
+           "--summary", summary, "--every", "0", "--save", ckpt] + flags
+    cmd += ["--split", split] if os.path.exists(split) else ["--save-split", split]
     for c in ignored:
         cmd += ["--ignore", c]
     t0 = time.time()
     run(cmd)
-    seconds = time.time() - t0
     with open(summary) as f:
-        bbb_scores = json.load(f)["test"]
-    bbb_scores["seconds"] = seconds
+        scores = json.load(f)["test"]
+    scores["seconds"] = time.time() - t0
+    return scores, ckpt
+
+
+def one_split(name, k, work, flags, models):
+    spec, target, task, ignored = TABLES[name]
+    split = "%s/%s_split%d.json" % (work, name, k)
+    if os.path.exists(split):
+        os.remove(split)
+    fitted = [(m,) + fit_model(name, k, work, flags, m, split) for m in models]
     with open(split) as f:
         s = json.load(f)
     table = np.loadtxt("%s/%s.csv" % (work, name), delimiter=",", skiprows=1, ndmin=2)
@@ -149,11 +160,13 @@ def one_split(name, k, work, flags):
     fit_rows = np.array(s["train"] + s["validation"]) - 1
     test_rows = np.array(s["test"]) - 1
     out = baselines(task, x[fit_rows], y[fit_rows], x[test_rows], y[test_rows])
-    if task == "classification":
-        probs, idx = bbb_probs(spec, target, ckpt, k, work, name, test_rows), y[test_rows].astype(int) - 1
-        bbb_scores["ece_floor"] = ece_floor(probs)
-        bbb_scores["_probs"], bbb_scores["_labels"] = probs.tolist(), idx.tolist()
-    out["bbb"] = bbb_scores
+    for model, scores, ckpt in fitted:
+        if task == "classification":
+            probs, idx = bbb_probs(spec, target, ckpt, k, work, name, test_rows), y[test_rows].astype(int) - 1
+            scores["ece_floor"] = ece_floor(probs)
+            scores["_probs"], scores["_labels"] = probs.tolist(), idx.tolist()
+        # fit.lua's Bayes by Backprop keeps the name "bbb"; its baselines are "fit.lua MODEL"
+        out["bbb" if model == "bbb" else "fit.lua " + model] = scores
     return out
 
 
@@ -213,6 +226,7 @@ def main():
     p.add_argument("--out", required=True, help="Write OUT.json and OUT.md.")
     p.add_argument("--tables", default=",".join(TABLES), help="Comma-separated, of " + ", ".join(TABLES))
     p.add_argument("--splits", type=int, default=5)
+    p.add_argument("--models", default="bbb", help="fit.lua --model values, comma-separated (bbb, ensemble, mlp, dropout).")
     p.add_argument("--work", default="out/tabular_compare", help="Folder of the splits and exports.")
     p.add_argument("fit_flags", nargs="*", help="Extra fit.lua flags, after --.")
     a = p.parse_args()
@@ -225,7 +239,7 @@ def main():
         run(["build/bbblua", "bench/export_table.lua", spec, target, "%s/%s.csv" % (a.work, name)] + ignored)
         runs = []
         for k in range(1, a.splits + 1):
-            runs.append(one_split(name, k, a.work, a.fit_flags))
+            runs.append(one_split(name, k, a.work, a.fit_flags, a.models.split(",")))
             shown = {m: {key: v for key, v in r.items() if not key.startswith("_")} for m, r in runs[-1].items()}
             print("%s split %d/%d: %s" % (name, k, a.splits, json.dumps(shown, sort_keys=True)), flush=True)
         pool = pooled(runs) if task == "classification" else None
