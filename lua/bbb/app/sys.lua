@@ -56,9 +56,10 @@ end
 
 --- sys.run_all(argvs, jobs [, opts]) -> results: runs every argument vector
 -- of argvs, at most jobs at once, each started as sys.start(argv, opts)
--- (stdout and stderr inherited unless opts says otherwise); polls four
--- times a second. results[i] = {how =, code =, ok =} for argvs[i]. A start
--- that fails is a result with how = "error" and the message as code. On a
+-- (stdout and stderr inherited unless opts says otherwise); polls fifty
+-- times a second (a worker may take a tenth of one). results[i] = {how =,
+-- code =, ok =} for argvs[i]. A start that fails is a result with how =
+-- "error" and the message as code. On a
 -- signal the workers are stopped (stop_all) and opts.on_stop() runs
 -- (removing what the workers shared, say).
 function sys.run_all(argvs, jobs, opts)
@@ -82,7 +83,7 @@ function sys.run_all(argvs, jobs, opts)
         any = true
       end
     end
-    if not any and #running > 0 then core_sys.sleep(0.25) end
+    if not any and #running > 0 then core_sys.sleep(0.02) end
   end
   core.sigint_trap(false)
   return results
