@@ -346,9 +346,8 @@ function M.score(m, part, S, seed)
     local err = p.mean - y
     local res = { rmse = math.sqrt(err:square():mean():item()),
                   crps = not m.df and bbb.metrics.crps_gaussian(p.mean, p.std, y) or nil }
-    for _, lv in ipairs(M.LEVELS) do
-      res["width" .. math.floor(lv * 100)] = bbb.metrics.interval(p.mean, p.scale, y, lv, m.df).width
-    end
+    local mean_scale = p.scale:mean():item()   -- the widths: of the same intervals coverage counts
+    for _, lv in ipairs(M.LEVELS) do res["width" .. math.floor(lv * 100)] = 2 * M.multiplier(m, lv) * mean_scale end
     local logp = draw_logp(m, p, M.targets(m, y):reshape(1, -1))
     local ll = logp:logsumexp(1) - math.log(logp:size(1)) - math.log(m.prep.y_std)
     res.ll = ll:mean():item()
