@@ -126,6 +126,12 @@ local function read_table(read)
         :format(args.target, #ds.classes))
     end
   end
+  local id, levels = tab.identifier_column(ds, args.categorical)
+  if id then
+    fail(("column '%s' holds %d distinct values in %d rows: an identifier, not a feature; leave it out with "
+      .. "--ignore %s (predict.lua --id %s writes it beside each prediction), or pass --categorical %s to use it")
+      :format(id, levels, ds.n, id, id, id))
+  end
   return ds
 end
 
@@ -241,8 +247,14 @@ local function calibrate_and_refit(run, model, info, summary)
   summary.validation = tab.score(model, va, args.pred_samples)
   line(model.task, "validation", summary.validation)
   if model.task == "classification" then
-    summary.temperature = tab.fit_temperature(model, va, args.pred_samples)
-    print(("temperature %.3f (fitted on the validation rows)"):format(summary.temperature))
+    local T, info = tab.fit_temperature(model, va, args.pred_samples)
+    summary.temperature, summary.temperature_fit = T, info
+    if info.bound then
+      print(("temperature %.3f: held at the floor %d validation rows with %d wrong can show "
+        .. "(an error rate of 1/%d), not fitted lower"):format(T, info.n, info.errors, info.n + 2))
+    else
+      print(("temperature %.3f (fitted on the validation rows)"):format(T))
+    end
   elseif args.conformal then
     model.conformal = tab.conformal(model, va, args.pred_samples)
     summary.conformal = model.conformal
@@ -290,6 +302,18 @@ local function test_and_save(run, model, summary)
   end
 end
 
+-- What became of missing cells, for the first line of the report.
+local function missing_note(ds)
+  local nums, cats, cols = tab.missing_cells(ds)
+  local parts = {}
+  if ds.n_dropped > 0 then parts[#parts + 1] = ds.n_dropped .. " rows dropped for missing values" end
+  if nums + cats > 0 then
+    parts[#parts + 1] = ("%d missing cells in %d columns imputed: %d numbers by the training median with a "
+      .. "was-missing indicator, %d categories as no level"):format(nums + cats, cols, nums, cats)
+  end
+  return #parts > 0 and table.concat(parts, "; ") or "none missing"
+end
+
 local function main()
   -- a plot asked for is checked before the work, not after it
   if args.plot and not bbb.sys.find_program("gnuplot") then fail("--plot: gnuplot not found (install gnuplot-nox)") end
@@ -316,8 +340,7 @@ local function main()
   run.te = test_rows(run.ds, model, run.rows, read)
   local ds, tr, va, te = run.ds, run.tr, run.va, run.te
   print(("fit.lua: %s, %d rows x %d features (%s); %s of '%s'; train %d, validation %d, test %d"):format(args.data,
-    ds.n, ds.x:size(2), ds.n_dropped > 0 and (ds.n_dropped .. " dropped for missing values") or "none missing",
-    model.task, args.target, tr.n, va and va.n or 0, te and te.n or 0))
+    ds.n, ds.x:size(2), missing_note(ds), model.task, args.target, tr.n, va and va.n or 0, te and te.n or 0))
   print(("model: %s %s"):format(args.model, tostring(model.net):gsub("\n%s*", " ")))
   io.stdout:flush()
   run.train_opts = { epochs = args.epochs, batch = args.batch, lr = args.lr, samples = args.samples,
@@ -330,6 +353,8 @@ local function main()
   local summary = { data = args.data, target = args.target, task = model.task, model = args.model, seed = args.seed,
     noise = model.noise, likelihood = model.task == "regression" and args.likelihood or nil, df = model.df, tune = run.tuned, epochs = info.best_epoch, trained_epochs = info.epochs,
     rows = { train = tr.n, validation = va and va.n or 0, test = te and te.n or 0 } }
+  local nums, cats = tab.missing_cells(ds)
+  summary.imputed = { numbers = nums, categories = cats, rows_dropped = ds.n_dropped }
   if va then model = calibrate_and_refit(run, model, info, summary) end
   test_and_save(run, model, summary)
 end

@@ -86,9 +86,15 @@ local lines = tab.rows(model, p, ds.y, kept)
 local okw, werr = pcall(cli.write_file, args.out, { table.concat(lines, "\n"), "\n" })
 if not okw then fail((tostring(werr):gsub("^[^\n]-:%d+: ", ""):gsub("^cli%.write_file: ", ""))) end
 print(("predict.lua: %d rows of %s -> %s (%s, %s)"):format(ds.n, args.data, args.out, model.task, model.kind))
+local miss_nums, miss_cats = tab.missing_cells(ds)
+if miss_nums + miss_cats > 0 then
+  print(("predict.lua: %d missing cells imputed as the model was trained: %d numbers by the training median, "
+    .. "%d categories as no level"):format(miss_nums + miss_cats, miss_nums, miss_cats))
+end
 if args.summary then
   cli.write_file(args.summary, require("bbb.json").encode { model = args.model, data = args.data, rows = ds.n,
-    seed = args.seed, pred_samples = args.pred_samples, scores = s or require("bbb.json").null } .. "\n")
+    seed = args.seed, pred_samples = args.pred_samples, scores = s or require("bbb.json").null,
+    imputed = { numbers = miss_nums, categories = miss_cats } } .. "\n")
 end
 if ds.y then
   if model.task == "regression" then

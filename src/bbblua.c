@@ -222,20 +222,41 @@ static const char *lua_dir(char *buf, size_t n) {
   return BBB_LUA_DIR;
 }
 
+/* Pushes the templates of search path `path` that are absolute: a script
+** run by bbblua never loads a module from the working folder ("./?.lua"),
+** where anyone who can write a file could plant one. */
+static void push_absolute_templates(lua_State *L, const char *path) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  int first = 1;
+  for (const char *p = path; *p != '\0';) {
+    const char *end = strchr(p, ';');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len > 0 && p[0] == '/') {
+      if (!first) luaL_addchar(&b, ';');
+      luaL_addlstring(&b, p, len);
+      first = 0;
+    }
+    p += len + (end != NULL);
+  }
+  luaL_pushresult(&b);
+}
+
 static void prepend_lua_dir(lua_State *L) {
   char buf[4200];
   const char *dir = lua_dir(buf, sizeof buf);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "path");
-  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir,
-                  lua_tostring(L, -1));
-  lua_setfield(L, -3, "path");
-  lua_pop(L, 1);
+  push_absolute_templates(L, lua_tostring(L, -1));
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
+  lua_setfield(L, -4, "path");
+  lua_pop(L, 2);
   /* optional compiled modules built beside bbblua (bbb.dist_mpi) */
   lua_getfield(L, -1, "cpath");
+  push_absolute_templates(L, lua_tostring(L, -1));
   lua_pushfstring(L, "%s/?.so;%s", BBB_MODULE_DIR, lua_tostring(L, -1));
-  lua_setfield(L, -3, "cpath");
-  lua_pop(L, 2);
+  lua_setfield(L, -4, "cpath");
+  lua_pop(L, 3);
 }
 
 /* Sets the global `bbb`; on failure reports the error and returns it. */

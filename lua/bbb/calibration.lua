@@ -11,8 +11,8 @@ local core = require "bbb.core"
 local calibration = {}
 
 -- The search interval of log T: T from 1/100 to 100. The NLL is convex in
--- 1/T, so it has one minimum on the interval (or at an end of it, when
--- the rows are separable and T -> 0 would drive the NLL to 0).
+-- 1/T, so it has one minimum on the interval (or at its lower end when the
+-- rows are separable: fit_temperature's floor is for that case).
 local LOG_T_MIN, LOG_T_MAX = math.log(1e-2), math.log(1e2)
 local TOL = 1e-7   -- on log T: far below any difference a probability shows
 
@@ -70,13 +70,37 @@ function calibration.nll(logits, labels, T)
   return mean_nll(rows, y, 1 / T)
 end
 
---- fit_temperature(logits, labels) -> T, nll: the temperature in [0.01, 100]
--- minimising the mean NLL of softmax(logits / T) on these rows, by
--- golden-section search on log T (deterministic), and that NLL. Fit it on
--- rows the model was not trained on.
-function calibration.fit_temperature(logits, labels)
-  local rows, y = check(logits, labels, "fit_temperature")
-  local function f(log_t) return mean_nll(rows, y, math.exp(-log_t)) end
+-- Mean over rows of 1 - max_k softmax(z * beta)_k: the error rate the
+-- model claims on these rows. It falls as beta grows (T shrinks).
+local function mean_doubt(rows, beta)
+  local total = 0
+  for i = 1, #rows do
+    local z, top = rows[i], -math.huge
+    for k = 1, #z do top = math.max(top, z[k] * beta) end
+    local sum = 0
+    for k = 1, #z do sum = sum + math.exp(z[k] * beta - top) end
+    total = total + 1 - 1 / sum
+  end
+  return total / #rows
+end
+
+-- The smallest T at which the claimed error rate on the rows is still
+-- `floor`, by bisection on log T (the claim rises with T); LOG_T_MIN when
+-- even T = 1/100 claims more.
+local function floor_log_t(rows, floor)
+  local function doubt(log_t) return mean_doubt(rows, math.exp(-log_t)) end
+  if doubt(LOG_T_MIN) >= floor then return LOG_T_MIN end
+  if doubt(LOG_T_MAX) < floor then return LOG_T_MAX end
+  local a, b = LOG_T_MIN, LOG_T_MAX
+  while b - a > TOL do
+    local mid = (a + b) / 2
+    if doubt(mid) < floor then a = mid else b = mid end
+  end
+  return b
+end
+
+-- Golden-section search for the log T minimising f on [LOG_T_MIN, LOG_T_MAX].
+local function argmin_log_t(f)
   local g = (math.sqrt(5) - 1) / 2
   local a, b = LOG_T_MIN, LOG_T_MAX
   local c, d = b - g * (b - a), a + g * (b - a)
@@ -92,12 +116,36 @@ function calibration.fit_temperature(logits, labels)
       fd = f(d)
     end
   end
-  local best = (a + b) / 2
-  -- T = 1 (no scaling) is kept when the search cannot beat it, so fitting
-  -- never raises the NLL on the rows it was fitted on
-  local f1, fb = f(0), f(best)
-  if f1 <= fb then return 1, f1 end
-  return math.exp(best), fb
+  return (a + b) / 2
+end
+
+--- fit_temperature(logits, labels) -> T, nll, info: the temperature in
+-- [0.01, 100] minimising the mean NLL of softmax(logits / T) on these rows
+-- (golden-section search on log T, deterministic), and that NLL. Fit it on
+-- rows the model was not trained on.
+--
+-- n rows cannot show an error rate below 1 / (n + 2) (Laplace's rule of
+-- succession with no error seen): when every row is right the NLL keeps
+-- falling as T -> 0 and would make every answer certain, a wrong one on
+-- new rows included. So T never goes below the value at which the model
+-- still claims that error rate on the rows. info = {errors, n, floor = that
+-- T, bound = true when it decided T}.
+function calibration.fit_temperature(logits, labels)
+  local rows, y = check(logits, labels, "fit_temperature")
+  local function f(log_t) return mean_nll(rows, y, math.exp(-log_t)) end
+  local best = argmin_log_t(f)
+  -- T = 1 (no scaling) is kept when the search cannot beat it
+  if f(0) <= f(best) then best = 0 end
+  local errors = 0
+  for i = 1, #rows do
+    local z, arg = rows[i], 1
+    for k = 2, #z do if z[k] > z[arg] then arg = k end end
+    if arg ~= y[i] then errors = errors + 1 end
+  end
+  local low = floor_log_t(rows, 1 / (#rows + 2))
+  local info = { errors = errors, n = #rows, floor = math.exp(low), bound = best < low }
+  if info.bound then best = low end
+  return math.exp(best), f(best), info
 end
 
 --- apply(logits, T) -> (N, C) tensor of probabilities softmax(logits / T).

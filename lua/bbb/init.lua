@@ -24,19 +24,31 @@ end
 
 -- A searcher ahead of package.path, so `require "bbb.nn"` (inside the library
 -- too) takes bbb's own file even when package.path lists "./" first.
+-- A name under bbb. that the tree lacks is an error, not a search of the
+-- other folders: bbb.cli, say, moved to the application, and a ./bbb/cli.lua
+-- of the working folder must not answer for it. Only a compiled module of
+-- bbb's (bbb.dist_mpi) is looked for in the installed C folders.
+local installed_searcher
 local function own_searcher(modname)
   local file, tried = own_file(modname)
-  if not file then return tried and ("\n\t(not in bbb's tree)" .. tried) or nil end
+  if not file and tried ~= "" then
+    local loader, where = installed_searcher(modname, true)
+    if loader then return loader, where end
+    error(("module '%s' is not part of bbb (no such file in %s)"):format(modname, own_dir), 0)
+  end
+  if not file then return nil end
   local chunk, err = loadfile(file)
   if not chunk then error(("error loading module '%s' from file '%s':\n\t%s"):format(modname, file, err), 0) end
   return chunk, file
 end
 
--- The templates of a search path that do not depend on the working folder.
-local function absolute_only(path)
+-- The templates of a search path that do not depend on the working folder
+-- (with lenient, those the caller set relative to it, as "build/?.so", but
+-- not Lua's default "./?.so", which names whatever folder one stands in).
+local function absolute_only(path, lenient)
   local keep = {}
   for t in path:gmatch("[^;]+") do
-    if t:sub(1, 1) == "/" then keep[#keep + 1] = t end
+    if t:sub(1, 1) == "/" or (lenient and t:sub(1, 2) ~= "./" and t:sub(1, 1) ~= "?") then keep[#keep + 1] = t end
   end
   return table.concat(keep, ";")
 end
@@ -47,14 +59,15 @@ end
 -- any C module, so a ./cjson.lua planted in the working folder would run
 -- in place of the installed cjson.so. Only a module found in no installed
 -- folder comes from the working folder, by the standard searchers after this one.
-local function installed_searcher(modname)
-  local file = package.searchpath(modname, absolute_only(package.path))
+function installed_searcher(modname, compiled_only)
+  local file = not compiled_only and package.searchpath(modname, absolute_only(package.path))
   if file then
     local chunk, err = loadfile(file)
     if not chunk then error(("error loading module '%s' from file '%s':\n\t%s"):format(modname, file, err), 0) end
     return chunk, file
   end
   file = package.searchpath(modname, absolute_only(package.cpath))
+    or compiled_only and package.searchpath(modname, absolute_only(package.cpath, true))
   if not file then return nil end
   local sym = "luaopen_" .. (modname:match("^[^-]*-(.*)$") or modname):gsub("%.", "_")
   local loader, err = package.loadlib(file, sym)

@@ -3,7 +3,7 @@
 ** Scripts that start workers or make output folders must never hand user
 ** text to /bin/sh: a path holding a newline, a quote or `$(...)` would run
 ** as a command. Here a process is started from an argument vector
-** (posix_spawnp) and folders are made with mkdir(2), so no string is ever
+** (fork and execvpe) and folders are made with mkdir(2), so no string is ever
 ** parsed as shell syntax.
 */
 #ifndef _GNU_SOURCE
@@ -12,11 +12,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -29,24 +30,6 @@
 extern char **environ;
 
 #define SPAWN_MAX_ARGS 4096
-
-/* Opens path for the child's fd `fd`: "append" or "truncate" for output. */
-static int add_redirect(lua_State *L, posix_spawn_file_actions_t *fa, int opts, const char *key,
-                        int fd) {
-  lua_getfield(L, opts, key);
-  int bad = 0;
-  if (lua_type(L, -1) == LUA_TSTRING) {
-    const char *path = lua_tostring(L, -1);
-    int flags = O_WRONLY | O_CREAT | O_APPEND;
-    if (fd == 0) flags = O_RDONLY;
-    bad = posix_spawn_file_actions_addopen(fa, fd, path, flags, 0644);
-  } else if (!lua_isnil(L, -1)) {
-    lua_pop(L, 1);
-    return luaL_error(L, "bbb.sys.spawn: argument 2 (options): %s must be a file name", key);
-  }
-  lua_pop(L, 1);
-  return bad;
-}
 
 /* The child's environment: this process's, with opts.env's NAME = value
 ** pairs set (replacing a variable of the same name). Lives on the stack. */
@@ -86,13 +69,72 @@ static char **child_environ(lua_State *L, int opts) {
   return envp;
 }
 
+/* The child's side of spawn: its folder and files set up, then the program.
+** Only async-signal-safe calls between fork and exec. It dies with its
+** parent (PR_SET_PDEATHSIG), whatever ends the parent, SIGKILL included;
+** a parent gone before that was set is seen by getppid. An error before
+** the program runs is written as errno on the pipe `report`. */
+static void spawn_child(const char *const *argv, char **envp, const char *const paths[3],
+                        const char *cwd, pid_t parent, int report) {
+  int err = 0;
+  if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(127);
+  if (cwd != NULL && chdir(cwd) != 0) err = errno;
+  for (int fd = 0; fd < 3 && err == 0; fd++) {
+    if (paths[fd] == NULL) continue;
+    int f = open(paths[fd], fd == 0 ? O_RDONLY : O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (f < 0 || (f != fd && (dup2(f, fd) < 0 || close(f) != 0))) err = errno;
+  }
+  if (err == 0) {
+    execvpe(argv[0], (char *const *)argv, envp);
+    err = errno;
+  }
+  ssize_t w = write(report, &err, sizeof err);
+  (void)w;
+  _exit(127);
+}
+
+/* opts[key]: a string, nil (NULL), or an error naming what it must be. */
+static const char *opt_string(lua_State *L, int opts, const char *key, const char *must) {
+  if (!opts) return NULL;
+  lua_getfield(L, opts, key);
+  if (lua_type(L, -1) != LUA_TSTRING && !lua_isnil(L, -1))
+    luaL_error(L, "bbb.sys.spawn: argument 2 (options): %s must be %s", key, must);
+  const char *s = lua_tostring(L, -1);
+  lua_pop(L, 1);   /* opts keeps the string alive */
+  return s;
+}
+
+/* Forks and runs the child; -> its pid, or 0 with errno's reason in *err. */
+static pid_t fork_exec(const char *const *argv, char **envp, const char *const paths[3],
+                       const char *cwd, int *err) {
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) { *err = errno; return 0; }
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) spawn_child(argv, envp, paths, cwd, parent, pipefd[1]);
+  close(pipefd[1]);
+  if (pid < 0) { *err = errno; close(pipefd[0]); return 0; }
+  int child_err = 0;
+  ssize_t r;
+  do r = read(pipefd[0], &child_err, sizeof child_err); while (r < 0 && errno == EINTR);
+  close(pipefd[0]);
+  if (r == (ssize_t)sizeof child_err) {   /* the program never ran: collect the child */
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    *err = child_err;
+    return 0;
+  }
+  return pid;
+}
+
 /** sys.spawn(argv [, {stdin =, stdout =, stderr =, env =, cwd =}]) -> pid
 ** Starts argv[1] (looked up on PATH when it holds no '/') with the words of
 ** argv as its arguments, without a shell: no word is ever interpreted.
 ** stdout and stderr, when given, are files the child appends to; stdin a
 ** file it reads; env a table of NAME = value set for the child only;
 ** cwd the folder the child starts in (relative file names are resolved
-** after changing to it). Returns the child's process id; sys.wait collects it. */
+** after changing to it). The child gets SIGTERM when this process ends,
+** however it ends, so no worker outlives the program that started it.
+** Returns the child's process id; sys.wait collects it. */
 static int l_spawn(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   int opts = lua_istable(L, 2) ? 2 : 0;
@@ -118,25 +160,14 @@ static int l_spawn(lua_State *L) {
     lua_rawseti(L, words, i);
   }
   argv[n] = NULL;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  int bad = 0;
-  if (opts) {
-    lua_getfield(L, opts, "cwd");
-    if (lua_type(L, -1) == LUA_TSTRING)
-      bad |= posix_spawn_file_actions_addchdir_np(&fa, lua_tostring(L, -1));
-    else if (!lua_isnil(L, -1))
-      return luaL_error(L, "bbb.sys.spawn: argument 2 (options): cwd must be a folder name");
-    lua_pop(L, 1);
-    bad |= add_redirect(L, &fa, opts, "stdin", 0);
-    bad |= add_redirect(L, &fa, opts, "stdout", 1);
-    bad |= add_redirect(L, &fa, opts, "stderr", 2);
-  }
+  const char *cwd = opt_string(L, opts, "cwd", "a folder name");
+  const char *paths[3] = { opt_string(L, opts, "stdin", "a file name"),
+                           opt_string(L, opts, "stdout", "a file name"),
+                           opt_string(L, opts, "stderr", "a file name") };
   char **envp = opts ? child_environ(L, opts) : environ;
-  pid_t pid = 0;
-  int err = bad ? ENOMEM : posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, envp);
-  posix_spawn_file_actions_destroy(&fa);
-  if (err != 0) {
+  int err = 0;
+  pid_t pid = fork_exec(argv, envp, paths, cwd, &err);
+  if (pid == 0) {
     lua_pushnil(L);
     lua_pushfstring(L, "cannot start '%s': %s", argv[0], strerror(err));
     return 2;
@@ -215,6 +246,54 @@ static int l_mkdir_p(lua_State *L) {
     buf[i] = keep;
   }
   lua_pushboolean(L, 1);
+  return 1;
+}
+
+/** sys.mkdtemp([prefix]) -> folder | nil, message
+** A new folder of mode 0700 under $TMPDIR (or /tmp), named prefix
+** followed by six random characters, made by mkdtemp(3): it never takes a
+** name that exists, so no other process can have made it first or can
+** look inside. The caller removes it. */
+static int l_mkdtemp(lua_State *L) {
+  const char *prefix = luaL_optstring(L, 1, "bbb-");
+  if (strchr(prefix, '/') != NULL)
+    return luaL_error(L, "bbb.sys.mkdtemp: argument 1 (prefix): holds a '/'");
+  const char *base = getenv("TMPDIR");
+  if (base == NULL || *base == '\0') base = "/tmp";
+  lua_pushfstring(L, "%s/%sXXXXXX", base, prefix);
+  size_t len;
+  const char *tmpl = lua_tolstring(L, -1, &len);
+  char *buf = lua_newuserdatauv(L, len + 1, 0);
+  memcpy(buf, tmpl, len + 1);
+  if (mkdtemp(buf) == NULL) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "cannot make a temporary folder in '%s': %s", base, strerror(errno));
+    return 2;
+  }
+  lua_pushstring(L, buf);
+  return 1;
+}
+
+/** sys.pid() -> integer: this process's id. */
+static int l_pid(lua_State *L) {
+  lua_pushinteger(L, getpid());
+  return 1;
+}
+
+/** sys.ppid() -> integer: the parent process's id (1 or a subreaper once
+** the parent has died). */
+static int l_ppid(lua_State *L) {
+  lua_pushinteger(L, getppid());
+  return 1;
+}
+
+/** sys.umask(mask) -> the previous mask: the permission bits that files
+** and folders this process makes from now on will not have (0077: only
+** the owner can read them). */
+static int l_umask(lua_State *L) {
+  lua_Integer m = luaL_checkinteger(L, 1);
+  if (m < 0 || m > 0777) return luaL_error(L, "bbb.sys.umask: argument 1 (mask): must be in 0..0777");
+  lua_pushinteger(L, umask((mode_t)m));
   return 1;
 }
 
@@ -386,7 +465,8 @@ void lbbb_open_sys(lua_State *L, const lbbb_tables *tb) {
     {"spawn", l_spawn}, {"wait", l_wait}, {"kill", l_kill}, {"mkdir_p", l_mkdir_p},
     {"kind", l_kind}, {"nproc", l_nproc}, {"isatty", l_isatty}, {"sleep", l_sleep},
     {"find_program", l_find_program}, {"lock", l_lock}, {"write_file", l_write_file},
-    {"identity", l_identity}, {NULL, NULL}
+    {"identity", l_identity}, {"mkdtemp", l_mkdtemp}, {"pid", l_pid}, {"ppid", l_ppid}, {"umask", l_umask},
+    {NULL, NULL}
   };
   luaL_newlib(L, funcs);
   lua_setfield(L, tb->module, "sys");

@@ -401,3 +401,121 @@ describe("opening a saved model never runs code its metadata names", function()
     assert.are.equal(0, status, out)
   end)
 end)
+
+-- A table for fit.lua: y = x1 - x2 + noise, n rows.
+local function small_table(path, n)
+  local lines = { "x1,x2,y" }
+  for i = 1, n do
+    local a, b = math.sin(i * 1.7), math.cos(i * 0.9)
+    lines[#lines + 1] = ("%.4f,%.4f,%.4f"):format(a, b, a - b + 0.1 * math.sin(i * 13.1))
+  end
+  local f = assert(io.open(path, "w"))
+  f:write(table.concat(lines, "\n"), "\n")
+  f:close()
+end
+
+-- Starts `bbblua args` in the background inside dir with TMPDIR=tmp; -> its pid.
+local function start_fit(dir, tmp, args)
+  local cmd = ("cd %s && TMPDIR=%s %s %s >%s 2>&1 & echo $!"):format(sh_quote(dir), sh_quote(tmp), sh_quote(bbblua),
+    args, sh_quote(dir .. "/fit.log"))
+  local p = assert(io.popen(cmd))
+  local pid = tonumber(p:read("a"):match("%d+"))
+  p:close()
+  return pid
+end
+
+local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
+
+describe("the ensemble's worker folder", function()
+  local ensemble = sh_quote(root .. "/scripts/fit.lua") .. " --data table.csv --target y --model ensemble --members 4 --threads 2 --tune off --epochs 400 "
+    .. "--min-epochs 400 --every 0 --save model.ckpt"
+
+  it("is made fresh by mkdtemp, mode 0700 with files 0600, and removed at the end", function()
+    local dir = fresh_dir()
+    local tmp = dir .. "/tmp"
+    assert(os.execute("mkdir " .. sh_quote(tmp)))
+    small_table(dir .. "/table.csv", 400)
+    local pid = start_fit(dir, tmp, ensemble)
+    -- watch the folder as another process would, until the fit ends
+    local seen = {}
+    while alive(pid) do
+      local p = assert(io.popen(("stat -c '%%a %%F %%n' %s/bbb-ensemble-* %s/bbb-ensemble-*/* 2>/dev/null")
+        :format(sh_quote(tmp), sh_quote(tmp))))
+      for line in p:lines() do seen[#seen + 1] = line end
+      p:close()
+    end
+    local left = entries(tmp)
+    local log = io.open(dir .. "/fit.log"):read("a")
+    local saved = io.open(dir .. "/model.ckpt") ~= nil
+    os.execute("rm -rf " .. sh_quote(dir))
+    assert.is_true(saved, log)
+    assert.is_true(#seen > 0, "the watcher never saw the folder")
+    for _, line in ipairs(seen) do
+      local mode, kind = line:match("^(%d+) ([%a ]+) ")
+      if kind == "directory" then assert.are.equal("700", mode, line)
+      else assert.are.equal("600", mode, line) end
+    end
+    assert.are.equal("", left, "the folder must be gone")
+  end)
+
+  it("goes, with every worker, when the parent is killed by SIGKILL", function()
+    local dir = fresh_dir()
+    local tmp = dir .. "/tmp"
+    assert(os.execute("mkdir " .. sh_quote(tmp)))
+    small_table(dir .. "/table.csv", 400)
+    local pid = start_fit(dir, tmp, ensemble:gsub("--epochs 400 %-%-min%-epochs 400", "--epochs 100000 --min-epochs 100000"))
+    local function workers()
+      local p = assert(io.popen("pgrep -f " .. sh_quote("[m]ember_job.*" .. tmp)))
+      local n = 0
+      for _ in p:lines() do n = n + 1 end
+      p:close()
+      return n
+    end
+    for _ = 1, 600 do
+      if workers() == 2 then break end
+      os.execute("sleep 0.05")
+    end
+    local before = workers()
+    os.execute("kill -9 " .. pid)
+    for _ = 1, 200 do
+      if workers() == 0 and entries(tmp) == "" then break end
+      os.execute("sleep 0.05")
+    end
+    local after, left = workers(), entries(tmp)
+    os.execute("pkill -9 -f " .. sh_quote("[m]ember_job.*" .. tmp) .. " 2>/dev/null")
+    os.execute("rm -rf " .. sh_quote(dir))
+    assert.are.equal(2, before, "two workers ran")
+    assert.are.equal(0, after, "no worker outlives its parent")
+    assert.are.equal("", left, "the workers leave no folder behind")
+  end)
+end)
+
+describe("module names", function()
+  it("under bbb. resolve only in the installed library, never in ./bbb/ of the working folder", function()
+    local dir = fresh_dir()
+    assert(os.execute("mkdir -p " .. sh_quote(dir .. "/bbb")))
+    local f = assert(io.open(dir .. "/bbb/cli.lua", "w"))
+    f:write(("io.open(%q, 'w'):close() return {}\n"):format(dir .. "/ran"))
+    f:close()
+    local status, out = run_in(dir, "-e " .. sh_quote("print(pcall(require, 'bbb.cli'))"))
+    local ran = io.open(dir .. "/ran") ~= nil
+    os.execute("rm -rf " .. sh_quote(dir))
+    assert.are.equal(0, status, out)
+    assert.is_false(ran, "the planted bbb/cli.lua ran")
+    assert.truthy(out:find("false\tmodule 'bbb.cli' is not part of bbb", 1, true), out)
+  end)
+
+  it("a script's own require never looks in the working folder", function()
+    local dir = fresh_dir()
+    local f = assert(io.open(dir .. "/helper.lua", "w"))
+    f:write(("io.open(%q, 'w'):close() return {}\n"):format(dir .. "/ran"))
+    f:close()
+    local status, out = run_in(dir, "-e " .. sh_quote("print(pcall(require, 'helper')); print(package.path:find('./?', 1, true))"))
+    local ran = io.open(dir .. "/ran") ~= nil
+    os.execute("rm -rf " .. sh_quote(dir))
+    assert.are.equal(0, status, out)
+    assert.is_false(ran, "the working folder's helper.lua ran")
+    assert.truthy(out:find("false\tmodule 'helper' not found", 1, true), out)
+    assert.truthy(out:find("\nnil\n", 1, true), out)
+  end)
+end)

@@ -355,6 +355,64 @@ describe("fit.lua's calibration and protocol", function()
   end)
 end)
 
+describe("a classifier whose validation rows are all right", function()
+  local json = require "bbb.json"
+  -- two classes far apart: every validation row right, the NLL falls for ever as T -> 0
+  local function separable(path, n)
+    local g = bbb.Generator(21)
+    local x = bbb.randn({ n, 2 }, 0, 0.5, g):totable()
+    local lines = { "a,b,class" }
+    for i = 1, n do
+      local c = i % 2 == 0 and 1 or -1
+      lines[#lines + 1] = ("%.4f,%.4f,%s"):format(x[i][1] + 3 * c, x[i][2], c > 0 and "up" or "down")
+    end
+    H.write(path, table.concat(lines, "\n") .. "\n")
+  end
+
+  it("keeps a temperature the rows can show, and predict's entropy is that of its p_ columns", function()
+    local path, ckpt, s_path = dir .. "/sep.csv", dir .. "/sep.ckpt", dir .. "/sep.json"
+    separable(path, 300)
+    H.ok(("scripts/fit.lua --tune off --data %s --target class --epochs 60 --every 0 --save %s --summary %s")
+      :format(H.q(path), H.q(ckpt), H.q(s_path)))
+    local s = json.decode(H.read(s_path))
+    assert.are.equal(1, s.validation.accuracy)
+    assert.are.equal(0, s.temperature_fit.errors)
+    assert.is_true(s.temperature_fit.bound)
+    assert.near(s.temperature_fit.floor, s.temperature, 1e-9)
+    local out = dir .. "/sep_pred.csv"
+    H.ok(("scripts/predict.lua --model %s --data %s --out %s"):format(H.q(ckpt), H.q(path), H.q(out)))
+    local rows = {}
+    for line in io.lines(out) do rows[#rows + 1] = line end
+    local head = {}
+    for w in rows[1]:gmatch("[^,]+") do head[#head + 1] = w end
+    for i = 2, #rows do
+      local v = {}
+      for w in rows[i]:gmatch("[^,]+") do v[#v + 1] = tonumber(w) or w end
+      local p1, p2 = v[2], v[3]
+      local h = 0
+      for _, p in ipairs { p1, p2 } do if p > 0 then h = h - p * math.log(p) end end
+      assert.are.equal("entropy", head[4])
+      assert.near(h, v[4], 1e-4, rows[i])
+      assert.is_true(v[5] <= v[4] + 1e-6, rows[i])
+    end
+  end)
+end)
+
+describe("fit.lua refuses an identifier column as a feature", function()
+  it("naming it and --ignore, unless declared with --categorical", function()
+    local path = dir .. "/ids.csv"
+    local lines = { "sample,x,y" }
+    for i = 1, 120 do lines[#lines + 1] = ("s%03d,%.3f,%.3f"):format(i, math.sin(i), math.sin(i) * 2) end
+    H.write(path, table.concat(lines, "\n") .. "\n")
+    local status, out = H.run(("scripts/fit.lua --tune off --data %s --target y --epochs 2"):format(H.q(path)))
+    assert.are.equal(2, status, out)
+    H.has(out, "column 'sample' holds 120 distinct values in 120 rows")
+    H.has(out, "--ignore sample")
+    H.ok(("scripts/fit.lua --tune off --data %s --target y --epochs 2 --ignore sample"):format(H.q(path)))
+    H.ok(("scripts/fit.lua --tune off --data %s --target y --epochs 2 --categorical sample"):format(H.q(path)))
+  end)
+end)
+
 describe("fit.lua and predict.lua on the same checkpoint and rows", function()
   local json = require "bbb.json"
   it("print the same test scores: the same seeded draws", function()
@@ -404,6 +462,13 @@ describe("missing cells and unseen categories", function()
     assert.are.same({ 1 }, m.prep.impute.indicators)   -- x1 had holes; colour's are a row of zeros
     assert.is_true(#m.prep.x_mean == #m.prep.feature_names + 1)
     -- the median fills the hole, the indicator says so
+    -- the summary says what was filled: x1's and colour's holes in rows with a target
+    local holes_x1, holes_colour = 0, 0
+    for i = 2, 201 do
+      if i % 13 ~= 0 and i % 7 == 0 then holes_x1 = holes_x1 + 1 end
+      if i % 13 ~= 0 and i % 11 == 0 then holes_colour = holes_colour + 1 end
+    end
+    assert.are.same({ numbers = holes_x1, categories = holes_colour, rows_dropped = 0 }, s.imputed)
     local x = bbb.tensor { { 0 / 0, 1, 1, 0, 0 }, { 2, 1, 1, 0, 0 } }
     local got = tab.impute(m.prep, x):totable()
     assert.are.equal(m.prep.impute.median[1], got[1][1])

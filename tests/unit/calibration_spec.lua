@@ -35,7 +35,7 @@ describe("fit_temperature", function()
       assert(math.abs(T / factor - 1) < 0.08, ("factor %g: T = %.4f"):format(factor, T))
     end
   end)
-  it("never raises the NLL of the rows it was fitted on", function()
+  it("never raises the NLL of the rows it was fitted on (rows with errors: no floor)", function()
     for seed = 1, 5 do
       local z, y = calibrated_rows(200, 4, seed)
       for _, factor in ipairs { 0.2, 1, 4 } do
@@ -44,6 +44,40 @@ describe("fit_temperature", function()
         assert(math.abs(nll - calibration.nll(z * factor, y, T)) < 1e-12)
       end
     end
+  end)
+  it("on rows it gets all right, stops where the model still claims an error rate of 1/(n+2)", function()
+    -- separable rows: the NLL falls for ever as T -> 0; the floor holds T
+    local g = bbb.Generator(11)
+    local n = 48
+    local z = bbb.randn({ n, 3 }, 0, 1, g):totable()
+    local y = {}
+    for i = 1, n do
+      y[i] = 1 + (i % 3)
+      z[i][y[i]] = z[i][y[i]] + 4   -- the right class on top, by a margin
+    end
+    local logits = bbb.tensor(z)
+    local T, nll, info = calibration.fit_temperature(logits, y)
+    assert.are.equal(0, info.errors)
+    assert.are.equal(n, info.n)
+    assert.is_true(info.bound)
+    assert.is_true(T > 0.05, ("T = %g collapsed"):format(T))
+    -- the claimed error rate at T, in double precision, is the floor
+    local doubt = 0
+    for i = 1, n do
+      local top, sum = -math.huge, 0
+      for k = 1, 3 do top = math.max(top, z[i][k] / T) end
+      for k = 1, 3 do sum = sum + math.exp(z[i][k] / T - top) end
+      doubt = doubt + 1 - 1 / sum
+    end
+    assert.near(1 / (n + 2), doubt / n, 1e-6)
+    assert.near(calibration.nll(logits, y, T), nll, 1e-12)
+  end)
+  it("leaves a fit the rows can show alone: rows with errors are not held by the floor", function()
+    local z, y = calibrated_rows(400, 4, 5)
+    local T, _, info = calibration.fit_temperature(z * 3, y)
+    assert.is_false(info.bound)
+    assert.is_true(info.errors > 0)
+    assert.is_true(T >= info.floor)
   end)
   it("is deterministic", function()
     local z, y = calibrated_rows(300, 5, 3)

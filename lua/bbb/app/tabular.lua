@@ -180,6 +180,46 @@ local function impute_stats(x)
   return { median = median, indicators = indicators }
 end
 
+--- identifier_column(ds, declared) -> name, levels | nil: the first
+-- categorical feature whose values are (nearly) all distinct, as a sample
+-- name or a row number read as text is: as one-hot features it only lets a
+-- net memorise rows. Columns in the list `declared` (--categorical) are
+-- the user's choice and pass.
+function M.identifier_column(ds, declared)
+  local ok = {}
+  for _, name in ipairs(declared or {}) do ok[name] = true end
+  if ds.n < 20 then return nil end
+  for _, c in ipairs(ds.columns) do
+    if c.categorical and not ok[c.name] and c.levels and #c.levels >= 0.5 * ds.n then
+      return c.name, #c.levels
+    end
+  end
+  return nil
+end
+
+--- missing_cells(ds) -> numbers, categories, columns: the numeric cells
+-- of ds.x read as missing (NaN, to be imputed), the categorical cells read
+-- as no level (an all-zero one-hot block), and the columns holding either.
+function M.missing_cells(ds)
+  local rows, nums, cats, cols = ds.x:totable(), 0, 0, {}
+  for _, c in ipairs(ds.columns) do
+    for i = 1, #rows do
+      local r, hole = rows[i], false
+      if c.categorical then
+        hole = true
+        for j = c.first, c.first + c.width - 1 do if r[j] ~= 0 then hole = false end end
+        if hole then cats = cats + 1 end
+      elseif r[c.first] ~= r[c.first] then
+        hole, nums = true, nums + 1
+      end
+      if hole then cols[c.name] = true end
+    end
+  end
+  local n = 0
+  for _ in pairs(cols) do n = n + 1 end
+  return nums, cats, n
+end
+
 --- new(ds, train_x, train_y, kind, opts) -> a model bundle {net, kind, task, prep}:
 -- prep, the preprocessing: columns, levels, scaling statistics of the training rows.
 function M.new(ds, train_x, train_y, kind, o)
@@ -304,9 +344,20 @@ function M.predict(m, x, S)
              scale = m.df and (epi_s:square() + scale:square()):sqrt() or std, f = f, noise = noise }
   end
   local stack, probs = output_stack(m, xs, S, "categorical")
-  local u = bbb.metrics.uncertainty(stack)
-  if m.temperature then probs = bbb.calibration.apply(probs:clamp(1e-12, 1):log(), m.temperature) end
-  return { probs = probs, entropy = u.predictive, mutual_information = u.mutual_information, samples = stack }
+  if not m.temperature then
+    local u = bbb.metrics.uncertainty(stack)
+    return { probs = probs, entropy = u.predictive, mutual_information = u.mutual_information, samples = stack }
+  end
+  -- calibrated: the entropy is the p_ columns' own, and what the draws
+  -- agree on (their mean entropy) is taken from the draws tempered alike,
+  -- so entropy = expected + mutual information holds on the printed numbers
+  local T = m.temperature
+  probs = bbb.calibration.apply(probs:clamp(1e-12, 1):log(), T)
+  local s, n, c = stack:size(1), stack:size(2), stack:size(3)
+  local tempered = bbb.calibration.apply(stack:clamp(1e-12, 1):log():reshape(s * n, c), T):reshape(s, n, c)
+  local entropy = bbb.metrics.entropy(probs)
+  local expected = bbb.metrics.entropy(tempered:reshape(s * n, c)):reshape(s, n):mean(1)
+  return { probs = probs, entropy = entropy, mutual_information = (entropy - expected):maximum(0), samples = stack }
 end
 
 --- seeded(model, seed, fn, ...) -> fn(...) with every layer of the net
@@ -404,11 +455,13 @@ end
 --- fit_temperature(model, part, samples): the temperature T that makes the
 -- classifier's predictive probabilities p^(1/T) (renormalised) best on the
 -- held-out rows (bbb.calibration); kept in the model and its checkpoint.
+-- -> T, info (bbb.calibration's: errors, n, floor, bound).
 function M.fit_temperature(m, part, S)
   m.temperature = nil
   local p = M.predict(m, part.x, S)
-  m.temperature = bbb.calibration.fit_temperature(p.probs:clamp(1e-12, 1):log(), part.y)
-  return m.temperature
+  local T, _, info = bbb.calibration.fit_temperature(p.probs:clamp(1e-12, 1):log(), part.y)
+  m.temperature = T
+  return T, info
 end
 
 local function clone_state(m, elbo)
@@ -452,14 +505,14 @@ end
 -- {sigma, best_epoch, epochs}, its weights loaded into m.members.
 local function train_members_apart(m, tr, va, o, seeds)
   local sys = require "bbb.app.sys"
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(sys.mkdir_p(dir))
+  -- a fresh folder only this user can enter, its files readable by no one else
+  local dir = assert(sys.mkdtemp("bbb-ensemble-"))
   local files = { dir .. "/model.ckpt", dir .. "/rows.ckpt" }
   local function clean()
     for _, f in ipairs(files) do os.remove(f) end
     os.remove(dir)
   end
+  local mask = sys.umask(tonumber("077", 8))
   local ok, res = pcall(function()
     M.save(files[1], m)
     local opts = portable(o)
@@ -468,7 +521,8 @@ local function train_members_apart(m, tr, va, o, seeds)
       { options = opts, seeds = seeds })
     local argvs = {}
     for i = 1, #m.members do
-      argvs[i] = sys.bbblua_argv("-e", ("require('bbb.app.tabular').member_job(%q, %d)"):format(dir, i))
+      argvs[i] = sys.bbblua_argv("-e", ("require('bbb.app.tabular').member_job(%q, %d, %d)"):format(dir, i,
+        sys.pid()))
       files[#files + 1] = ("%s/member%d.ckpt"):format(dir, i)
     end
     local ran = sys.run_all(argvs, o.jobs, { stdin = "/dev/null", stdout = "/dev/null", on_stop = clean })
@@ -481,18 +535,36 @@ local function train_members_apart(m, tr, va, o, seeds)
     end
     return out
   end)
+  sys.umask(mask)
   clean()
   if not ok then error(res, 0) end
   return res
 end
 
---- member_job(folder, i): trains member i of the ensemble that
+-- Removes what train_members_apart put in dir and dir itself: a worker's
+-- task when the parent died without cleaning up (SIGKILL leaves it no say).
+local function remove_job_folder(dir, members)
+  os.remove(dir .. "/model.ckpt")
+  os.remove(dir .. "/rows.ckpt")
+  for k = 1, members do os.remove(("%s/member%d.ckpt"):format(dir, k)) end
+  os.remove(dir)
+end
+
+--- member_job(folder, i, parent): trains member i of the ensemble that
 -- train_ensemble left in folder and writes its weights there; what each
--- worker process runs. Exits the process: 0 when done, 1 on an error.
-function M.member_job(dir, i)
+-- worker process runs. Exits the process: 0 when done, 1 on an error,
+-- 128 + the signal when stopped. parent is the process that started it:
+-- once that is gone (the worker gets SIGTERM then) the worker removes the
+-- folder, so no rows are left behind.
+function M.member_job(dir, i, parent)
+  local sys = require "bbb.app.sys"
+  sys.umask(tonumber("077", 8))
+  local members = 0
+  local function orphan() return parent ~= nil and sys.ppid() ~= parent end
   local ok, err = pcall(function()
     local m = M.load(dir .. "/model.ckpt")
     local t, meta = bbb.checkpoint.read(dir .. "/rows.ckpt")
+    members = #meta.seeds
     local o = meta.options
     for k, v in pairs(o) do o[k] = math.tointeger(v) or v end   -- JSON gives 32 back as 32.0
     o.progress, o.every = "off", 0
@@ -501,15 +573,21 @@ function M.member_job(dir, i)
     local tr = { x = t.tr_x, y = t.tr_y, n = t.tr_x:size(1) }
     local va = t.va_x and { x = t.va_x, y = t.va_y, n = t.va_x:size(1) }
     local one = member(m, i)
+    if orphan() then return "orphan" end
     local info = M.train_one(one, tr, va, o)
-    if info.status == "interrupted" then os.exit(128 + (info.signal or 2)) end
+    if info.status == "interrupted" then return info.signal or 2 end
     bbb.checkpoint.write(("%s/member%d.ckpt"):format(dir, i), one.net:state_dict(),
       { sigma = one.noise_sigma, best_epoch = info.best_epoch, epochs = info.epochs })
   end)
+  if orphan() then
+    remove_job_folder(dir, members)
+    os.exit(128 + 15)
+  end
   if not ok then
     io.stderr:write(("ensemble member %d: %s\n"):format(i, tostring(err)))
     os.exit(1)
   end
+  if err ~= nil then os.exit(128 + err) end
   os.exit(0)
 end
 
