@@ -29,18 +29,22 @@ import numpy as np
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 from sklearn.linear_model import BayesianRidge, LogisticRegression
+from sklearn.impute import SimpleImputer
 from sklearn.preprocessing import StandardScaler
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# name: (spec, target, task, ignored columns)
-TABLES = {
-    "cpus": ("data/r/MASS:cpus", "perf", "regression", ["name", "estperf"]),
-    "sacramento": ("data/r/modeldata:Sacramento", "price", "regression", []),
-    "vehicle": ("data/r/mlbench:Vehicle", "Class", "classification", []),
-    "attrition": ("data/r/modeldata:attrition", "Attrition", "classification", []),
-    # 20,000 rows: past what a GP holds; the reference is the linear model
-    "letter": ("data/r/mlbench:LetterRecognition", "lettr", "classification", []),
-}
+PROTOCOL = os.path.join(ROOT, "doc/results/protocol.json")
+
+
+def protocol_tables(which):
+    """name: (spec, target, task, ignored columns) of the tabular set `which`
+    (tuning or report) that doc/results/protocol.json declares."""
+    with open(PROTOCOL) as f:
+        sets = json.load(f)["experiments"]["tabular"]
+    return {t["name"]: (t["spec"], t["target"], t["task"], t["ignore"]) for t in sets[which]["tables"]}
+
+
+TABLES = {}
 Z95 = 1.959963984540054
 
 
@@ -103,6 +107,9 @@ def bbb_probs(spec, target, ckpt, k, work, name, test_rows):
 
 
 def baselines(task, x_fit, y_fit, x_test, y_test):
+    # missing numbers as fit.lua fills them: the median of the rows fitted on, and an indicator
+    imputer = SimpleImputer(strategy="median", add_indicator=True).fit(x_fit)
+    x_fit, x_test = imputer.transform(x_fit), imputer.transform(x_test)
     scaler = StandardScaler().fit(x_fit)
     a, b = scaler.transform(x_fit), scaler.transform(x_test)
     out = {}
@@ -113,7 +120,7 @@ def baselines(task, x_fit, y_fit, x_test, y_test):
         out["bayesian_ridge"] = dict(gaussian_scores(y_test, mean, sd), seconds=time.time() - t0)
         t0 = time.time()
         kernel = ConstantKernel() * RBF(length_scale=np.ones(a.shape[1])) + WhiteKernel()
-        gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, n_restarts_optimizer=0, random_state=0)
+        gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, n_restarts_optimizer=5, random_state=0)
         gp.fit(a, y_fit)
         mean, sd = gp.predict(b, return_std=True)
         out["gp_ard"] = dict(gaussian_scores(y_test, mean, sd), seconds=time.time() - t0)
@@ -136,6 +143,8 @@ def fit_model(name, k, work, flags, model, split):
     summary, ckpt = "%s/%s_%s%d.json" % (work, name, model, k), "%s/%s_%s%d.ckpt" % (work, name, model, k)
     cmd = ["build/bbblua", "scripts/fit.lua", "--data", spec, "--target", target, "--seed", str(k), "--model", model,
            "--summary", summary, "--every", "0", "--save", ckpt] + flags
+    if model == "ensemble" and task == "regression":
+        cmd += ["--noise", "hetero"]   # the deep ensemble: a mean and a variance head per member, trained on the NLL
     cmd += ["--split", split] if os.path.exists(split) else ["--save-split", split]
     for c in ignored:
         cmd += ["--ignore", c]
@@ -148,6 +157,20 @@ def fit_model(name, k, work, flags, model, split):
 
 
 def one_split(name, k, work, flags, models):
+    """Every method on split k of table name; kept in work, so a stopped run
+    resumes at the first split it has not finished."""
+    done = "%s/%s_split%d_scores.json" % (work, name, k)
+    if os.path.exists(done):
+        with open(done) as f:
+            return json.load(f)
+    out = score_split(name, k, work, flags, models)
+    with open(done + ".tmp", "w") as f:
+        json.dump(out, f)
+    os.replace(done + ".tmp", done)
+    return out
+
+
+def score_split(name, k, work, flags, models):
     spec, target, task, ignored = TABLES[name]
     split = "%s/%s_split%d.json" % (work, name, k)
     if os.path.exists(split):
@@ -160,6 +183,7 @@ def one_split(name, k, work, flags, models):
     fit_rows = np.array(s["train"] + s["validation"]) - 1
     test_rows = np.array(s["test"]) - 1
     out = baselines(task, x[fit_rows], y[fit_rows], x[test_rows], y[test_rows])
+    out["_rows"] = {"train": len(s["train"]), "validation": len(s["validation"]), "test": len(s["test"])}
     for model, scores, ckpt in fitted:
         if task == "classification":
             probs, idx = bbb_probs(spec, target, ckpt, k, work, name, test_rows), y[test_rows].astype(int) - 1
@@ -179,12 +203,16 @@ def pooled(runs):
         probs = np.concatenate([np.array(r[method].pop("_probs")) for r in runs])
         labels = np.concatenate([np.array(r[method].pop("_labels")) for r in runs])
         out[method] = {"rows": len(labels), "ece": ece(probs, labels), "ece_floor": ece_floor(probs)}
+    for r in runs:
+        for method in r:
+            r[method].pop("_probs", None)
+            r[method].pop("_labels", None)
     return out
 
 
 def summarise(runs):
     out = {}
-    for method in runs[0]:
+    for method in (m for m in runs[0] if not m.startswith("_")):
         out[method] = {}
         for key in runs[0][method]:
             vals = [r[method][key] for r in runs if r[method].get(key) is not None]
@@ -224,16 +252,25 @@ def markdown(result):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="Write OUT.json and OUT.md.")
-    p.add_argument("--tables", default=",".join(TABLES), help="Comma-separated, of " + ", ".join(TABLES))
-    p.add_argument("--splits", type=int, default=5)
-    p.add_argument("--models", default="bbb", help="fit.lua --model values, comma-separated (bbb, ensemble, mlp, dropout).")
+    p.add_argument("--set", default="report", choices=["tuning", "report"],
+                   help="The tabular set of doc/results/protocol.json whose tables to run.")
+    p.add_argument("--tables", help="Comma-separated names of the set's tables (default: all of them).")
+    p.add_argument("--splits", type=int, default=20)
+    p.add_argument("--models", default="bbb,ensemble,dropout",
+                   help="fit.lua --model values, comma-separated (bbb, ensemble, mlp, dropout).")
     p.add_argument("--work", default="out/tabular_compare", help="Folder of the splits and exports.")
     p.add_argument("fit_flags", nargs="*", help="Extra fit.lua flags, after --.")
     a = p.parse_args()
+    TABLES.update(protocol_tables(a.set))
+    unknown = [t for t in (a.tables or "").split(",") if t and t not in TABLES]
+    if unknown:
+        sys.exit("tabular_compare.py: %s not in the %s set of %s" % (", ".join(unknown), a.set, PROTOCOL))
+    a.tables = a.tables or ",".join(TABLES)
     os.chdir(ROOT)
     os.makedirs(os.path.join(ROOT, a.work), exist_ok=True)
     result = {"command": " ".join(["python3", "bench/tabular_compare.py"] + sys.argv[1:]),
-              "commit": os.environ.get("BBB_COMMIT") or run(["git", "rev-parse", "--short", "HEAD"]).strip(), "tables": {}}
+              "commit": os.environ.get("BBB_COMMIT") or run(["git", "rev-parse", "--short", "HEAD"]).strip(),
+              "set": a.set, "protocol": "doc/results/protocol.json", "tables": {}}
     for name in a.tables.split(","):
         spec, target, task, ignored = TABLES[name]
         run(["build/bbblua", "bench/export_table.lua", spec, target, "%s/%s.csv" % (a.work, name)] + ignored)

@@ -175,33 +175,44 @@ end
 -- validation rows, each setting trained with one noise sd; the choice goes
 -- into run.build and run.train_opts.
 local TUNE_BUDGET = 200000   -- training rows x features below which auto tunes
+-- The third axis of the grid: what keeps each model from overfitting, two
+-- values each, so BBB and MC dropout get the same budget (12 trainings).
+local function regulariser_axis(given)
+  if args.model == "bbb" and not given.prior_sigma then return "prior_sigma", { 0.3, 1 } end
+  if args.model == "dropout" and not given.dropout then return "dropout", { 0.05, 0.2 } end
+  return nil, { false }
+end
+
 local function tune(run)
   local tr, va, ds = run.tr, run.va, run.ds
   if not (va and (args.tune == "on" or (args.tune == "auto" and tr.n * ds.x:size(2) <= TUNE_BUDGET))) then return end
   local given = cli.given(parser, arg)
   local grid = { lr = given.lr and { args.lr } or { 0.001, 0.003, 0.01 },
-                 hidden = given.hidden and { args.hidden } or { { 50 }, { 100 } },
-                 prior_sigma = (given.prior_sigma or args.model ~= "bbb") and { args.prior_sigma } or { 0.3, 1 } }
+                 hidden = given.hidden and { args.hidden } or { { 50 }, { 100 } } }
+  local axis, values = regulariser_axis(given)
   local best, t_tune = nil, bbb.core.clock()
   for _, lr in ipairs(grid.lr) do
     for _, hidden in ipairs(grid.hidden) do
-      for _, ps in ipairs(grid.prior_sigma) do
+      for _, v in ipairs(values) do
         local o = copy(run.build)
-        o.hidden, o.prior_sigma, o.noise, o.members = hidden, ps, "homo", math.min(args.members, 2)
+        o.hidden, o.noise, o.members = hidden, "homo", math.min(args.members, 2)
+        if axis then o[axis] = v end
         local t_opts = copy(run.train_opts)
         t_opts.lr, t_opts.progress, t_opts.every = lr, "off", 0
         local got = tab.train(tab.new(ds, tr.x, tr.y, args.model, o), tr, va, t_opts)
         interrupted(got)
-        print(("  tune: lr %g, hidden %s, prior sd %g: best smoothed validation log-likelihood %.4f at epoch %d")
-          :format(lr, table.concat(hidden, ","), ps, got.best_ll, got.best_epoch))
-        if not best or got.best_ll > best.ll then best = { ll = got.best_ll, lr = lr, hidden = hidden, ps = ps } end
+        print(("  tune: lr %g, hidden %s%s: best smoothed validation log-likelihood %.4f at epoch %d")
+          :format(lr, table.concat(hidden, ","), axis and (", %s %g"):format(axis:gsub("_", " "), v) or "",
+            got.best_ll, got.best_epoch))
+        if not best or got.best_ll > best.ll then best = { ll = got.best_ll, lr = lr, hidden = hidden, v = v } end
       end
     end
   end
-  run.train_opts.lr, run.build.hidden, run.build.prior_sigma = best.lr, best.hidden, best.ps
-  run.tuned = { lr = best.lr, hidden = best.hidden, prior_sigma = best.ps, seconds = bbb.core.clock() - t_tune }
-  print(("tune: lr %g, hidden %s, prior sd %g chosen on the validation rows (%.1f s)"):format(best.lr,
-    table.concat(best.hidden, ","), best.ps, run.tuned.seconds))
+  run.train_opts.lr, run.build.hidden = best.lr, best.hidden
+  run.tuned = { lr = best.lr, hidden = best.hidden, seconds = bbb.core.clock() - t_tune }
+  if axis then run.build[axis], run.tuned[axis] = best.v, best.v end
+  print(("tune: lr %g, hidden %s%s chosen on the validation rows (%.1f s)"):format(best.lr,
+    table.concat(best.hidden, ","), axis and (", %s %g"):format(axis:gsub("_", " "), best.v) or "", run.tuned.seconds))
 end
 
 -- The net: with --noise auto (regression), both noise models trained and

@@ -1,6 +1,6 @@
 --- bbb: Bayes by Backprop on a C tensor core.
 -- The tensor functions come from the C module bbb.core; the submodules
--- (nn, prior, elbo, optim, train, checkpoint, data, metrics, calibration, progress,
+-- (nn, prior, elbo, optim, train, checkpoint, data, metrics, calibration, stats, progress,
 -- testing, json, dist, bandit) load on first use: `bbb.nn.BayesLinear(784, 400)`.
 -- bbb.plot, bbb.cli and bbb.sys are the application's (lua/bbb/app), named
 -- here too so the REPL reaches them the same way; nothing in the library
@@ -226,7 +226,7 @@ local submodules = {
   nn = "bbb.nn", prior = "bbb.prior", elbo = "bbb.elbo", optim = "bbb.optim", data = "bbb.data",
   metrics = "bbb.metrics", progress = "bbb.progress", testing = "bbb.testing",
   checkpoint = "bbb.checkpoint", train = "bbb.train", json = "bbb.json", dist = "bbb.dist",
-  bandit = "bbb.bandit", calibration = "bbb.calibration", laplace = "bbb.laplace",
+  bandit = "bbb.bandit", calibration = "bbb.calibration", laplace = "bbb.laplace", stats = "bbb.stats",
   -- the application's, for the REPL (tests/unit/layers_lua_spec.lua keeps the
   -- library off these names)
   plot = "bbb.app.plot", cli = "bbb.app.cli", sys = "bbb.app.sys",

@@ -515,6 +515,21 @@ function metrics.student_t_cdf(t, df)
   return t < 0 and 0.5 - 0.5 * a or 0.5 + 0.5 * a
 end
 
+-- Past this df the closed form's series (df / 2 terms, each bisection
+-- step) gives way to the expansion below, exact there to double precision.
+local T_SERIES_MAX_DF = 1000
+
+-- The t quantile from the normal one z, by the Cornish-Fisher expansion in
+-- 1/df (Abramowitz and Stegun 26.7.5); its first omitted term is O(df^-5).
+local function t_from_normal(z, df)
+  local z2 = z * z
+  local g1 = (z2 + 1) * z / 4
+  local g2 = ((5 * z2 + 16) * z2 + 3) * z / 96
+  local g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384
+  local g4 = ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160
+  return z + g1 / df + g2 / df ^ 2 + g3 / df ^ 3 + g4 / df ^ 4
+end
+
 -- The multiplier z of the central level interval +- z: of the standard
 -- normal (df nil, by bisection on erf, accurate to its 1.5e-7) or of the
 -- standard t (by bisection on theta, where the closed form is exact).
@@ -527,6 +542,7 @@ local function central_multiplier(level, df)
     end
     return (lo + hi) / 2
   end
+  if df > T_SERIES_MAX_DF then return t_from_normal(central_multiplier(level), df) end
   local lo, hi = 0, math.pi / 2
   for _ = 1, 100 do
     local mid = (lo + hi) / 2

@@ -30,3 +30,69 @@ describe("doc/results.md", function()
     assert.truthy(rows >= 5, "README has no results table")
   end)
 end)
+
+describe("doc/results/protocol.json", function()
+  local json = require "bbb.json"
+  local genresults = dofile(helpers.root .. "/cmake/genresults.lua")
+  local protocol = json.decode(helpers.read(helpers.root .. "/doc/results/protocol.json"))
+
+  it("keeps every report table and seed apart from the tuning ones", function()
+    local tab = protocol.experiments.tabular
+    local tuned = {}
+    for _, t in ipairs(tab.tuning.tables) do tuned[t.spec] = true end
+    assert.is_true(#tab.report.tables >= 5)
+    for _, t in ipairs(tab.report.tables) do assert.is_nil(tuned[t.spec], t.spec .. " is in both sets") end
+    for _, name in ipairs { "bandit", "shift" } do
+      local seen = {}
+      for _, s in ipairs(protocol.experiments[name].tuning.seeds) do seen[s] = true end
+      for _, s in ipairs(protocol.experiments[name].report.seeds) do
+        assert.is_nil(seen[s], ("%s seed %d is in both sets"):format(name, s))
+      end
+    end
+  end)
+
+  -- A repository of one result file, its index entry given, for generate.
+  local function repo(entry, result)
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute(("mkdir -p '%s/doc/results'"):format(dir)))
+    helpers.write(dir .. "/doc/results/protocol.json", json.encode(protocol))
+    helpers.write(dir .. "/doc/results/r.json", json.encode(result))
+    entry.file = "r.json"
+    entry.label, entry.reference = entry.label or "a result", "none"
+    entry.ours = entry.ours or { { path = { "x" } } }
+    helpers.write(dir .. "/doc/results/index.json", json.encode { results = { entry } })
+    return dir
+  end
+
+  it("every row names its set, and a set the protocol lacks is refused", function()
+    local ok_dir = repo({ experiment = "bandit", set = "report" }, { x = 1, commit = "abc" })
+    local text = genresults.generate(ok_dir)
+    assert.truthy(text:find("| a result | 1 | none | report |", 1, true), text)
+    local bad = repo({ experiment = "bandit", set = "holdout" }, { x = 1 })
+    local ok, err = pcall(genresults.generate, bad)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("names set holdout, which protocol.json does not declare for bandit", 1, true))
+    local clash = repo({ experiment = "bandit", set = "report" }, { x = 1, set = "tuning" })
+    ok, err = pcall(genresults.generate, clash)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("the file says tuning", 1, true), tostring(err))
+    os.execute(("rm -rf '%s' '%s' '%s'"):format(ok_dir, bad, clash))
+  end)
+
+  it("a paired cell is bbb.stats' corrected interval over the file's splits", function()
+    local runs = {}
+    for i = 1, 4 do
+      runs[i] = { bbb = { ll = -1 + 0.1 * i }, gp = { ll = -1.2 + 0.1 * i + (i % 2) * 0.01 },
+                  _rows = { train = 80, validation = 10, test = 10 } }
+    end
+    local dir = repo({ experiment = "tabular", set = "report",
+      ours = { { paired = { table = "t", a = "bbb", b = "gp", metric = "ll" } } } },
+      { tables = { t = { runs = runs } } })
+    local text = genresults.generate(dir)
+    os.execute(("rm -rf '%s'"):format(dir))
+    local want = require("bbb.stats").format(require("bbb.stats").paired({ -0.9, -0.8, -0.7, -0.6 },
+      { -1.09, -1.0, -0.89, -0.8 }, { method = "corrected", n_train = 90, n_test = 10 }))
+    assert.truthy(text:find("| " .. want .. " |", 1, true), want .. "\n" .. text)
+  end)
+end)
