@@ -44,8 +44,12 @@ end
 if args.plot and not bbb.sys.find_program("gnuplot") then fail("--plot: gnuplot not found (install gnuplot-nox)") end
 bbb.set_num_threads(args.threads)
 bbb.manual_seed(args.seed)
+if args.id and args.keep_columns then fail("--keep-columns copies every column, --id one: give one of them") end
 local ok, model = pcall(tab.load, args.model)
 if not ok then fail(model) end
+-- the file is read more than once (its header, its rows, the columns kept):
+-- it must be the same file at the end as at the start
+local before = bbb.sys.fingerprint(args.data)
 local ds
 ok, ds = pcall(tab.read_for, model, args.data, { delimiter = args.delimiter, drop_missing = args.missing == "drop",
   keep_missing = args.missing == "impute", unseen = args.unseen == "warn" and "ignore" or "error" })
@@ -57,6 +61,21 @@ end
 if #ds.ignored > 0 then
   print(("predict.lua: note: %s holds columns the model does not use, left out: %s"):format(args.data,
     table.concat(ds.ignored, ", ")))
+end
+local kept
+if args.id or args.keep_columns then
+  local what = args.id and "--id" or "--keep-columns"
+  if args.missing == "drop" then fail(what .. ": with --missing drop some rows get no prediction; use impute") end
+  local names = args.id and { args.id } or tab.header(args.data, args.delimiter)
+  ok, kept = pcall(tab.kept_columns, args.data, names, args.delimiter)
+  if not ok then fail(what .. ": " .. tostring(kept):gsub("^%-%-keep%-columns: ", "")) end
+end
+if kept and #kept > 0 and #kept[1].values ~= ds.n then
+  fail(("%s changed while it was read: %d rows of predictions, %d of %s"):format(args.data, ds.n, #kept[1].values,
+    args.id and "--id" or "--keep-columns"))
+end
+if bbb.sys.fingerprint(args.data) ~= before then
+  fail(("%s changed while it was read (replaced or written to): run again on a file that stays put"):format(args.data))
 end
 -- one set of draws (seeded by --seed, as fit.lua's test scores) for the rows and the scores
 local s, p
@@ -74,14 +93,6 @@ else
   if ds.y then s, ps = tab.score(model, scored, args.pred_samples, args.seed) end
 end
 if s and model.task == "regression" then s.crps_mc = tab.crps_mc(model, ps, scored.y, args.seed) end
-local kept
-if args.id or args.keep_columns then
-  local what = args.id and "--id" or "--keep-columns"
-  if args.missing == "drop" then fail(what .. ": with --missing drop some rows get no prediction; use impute") end
-  local names = args.id and { args.id } or tab.header(args.data, args.delimiter)
-  ok, kept = pcall(tab.kept_columns, args.data, names, args.delimiter)
-  if not ok then fail(what .. ": " .. tostring(kept):gsub("^%-%-keep%-columns: ", "")) end
-end
 local lines = tab.rows(model, p, ds.y, kept)
 local okw, werr = pcall(cli.write_file, args.out, { table.concat(lines, "\n"), "\n" })
 if not okw then fail((tostring(werr):gsub("^[^\n]-:%d+: ", ""):gsub("^cli%.write_file: ", ""))) end

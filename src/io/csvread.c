@@ -83,7 +83,7 @@ int bbb_csv_parse_float(const char *s, size_t len, float *out) {
   memcpy(buf, s, len);
   buf[len] = 0;
   float v = strtof(buf, NULL);
-  if (!isfinite(v)) return -1;
+  if (!isfinite(v)) return BBB_CSV_OUT_OF_RANGE;   /* a number, but none a float holds */
   *out = v;
   return 0;
 }
@@ -238,6 +238,8 @@ typedef struct ctx {
   size_t nblocks, blocks_cap;
   int64_t block_rows, n_rows, n_dropped;
   float *cur;                 /* the row being filled */
+  double *y_exact;            /* a numeric target as parsed in double, per kept row */
+  int64_t y_exact_cap;
 } ctx;
 
 static _Thread_local int field_too_long;
@@ -277,7 +279,25 @@ static int new_row(ctx *c) {
   }
   c->cur = c->blocks[c->n_rows / c->block_rows] + i * c->width;
   c->row_missing = 0;
+  if (c->target_slot >= 0 && c->n_rows >= c->y_exact_cap) {
+    int64_t cap = c->y_exact_cap ? 2 * c->y_exact_cap : 1024;
+    double *y = realloc(c->y_exact, (size_t)cap * sizeof *y);
+    if (!y) return c->st = bbb_error(BBB_EMEM, "read_csv: out of memory after %lld rows", (long long)c->n_rows);
+    c->y_exact = y;
+    c->y_exact_cap = cap;
+  }
   return BBB_OK;
+}
+
+/* The target's cell in double as well: a float keeps 7 digits, and a
+** target far from zero next to its spread (1e8 +- 3) needs more. */
+static void keep_exact_target(ctx *c, const colstate *col, const char *s, size_t n, float parsed) {
+  if (col->slot != c->target_slot) return;
+  char buf[512];
+  if (n >= sizeof buf) { c->y_exact[c->n_rows] = parsed; return; }
+  memcpy(buf, s, n);
+  buf[n] = 0;
+  c->y_exact[c->n_rows] = strtod(buf, NULL);
 }
 
 static int is_na(const bbb_csv_options *o, const char *s, size_t n) {
@@ -290,7 +310,7 @@ static int is_na(const bbb_csv_options *o, const char *s, size_t n) {
 ** keeping the first that does not (see mostly_numbers). */
 static void count_kind(const ctx *c, colstate *col, const char *s, size_t n) {
   float v;
-  if (!bbb_csv_parse_float(s, n, &v)) {
+  if (bbb_csv_parse_float(s, n, &v) != -1) {
     col->numbers++;
   } else if (col->texts++ == 0) {
     col->text_row = c->row;
@@ -313,17 +333,23 @@ static void data_field(ctx *c, int j, const char *s, size_t n) {
   if (col->slot < 0) return;
   float *dst = &c->cur[col->slot];
   if (is_na(c->o, s, n)) {
+    if (col->slot == c->target_slot) c->y_exact[c->n_rows] = NAN;
     if (c->o->keep_missing) { *dst = NAN; return; }
     if (!c->o->drop_missing) { fail_at(c, j, n ? "missing value" : "missing value (an empty field)", s, n); return; }
     c->row_missing = 1;
     *dst = NAN;
     return;
   }
-  if (col->kind == KIND_UNDECIDED)
-    col->kind = col->forced || bbb_csv_parse_float(s, n, dst) ? KIND_CATEGORY : KIND_NUMBER;
+  int parsed = col->forced ? -1 : bbb_csv_parse_float(s, n, dst);
+  if (parsed == BBB_CSV_OUT_OF_RANGE) {
+    fail_at(c, j, "a number beyond float32's range (about 3.4e38),", s, n);
+    return;
+  }
+  if (col->kind == KIND_UNDECIDED) col->kind = parsed ? KIND_CATEGORY : KIND_NUMBER;
   if (col->kind == KIND_NUMBER) {
-    if (bbb_csv_parse_float(s, n, dst)) fail_at(c, j, "bad number (the column holds numbers;"
-                                                " name it categorical to read categories)", s, n);
+    if (parsed) fail_at(c, j, "bad number (the column holds numbers;"
+                              " name it categorical to read categories)", s, n);
+    else keep_exact_target(c, col, s, n, *dst);
     return;
   }
   if (!utf8_valid((const unsigned char *)s, n)) { fail_at(c, j, "invalid UTF-8 in", s, n); return; }
@@ -541,6 +567,10 @@ static int finish(ctx *c, struct csv_parser *p, bbb_csv_table *out) {
     }
   }
   out->has_target = c->target_slot >= 0;
+  if (out->has_target && !out->target.categorical) {   /* the parsed doubles go to the table */
+    out->y_exact = c->y_exact;
+    c->y_exact = NULL;
+  }
   /* the tensors, block by block */
   int64_t shape[2] = { c->n_rows, nx };
   out->x = bbb_tensor_new(2, shape);
@@ -573,6 +603,7 @@ static void ctx_free(ctx *c) {
   for (size_t b = 0; b < c->nblocks; b++)
     if (c->blocks[b]) munmap(c->blocks[b], BLOCK_BYTES);
   free(c->blocks);
+  free(c->y_exact);
   strset_free(&c->names);
   free(c->rec);
   free(c->rec_len);
@@ -674,6 +705,7 @@ void bbb_csv_free(bbb_csv_table *t) {
   if (!t) return;
   bbb_tensor_release(t->x);
   bbb_tensor_release(t->y);
+  free(t->y_exact);
   bbb_arena_free(t->arena);
   memset(t, 0, sizeof *t);
 }

@@ -47,6 +47,7 @@ typedef struct bbb_csv_table {
   bbb_csv_column target;
   bbb_tensor *x;                   /* (n_rows, n_cols): values, or codes of categories */
   bbb_tensor *y;                   /* (n_rows) when has_target */
+  double *y_exact;                 /* (n_rows) a numeric target as parsed in double, or NULL */
   void *arena;                     /* owns names and levels */
 } bbb_csv_table;
 
@@ -57,9 +58,10 @@ int bbb_csv_read(const char *path, const bbb_csv_options *o, bbb_csv_table *out)
 int bbb_csv_parse(const unsigned char *buf, size_t len, const bbb_csv_options *o, bbb_csv_table *out);
 void bbb_csv_free(bbb_csv_table *t);
 
-/* The number in s[0..len) as the nearest float: 0, or -1 when s is not a
-** plain decimal number ([+-] digits [. digits] [e [+-] digits]) or is
-** outside the float range. */
+/* The number in s[0..len) as the nearest float in *out: 0; -1 when s is
+** not a plain decimal number ([+-] digits [. digits] [e [+-] digits]);
+** BBB_CSV_OUT_OF_RANGE when it is one beyond the float range (1e39). */
+#define BBB_CSV_OUT_OF_RANGE (-2)
 int bbb_csv_parse_float(const char *s, size_t len, float *out);
 
 #endif

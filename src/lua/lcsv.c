@@ -139,6 +139,14 @@ static int push_table(lua_State *L, bbb_csv_table *t) {
     lua_setfield(L, -2, "target");
     lbbb_push_tensor(L, t->y);
     lua_setfield(L, -2, "y");
+    if (t->y_exact) {
+      lua_createtable(L, (int)t->n_rows, 0);
+      for (int64_t i = 0; i < t->n_rows; i++) {
+        lua_pushnumber(L, t->y_exact[i]);
+        lua_rawseti(L, -2, i + 1);
+      }
+      lua_setfield(L, -2, "y_exact");
+    }
   }
   lbbb_push_tensor(L, t->x);
   lua_setfield(L, -2, "x");
@@ -186,7 +194,7 @@ static int l_parse_float(lua_State *L) {
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
   float v;
-  if (bbb_csv_parse_float(s, len, &v)) lua_pushnil(L);
+  if (bbb_csv_parse_float(s, len, &v) != 0) lua_pushnil(L);
   else lua_pushnumber(L, (lua_Number)v);
   return 1;
 }

@@ -324,6 +324,20 @@ static int l_identity(lua_State *L) {
   return 1;
 }
 
+/** sys.fingerprint(path) -> string | nil
+** "device:inode:size:mtime" of the file at path (links followed), the
+** modification time to the nanosecond, or nil when there is none: a file
+** replaced, appended to or rewritten between two calls gives two different
+** strings, so a program that reads a file twice can tell it changed. */
+static int l_fingerprint(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  if (stat(path, &st) != 0) return 0;
+  lua_pushfstring(L, "%I:%I:%I:%I.%I", (lua_Integer)st.st_dev, (lua_Integer)st.st_ino, (lua_Integer)st.st_size,
+                  (lua_Integer)st.st_mtim.tv_sec, (lua_Integer)st.st_mtim.tv_nsec);
+  return 1;
+}
+
 /** sys.nproc() -> integer
 ** The processors this process may run on. */
 static int l_nproc(lua_State *L) {
@@ -465,7 +479,7 @@ void lbbb_open_sys(lua_State *L, const lbbb_tables *tb) {
     {"spawn", l_spawn}, {"wait", l_wait}, {"kill", l_kill}, {"mkdir_p", l_mkdir_p},
     {"kind", l_kind}, {"nproc", l_nproc}, {"isatty", l_isatty}, {"sleep", l_sleep},
     {"find_program", l_find_program}, {"lock", l_lock}, {"write_file", l_write_file},
-    {"identity", l_identity}, {"mkdtemp", l_mkdtemp}, {"pid", l_pid}, {"ppid", l_ppid}, {"umask", l_umask},
+    {"identity", l_identity}, {"fingerprint", l_fingerprint}, {"mkdtemp", l_mkdtemp}, {"pid", l_pid}, {"ppid", l_ppid}, {"umask", l_umask},
     {NULL, NULL}
   };
   luaL_newlib(L, funcs);

@@ -61,6 +61,17 @@ describe("read_csv tables", function()
     assert.is_false(d.target.categorical)
   end)
 
+  it("keeps a numeric target's values as doubles too, every digit float32 rounds away", function()
+    local ds = read("x,y\n1,100000001.25\n2,NA\n3,-0.1\n", { target = "y", keep_missing = true })
+    assert.are.equal(100000001.25, ds.y_exact[1])
+    assert.is_true(ds.y_exact[2] ~= ds.y_exact[2])
+    assert.are.equal(-0.1, ds.y_exact[3])
+    assert.are.equal(100000000, ds.y:totable()[1])   -- the float32 the tensor holds
+    -- dropped rows take no place
+    ds = read("x,y\n1,5.5\nNA,7\n3,9.25\n", { target = "y", drop_missing = true })
+    assert.are.same({ 5.5, 9.25 }, ds.y_exact)
+    assert.is_nil(read("x,y\n1,a\n2,b\n", { target = "y" }).y_exact)
+  end)
   it("follows RFC 4180: quoted delimiters, doubled quotes, line breaks, CRLF", function()
     local d = read('name,v\r\n"a, b",1\r\n"say ""hi""",2\r\n"two\nlines",3\r\n')
     assert.are.same({ "a, b", 'say "hi"', "two\nlines" }, d.columns[1].levels)
@@ -108,10 +119,15 @@ describe("read_csv malformed input", function()
 
   it("a stray cell is an error wherever it stands, the first row too", function()
     local rows = "\n2,3\n4,5\n6,7\n"
-    for _, bad in ipairs { "12.5x", "nan", "1e39", '"1,234"' } do
+    for _, bad in ipairs { "12.5x", "nan", '"1,234"' } do
       fails("a,b\n" .. bad .. ",1" .. rows, "column 1 ('a') holds numbers in 3 rows, but row 1 holds '"
         .. bad:gsub('"', "") .. "', which is not a number")
       fails("a,b\n1,2" .. rows:gsub("4,5", bad .. ",5"), "row 3, column 1 ('a'): bad number")
+    end
+    -- a number no float holds is refused where it stands, never read as a category
+    for _, big in ipairs { "1e39", "-1e300" } do
+      fails("a,b\n" .. big .. ",1" .. rows, "row 1, column 1 ('a'): a number beyond float32's range")
+      fails("a,b\n1,2" .. rows:gsub("4,5", big .. ",5"), "row 3, column 1 ('a'): a number beyond float32's range")
     end
     -- a target column too: no class per distinct number
     fails("x,y\n1,12.5x\n2,3\n4,5\n", "column 2 ('y') holds numbers in 2 rows", { target = "y" })

@@ -177,16 +177,21 @@ end
 --- recipe.main(script, fn, ...) runs fn(...) and turns its errors into what a
 -- person reads: "script: message" on stderr and exit status 2 for bad input
 -- (an error raised as {usage = message}, or a bad flag), 1 for any other
--- failure; the Lua traceback only with --debug or BBB_DEBUG=1 set.
+-- failure, 128 + N when run raised {signal = N, message =} (stopped by signal
+-- N); the Lua traceback only with --debug or BBB_DEBUG=1 set.
 function recipe.main(script, fn, ...)
   local debug_on = os.getenv("BBB_DEBUG") == "1"
   for _, a in ipairs(arg or {}) do if a == "--debug" then debug_on = true end end
   local ok, err = xpcall(fn, function(e)
-    if type(e) == "table" and e.usage then return e end
+    if type(e) == "table" and (e.usage or e.signal) then return e end
     if debug_on then return debug.traceback(tostring(e), 2) end
     return tostring(e)
   end, ...)
   if ok then return err end
+  if type(err) == "table" and err.signal then   -- stopped by a signal: exit as the shell expects, 128 + N
+    io.stderr:write("\n", script, ": ", tostring(err.message or "interrupted"), "\n")
+    os.exit(128 + err.signal)
+  end
   if type(err) == "table" then
     io.stderr:write(script, ": ", tostring(err.usage), "\n")
     os.exit(2)

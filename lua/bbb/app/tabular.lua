@@ -81,12 +81,14 @@ function M.read(spec, o)
     delimiter = o.delimiter, levels = o.levels, categorical = cat })
 end
 
---- write_split(path, parts, n) / read_split(path, n) -> train, val, test:
+--- write_split(path, parts, n [, left_out]) / read_split(path, n) -> train, val, test:
 -- the row numbers (1-based, of the table as read) of each part, as JSON
 -- {"rows": n, "train": [...], "validation": [...], "test": [...]}, so another
--- tool can be scored on the same rows.
-function M.write_split(path, parts, n)
-  local out = { rows = n }
+-- tool can be scored on the same rows. When left_out rows of the file were
+-- not read (missing cells or target), the numbers count the rows kept, in
+-- file order, and the file says so ("left_out").
+function M.write_split(path, parts, n, left_out)
+  local out = { rows = n, left_out = left_out and left_out > 0 and left_out or nil }
   for _, k in ipairs { "train", "validation", "test" } do
     local rows = parts[k] and parts[k]:totable() or {}
     for i, v in ipairs(rows) do rows[i] = math.tointeger(v) end
@@ -225,7 +227,7 @@ end
 function M.new(ds, train_x, train_y, kind, o)
   local task = ds.target.categorical and "classification" or "regression"
   local prep = { columns = ds.columns, feature_names = ds.feature_names, target = ds.target,
-                 classes = ds.classes, task = task }
+                 classes = ds.classes, task = task, y_offset = ds.y_offset }
   prep.impute = impute_stats(train_x)
   prep.x_mean, prep.x_std = M.scaler(M.impute(prep, train_x))
   if task == "regression" then
@@ -293,6 +295,55 @@ function M.impute(prep, x)
   return core.tensor(rows)
 end
 
+-- Float32 holds a number of this size in steps of this many units.
+local function float_step(magnitude)
+  return magnitude > 0 and 2.0 ^ (math.floor(math.log(magnitude, 2)) - 23) or 0
+end
+
+--- centre_target(ds [, offset]) -> ds with its numeric target less offset:
+-- a float keeps 7 digits, so a target far from zero next to its spread
+-- (1e8 +- 3: steps of 8) is kept as its difference from an offset, taken
+-- in double from the values as read (ds.y_exact). With no offset given,
+-- one is chosen (the rounded mean) only when float32's step at the
+-- target's size is over 1% of its spread; ds.y_offset records it.
+function M.centre_target(ds, offset)
+  local y = ds.y_exact
+  if not y or #y == 0 then return ds end
+  if offset == nil then
+    local n, sum, sq, big = 0, 0, 0, 0
+    for _, v in ipairs(y) do
+      if v == v then n, sum, big = n + 1, sum + v, math.max(big, math.abs(v)) end
+    end
+    if n < 2 then return ds end
+    local mean = sum / n
+    for _, v in ipairs(y) do if v == v then sq = sq + (v - mean) ^ 2 end end
+    if float_step(big) <= 0.01 * math.sqrt(sq / (n - 1)) then return ds end
+    offset = math.floor(mean + 0.5)
+  end
+  if offset == 0 then return ds end
+  local c = {}
+  for i, v in ipairs(y) do c[i] = v - offset end
+  ds.y, ds.y_offset = core.tensor(c), offset
+  return ds
+end
+
+--- unscorable_target(ds) -> nil, or what keeps ds's target from being
+-- scored: rows without a value, or values no float holds.
+function M.unscorable_target(ds)
+  local missing, first, huge = 0, nil, nil
+  for i, v in ipairs(ds.y:reshape(-1):totable()) do
+    if v ~= v then missing, first = missing + 1, first or i
+    elseif (v == math.huge or v == -math.huge) and not huge then huge = i end
+  end
+  if missing > 0 then
+    return ("%d rows have no value of '%s' (the first is data row %d): fill them, or leave those rows out")
+      :format(missing, ds.target.name, first)
+  end
+  if huge then
+    return ("data row %d: the value of '%s' is beyond float32's range (about 3.4e38)"):format(huge, ds.target.name)
+  end
+end
+
 --- drop_missing_target(ds) -> ds without the rows whose target is missing, and their count.
 function M.drop_missing_target(ds)
   if not ds.y then return ds, 0 end
@@ -304,6 +355,10 @@ function M.drop_missing_target(ds)
   local out = {}
   for k, v in pairs(ds) do out[k] = v end
   out.x, out.y, out.n = ds.x:index_select(idx), ds.y:index_select(idx), #keep
+  if ds.y_exact then
+    out.y_exact = {}
+    for i, k in ipairs(keep) do out.y_exact[i] = ds.y_exact[k] end
+  end
   return out, ds.n - #keep
 end
 
@@ -766,6 +821,9 @@ function M.check_saved(m)
     error("the saved columns or target are missing", 0)
   end
   if m.task == "regression" then
+    if p.y_offset ~= nil and not finite(p.y_offset) then
+      error(("the saved target offset is not a finite number (%s)"):format(tostring(p.y_offset)), 0)
+    end
     if not finite(p.y_mean) or not positive(p.y_std) then
       error(("the saved target scaling is not a finite mean and a positive scale (%s, %s)")
         :format(tostring(p.y_mean), tostring(p.y_std)), 0)
@@ -807,6 +865,11 @@ function M.read_for(m, spec, o)
   local ds = M.read(spec, { target = have[tname] and tname or nil, ignore = ignore, levels = levels,
     delimiter = o.delimiter, drop_missing = o.drop_missing, keep_missing = o.keep_missing, unseen = o.unseen,
     task = m.task })
+  if m.task == "regression" and ds.y then M.centre_target(ds, m.prep.y_offset or 0) end
+  if m.task == "regression" and ds.target and ds.target.categorical then
+    error(("column '%s' holds text (%s, ...), and the model predicts numbers"):format(tname,
+      tostring(ds.target.levels and ds.target.levels[1] or ds.classes and ds.classes[1])), 0)
+  end
   ds.ignored = ignore
   return M.in_model_order(m, ds)
 end
@@ -893,7 +956,14 @@ local function csv_field(s)
   return s
 end
 
-local function num(v) return ("%.6g"):format(v) end
+-- The shortest text that reads back as v: every digit the number holds.
+local function num(v)
+  for digits = 9, 17 do
+    local text = ("%." .. digits .. "g"):format(v)
+    if tonumber(text) == v then return text end
+  end
+  return ("%.17g"):format(v)
+end
 
 --- kept_columns(spec, names, delimiter) -> {{name =, values = {text per row}}}:
 -- columns of the file as written (numbers too), a missing cell as "", to
@@ -914,7 +984,9 @@ function M.kept_columns(spec, names, delimiter)
   if folder and not exists(spec) then
     ds = quiet(bbb.data.load_r, folder, name, { ignore = ignore, keep_missing = true })
   else
-    ds = quiet(bbb.data.read_csv, spec, { ignore = ignore, categorical = names, keep_missing = true, delimiter = delimiter })
+    -- ids are as many as the rows: no cap on their distinct values
+    ds = quiet(bbb.data.read_csv, spec, { ignore = ignore, categorical = names, keep_missing = true, delimiter = delimiter,
+      max_levels = 1000000 })
   end
   local x, out = ds.x:totable(), {}
   for _, c in ipairs(ds.columns) do
@@ -942,6 +1014,9 @@ function M.rows(m, p, observed, kept)
   local obs = observed and observed:reshape(-1):totable()
   if m.task == "regression" then
     local mean, std, scale = p.mean:totable(), p.std:totable(), p.scale:totable()
+    local off = m.prep.y_offset or 0   -- added in double: the printed numbers keep every digit
+    for i = 1, #mean do mean[i] = mean[i] + off end
+    if obs then for i = 1, #obs do obs[i] = obs[i] + off end end
     for _, h in ipairs { "mean", "std", "epistemic_std", "aleatoric_std" } do head[#head + 1] = h end
     for _, c in ipairs { mean, std, p.epistemic:totable(), p.aleatoric:totable() } do cols[#cols + 1] = c end
     for _, lv in ipairs(M.LEVELS) do
@@ -1007,6 +1082,7 @@ function M.plot(m, p, observed, file, title)
     local lo, hi = {}, {}
     local a, b, z = math.huge, -math.huge, M.multiplier(m, 0.95)
     for i = 1, #y do
+      y[i], mu[i] = y[i] + (m.prep.y_offset or 0), mu[i] + (m.prep.y_offset or 0)
       lo[i], hi[i] = mu[i] - z * sd[i], mu[i] + z * sd[i]
       a, b = math.min(a, y[i], lo[i]), math.max(b, y[i], hi[i])
     end

@@ -118,7 +118,7 @@ function M.build(t, levels, what, unseen)
       ds.y = target_labels(t.y, tg.levels, want, tg.name, what)
       ds.target.levels, ds.classes = want, want
     else
-      ds.y = t.y
+      ds.y, ds.y_exact = t.y, t.y_exact
     end
   end
   return ds
@@ -129,6 +129,7 @@ end
 --              drop_missing = false, keep_missing = false, max_levels = 1000,
 --              levels = {column = {levels}}, unseen = "error", text = false})
 -- -> {x = (n, width) features, y = (n) target or nil, n = rows, n_dropped =,
+--     y_exact = a numeric target as a Lua array of the doubles read,
 --     columns = {{name =, categorical =, levels =, first = column of x, width =}},
 --     feature_names = {"age", "colour=red", ...}, target = {name =, categorical =, levels =},
 --     classes = the target's levels when it is categorical}

@@ -40,6 +40,8 @@ local function set_of(list, what, frame)
   return s
 end
 
+local FLOAT_MAX = 3.4028234663852886e38
+
 --- load_r(folder, name, {target = column, ignore = {columns}, drop_missing = false,
 --         keep_missing = false, levels = {column = {levels}}, unseen = "error"})
 -- -> {x, y, n, columns, feature_names, target, classes, n_dropped, source}
@@ -85,6 +87,13 @@ function M.load_r(folder, name, opts)
         error(("row %d, column %d ('%s'): missing value (NA); set drop_missing to drop such rows")
           :format(i, missing, frame.columns[missing].name), 0)
       end
+      for _, j in ipairs(check) do   -- a double no float holds would turn into inf
+        local v = row[j]
+        if frame.columns[j].numeric and v == v and math.abs(v) > FLOAT_MAX then
+          error(("row %d, column %d ('%s'): %s is beyond float32's range (about 3.4e38)")
+            :format(i, j, frame.columns[j].name, tostring(v)), 0)
+        end
+      end
       if missing then
         dropped = dropped + 1
       else
@@ -95,7 +104,7 @@ function M.load_r(folder, name, opts)
     end
     if n == 0 then error(("every row has a missing value (%d dropped)"):format(dropped), 0) end
     local t = { x = core.tensor(flat):reshape(n, #keep), columns = cols, n_rows = n, n_dropped = dropped }
-    if target then t.y, t.target = core.tensor(y), target end
+    if target then t.y, t.target, t.y_exact = core.tensor(y), target, target.categorical == false and y or nil end
     local ds = csv.build(t, opts.levels or {}, "bbb.data.load_r", opts.unseen)
     ds.source, ds.name = source, name
     return ds
