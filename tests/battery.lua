@@ -14,7 +14,8 @@
 --   code exec   a planted Lua file ran
 --   hang        still running after the time limit
 --   crash       ended by a signal it did not ask for
---   ok          ran (or, for a robustness case, ended) as it should
+--   ok          ran (or, for a robustness case, ended) as it should; a case
+--               with verify also gave the right numbers (else: silent)
 local sys = require("bbb.core").sys
 local argparse = require "argparse"
 local json = require "bbb.json"
@@ -104,7 +105,7 @@ local function load_cases(name)
   dofile(here .. "/tests/battery/" .. name .. ".lua")(ctx)
 end
 load_cases("fixtures")   -- trains the small models the other cases open
-for _, name in ipairs { "sequence", "planted", "flags", "outputs", "library", "files", "tables", "signals" } do
+for _, name in ipairs { "sequence", "planted", "flags", "outputs", "library", "files", "tables", "signals", "semantic" } do
   load_cases(name)
 end
 
@@ -142,14 +143,21 @@ local function classify(c, how, code, out)
     if how == "exit" then return code == 0 and "silent" or "unclear" end
     return "crash"
   end
+  -- a signal no process can catch (SIGKILL) or one left to its default
+  -- (SIGPIPE, SIGUSR1): dying of it is the answer, with nothing left behind
+  if c.dies then return how == "signal" and code == c.signal and "ok" or "crash" end
   if how == "signal" and not (c.signal and code == c.signal) then return "crash" end
-  if c.check == "ok" then return code == 0 and "ok" or "unclear" end
+  if c.check == "ok" then
+    if code ~= 0 then return "unclear" end
+    return (c.verify and not c.verify()) and "silent" or "ok"
+  end
   if type(c.check) == "function" then
     if not c.check(how, code, out) then return "data loss" end
     if not c.refuse then return "ok" end
   end
   if how == "exit" and code == 0 then return c.check == "robust" and "ok" or "silent" end
   if how == "signal" then return "ok" end
+  if c.want and not out:find(c.want, 1, true) then return "unclear" end   -- refused, but for another reason
   return message_is_clear(c, out) and "clean" or "unclear"
 end
 

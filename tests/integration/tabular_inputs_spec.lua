@@ -84,6 +84,16 @@ describe("columns and targets", function()
     refused(fit .. ("--target y --ignore label --test %s"):format(H.q(blanks)), "4 rows have no value of 'y'")
   end)
 
+  it("a column whose numbers became text is named as such, not as missing", function()
+    local ckpt, text = dir .. "/reg2.ckpt", dir .. "/changed.csv"
+    H.ok(fit .. ("--target y --ignore label --epochs 3 --min-epochs 0 --save %s"):format(H.q(ckpt)))
+    H.write(text, "x1,x2\nabc,0.2\ndef,0.1\n")
+    local status, out = H.run(("scripts/predict.lua --model %s --data %s --out %s"):format(H.q(ckpt), H.q(text),
+      H.q(dir .. "/p3.csv")))
+    assert.are.equal(2, status, out)
+    H.has(out, "column 'x1' holds text now (abc, ...); the model was trained on its numbers")
+  end)
+
   it("a text target in predict's file is refused for a regression model", function()
     local ckpt, text = dir .. "/reg.ckpt", dir .. "/text.csv"
     H.ok(fit .. ("--target y --ignore label --epochs 3 --min-epochs 0 --save %s"):format(H.q(ckpt)))

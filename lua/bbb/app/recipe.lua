@@ -70,7 +70,7 @@ def("mu_init", "Initial means uniform in [-s, s] (default 1/sqrt(fan-in)).", nil
 def("estimator", "weight (one weight sample per minibatch), local (local reparameterization) or flipout.",
   "weight", function() return cli.choice { "weight", "local", "flipout" } end)
 -- The prior
-def("prior", "Prior: mixture, gaussian, laplace, or a Lua file returning a prior (see examples/custom_prior.lua).",
+def("prior", "Prior: mixture, gaussian, laplace, or a Lua file returning a prior (as examples/priors/student_t.lua).",
   "mixture", prior_choice)
 def("pi", "Mixture weight of the wide component.", "0.25", function() return cli.probability() end)
 def("sigma1", "Wide component's sigma (gaussian: its sigma; laplace: its scale b).", "1",
@@ -188,6 +188,11 @@ function recipe.main(script, fn, ...)
     return tostring(e)
   end, ...)
   if ok then return err end
+  -- bbblua turns Ctrl-C outside a trapped loop into the error "interrupted!"
+  -- (at the next Lua step, so a read in C ends first): an interrupt, not a
+  -- failure, however a pcall on the way reworded it
+  local text = type(err) == "table" and tostring(err.usage or "") or tostring(err)
+  if text:match("interrupted!$") then err = { signal = 2, message = "interrupted" } end
   if type(err) == "table" and err.signal then   -- stopped by a signal: exit as the shell expects, 128 + N
     io.stderr:write("\n", script, ": ", tostring(err.message or "interrupted"), "\n")
     os.exit(128 + err.signal)

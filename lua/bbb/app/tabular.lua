@@ -880,8 +880,21 @@ end
 function M.in_model_order(m, ds)
   local at, idx, same = {}, {}, true
   for j, name in ipairs(ds.feature_names) do at[name] = j end
+  local kind = {}
+  for _, c in ipairs(ds.columns) do kind[c.name] = c end
   for j, name in ipairs(m.prep.feature_names) do
-    idx[j] = at[name] or error(("feature '%s' (used by the model) is not in the rows"):format(name), 0)
+    if not at[name] then
+      local col = name:match("^(.-)=") or name
+      local c = kind[col]
+      if c and c.categorical and not name:find("=", 1, true) then
+        error(("column '%s' holds text now (%s, ...); the model was trained on its numbers"):format(col,
+          tostring(c.levels and c.levels[1])), 0)
+      elseif c and not c.categorical and name:find("=", 1, true) then
+        error(("column '%s' holds numbers now; the model was trained on its categories"):format(col), 0)
+      end
+      error(("feature '%s' (used by the model) is not in the rows"):format(name), 0)
+    end
+    idx[j] = at[name]
     same = same and idx[j] == j
   end
   if same and #idx == #ds.feature_names then return ds end
