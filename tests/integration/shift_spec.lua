@@ -46,6 +46,20 @@ describe("shift.lua", function()
     refused("--out " .. tmp .. "/x -- --seed 3", "--seed after --: shift.lua sets it")
     refused("--out " .. tmp .. "/x -- --dataset=fashion", "--dataset after --: shift.lua sets it")
     refused("--methods plain bbb plain --out " .. tmp .. "/x", "--methods: plain is given twice")
+    local not_prior = tmp .. "/not_prior.lua"
+    helpers.write(not_prior, "return 42\n")
+    refused("--out " .. tmp .. "/x -- --prior " .. not_prior, "--prior " .. not_prior .. " after --: ")
+  end)
+
+  it("opens the BBB nets it trained with a prior written in Lua given after --", function()
+    local dir = tmp .. "/lua_prior"
+    local status, out = run("--model mlp --methods bbb plain --epochs 1 --limit 600 --val 100 --test-limit 200 "
+      .. "--noise-n 50 --threads 1 --out " .. dir .. " -- --prior examples/priors/student_t.lua")
+    assert.are.equal(0, status, out)
+    local r = json.decode(helpers.read(dir .. "/shift.json"))
+    assert.are.same({ "--prior", "examples/priors/student_t.lua" }, r.config.mnist_flags)
+    assert.are.same({ "bbb", "plain" }, r.methods)
+    in_unit(r.headline.rotate.bbb.brier / 2, "bbb rotated Brier / 2")
   end)
 
   local result

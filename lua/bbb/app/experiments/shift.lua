@@ -86,6 +86,20 @@ end
 -- Bad input: recipe.main prints "shift.lua: message" and exits 2.
 local function fail(msg, ...) error({ usage = msg:format(...) }, 0) end
 
+-- The prior written in Lua given to mnist.lua after -- (--prior FILE.lua),
+-- loaded now: a model trained with it opens only with it, and a file that
+-- is no prior is refused before any net trains.
+local function lua_prior_of(flags)
+  local path
+  for i, w in ipairs(flags) do
+    if w == "--prior" then path = flags[i + 1] else path = w:match("^%-%-prior=(.*)$") or path end
+  end
+  if not (path and path:find("%.lua$")) then return nil end
+  local ok, p = pcall(require("bbb.prior").from_file, path)
+  if not ok then fail("--prior %s after --: %s", path, (tostring(p):gsub("^[^\n]-:%d+: ", ""))) end
+  return p
+end
+
 --- shift.parse([argv]) -> config: the command line, checked.
 function shift.parse(argv)
   argv = argv or arg
@@ -111,6 +125,7 @@ function shift.parse(argv)
       end
     end
   end
+  args._prior = lua_prior_of(args.mnist_flags)
   local ok, err = bbb.core.sys.mkdir_p(args.out .. "/models")
   if not ok then fail("--out: %s", err) end
   args._script_dir = (arg and arg[0] or "scripts/shift.lua"):match("^(.*)/[^/]*$") or "."
@@ -253,7 +268,7 @@ end
 local function load_net(config, dir, net)
   local path = model_path(dir, net.name)
   if not exists(path) then fail("--from: %s is missing", path) end
-  local ok, model, info = pcall(bbb.load, path)
+  local ok, model, info = pcall(bbb.load, path, { prior = net.kind:find("bbb") and config._prior or nil })
   if not ok then fail("%s: %s", path, (tostring(model):gsub("^[^\n]-:%d+: ", ""))) end
   local saved = type(info.meta.args) == "table" and info.meta.args or {}
   local want = { model = MODEL_OF[config.model][net.kind], dataset = config.dataset, seed = net.seed,
