@@ -180,3 +180,27 @@ describe("files", function()
     assert.truthy(last:match("^row1500,"), last)
   end)
 end)
+
+describe("an ensemble trained in processes", function()
+  it("takes a table with missing cells, to the same members as in one process", function()
+    local path = dir .. "/ens_holes.csv"
+    local lines = { "x1,x2,y" }
+    for i = 1, 150 do
+      local a = i % 9 == 0 and "" or ("%.4f"):format(math.sin(i))
+      lines[#lines + 1] = ("%s,%.4f,%.4f"):format(a, math.cos(i), math.sin(i) - math.cos(i))
+    end
+    H.write(path, table.concat(lines, "\n") .. "\n")
+    local tab = require "bbb.app.tabular"
+    local got = {}
+    for _, threads in ipairs { 1, 2 } do
+      local ckpt = ("%s/ens_holes%d.ckpt"):format(dir, threads)
+      H.ok(("scripts/fit.lua --data %s --target y --model ensemble --members 2 --noise homo --tune off --epochs 5 "
+        .. "--min-epochs 0 --every 0 --threads %d --save %s"):format(H.q(path), threads, H.q(ckpt)))
+      got[threads] = tab.load(ckpt)
+    end
+    for i = 1, 2 do
+      local a, b = got[1].members[i]:state_dict(), got[2].members[i]:state_dict()
+      for name, t in pairs(a) do assert.are.equal(0, (t - b[name]):abs():max():item(), name) end
+    end
+  end)
+end)

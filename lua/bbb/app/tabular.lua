@@ -554,6 +554,30 @@ local function portable(o)
   return out
 end
 
+-- x as a checkpoint holds it (finite values only): its missing cells as 0,
+-- and a mask of them (nil when none is missing); with_missing undoes it.
+local function finite_part(x)
+  local rows, any = x:totable(), false
+  local mask = {}
+  for i, r in ipairs(rows) do
+    mask[i] = {}
+    for j, v in ipairs(r) do
+      if v ~= v then r[j], mask[i][j], any = 0, 1, true else mask[i][j] = 0 end
+    end
+  end
+  if not any then return x, nil end
+  return bbb.tensor(rows), bbb.tensor(mask)
+end
+
+local function with_missing(x, mask)
+  if not mask then return x end
+  local rows, m = x:totable(), mask:totable()
+  for i, r in ipairs(rows) do
+    for j in ipairs(r) do if m[i][j] == 1 then r[j] = 0 / 0 end end
+  end
+  return bbb.tensor(rows)
+end
+
 -- Trains the members in o.jobs processes at once: the model and the rows
 -- go to a temporary folder, each worker (bbblua -e, member_job) trains one
 -- member there and writes its weights back. -> each member's
@@ -572,8 +596,10 @@ local function train_members_apart(m, tr, va, o, seeds)
     M.save(files[1], m)
     local opts = portable(o)
     opts.threads = math.max(1, bbb.get_num_threads() // o.jobs)
-    bbb.checkpoint.write(files[2], { tr_x = tr.x, tr_y = tr.y, va_x = va and va.x, va_y = va and va.y },
-      { options = opts, seeds = seeds })
+    local rows = { tr_y = tr.y, va_y = va and va.y }
+    rows.tr_x, rows.tr_missing = finite_part(tr.x)
+    if va then rows.va_x, rows.va_missing = finite_part(va.x) end
+    bbb.checkpoint.write(files[2], rows, { options = opts, seeds = seeds })
     local argvs = {}
     for i = 1, #m.members do
       argvs[i] = sys.bbblua_argv("-e", ("require('bbb.app.tabular').member_job(%q, %d, %d)"):format(dir, i,
@@ -625,8 +651,8 @@ function M.member_job(dir, i, parent)
     o.progress, o.every = "off", 0
     bbb.set_num_threads(o.threads)
     o.generator = bbb.Generator(meta.seeds[i])
-    local tr = { x = t.tr_x, y = t.tr_y, n = t.tr_x:size(1) }
-    local va = t.va_x and { x = t.va_x, y = t.va_y, n = t.va_x:size(1) }
+    local tr = { x = with_missing(t.tr_x, t.tr_missing), y = t.tr_y, n = t.tr_x:size(1) }
+    local va = t.va_x and { x = with_missing(t.va_x, t.va_missing), y = t.va_y, n = t.va_x:size(1) }
     local one = member(m, i)
     if orphan() then return "orphan" end
     local info = M.train_one(one, tr, va, o)
