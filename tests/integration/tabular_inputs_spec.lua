@@ -76,6 +76,32 @@ describe("columns and targets", function()
       "holds 200 distinct numbers: a quantity, not classes")
   end)
 
+  it("a text target with a value per row is refused: an identifier, not classes", function()
+    local path = dir .. "/names.csv"
+    local lines = { "x,name" }
+    for i = 1, 60 do lines[#lines + 1] = ("%d,person%d"):format(i, i) end
+    H.write(path, table.concat(lines, "\n") .. "\n")
+    refused(("scripts/fit.lua --data %s --target name --tune off"):format(H.q(path)),
+      "the target 'name' holds 60 distinct values in 60 rows: an identifier")
+  end)
+
+  it("tuning skipped for the table's size is said and kept in the summary", function()
+    local path, s_path = dir .. "/wide.csv", dir .. "/wide.json"
+    local head, lines = { "y" }, {}
+    for j = 1, 140 do head[#head + 1] = "f" .. j end
+    lines[1] = table.concat(head, ",")
+    for i = 1, 2000 do
+      local row = { ("%.3f"):format(math.sin(i)) }
+      for j = 1, 140 do row[#row + 1] = ("%.2f"):format(math.sin(i * j)) end
+      lines[#lines + 1] = table.concat(row, ",")
+    end
+    H.write(path, table.concat(lines, "\n") .. "\n")
+    H.ok(("scripts/fit.lua --data %s --target y --epochs 1 --min-epochs 0 --every 0 --summary %s"):format(H.q(path),
+      H.q(s_path)), "skipped --tune auto:")
+    local s = json.decode(H.read(s_path))
+    assert.truthy(s.skipped[1]:find("is over 200000 cells", 1, true), s.skipped[1])
+  end)
+
   it("a --test file without the target, or with empty target cells, is refused before training", function()
     local no_y, blanks = dir .. "/no_y.csv", dir .. "/blanks.csv"
     H.write(no_y, "x1,x2,label\n0.1,0.2,hi\n0.3,0.1,lo\n")

@@ -152,6 +152,11 @@ local function read_table(read)
         :format(args.target, #ds.classes))
     end
   end
+  -- a class per row (names, ids) is no classification: nothing to learn
+  if ds.target.categorical and ds.n >= 20 and #ds.classes >= 0.5 * ds.n then
+    fail(("the target '%s' holds %d distinct values in %d rows: an identifier, not classes to learn")
+      :format(args.target, #ds.classes, ds.n))
+  end
   if ds.x:size(2) == 0 then fail(("no column is left to predict '%s' from: every other one is --ignore'd"):format(args.target)) end
   local id, levels = tab.identifier_column(ds, args.categorical)
   if id then
