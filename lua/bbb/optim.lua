@@ -265,9 +265,10 @@ function Optimizer:load_state_dict(st, ts)
       if p[b] then
         want = want + 1
         local src = ts[p.name .. "." .. b]
-        if not bbb.is_tensor(src) or src:numel() ~= p[b]:numel() then
-          error(("%s: the saved state has no %s buffer of %d values for %s"):format(
-            self.kind, b, p[b]:numel(), p.name), 2)
+        local shape = table.concat(p[b]:size(), "x")
+        if not bbb.is_tensor(src) or table.concat(src:size(), "x") ~= shape then
+          error(("%s: the saved state has no %s buffer of shape %s for %s"):format(
+            self.kind, b, shape, p.name), 2)
         end
       end
     end

@@ -178,6 +178,12 @@ describe("grid.run", function()
       if i > 1 then assert.is_true(r.ranked[i - 1].val_error <= x.val_error) end
     end
     assert.are.same(r, grid.report(r))
+    local lines = 0
+    for line in io.lines(args.results) do
+      lines = lines + 1
+      assert.are.equal(r.grid_text, json.decode(line).grid_text)
+    end
+    assert.are.equal(4, lines)
     local again = grid.run(args, { mnist_script = script })
     assert.are.equal(4, #again.results)
     for i, x in ipairs(again.ranked) do
@@ -189,14 +195,63 @@ end)
 
 teardown(function() os.execute("rm -rf " .. helpers.q(tmp)) end)
 
+-- grid.lua on a grid of one configuration, words after it appended.
+local ONE = "scripts/grid.lua --epochs 1 --limit 300 --val 100 --lr 1e-3 --pi 0.5 --log-sigma1 0 --log-sigma2 6 "
+  .. "--samples 1 --hidden 8 --jobs 1"
+
 describe("the results file", function()
   it("is one grid's at a time: a second run on it is refused while the first holds it", function()
     local path = tmp .. "/locked.jsonl"
-    local lock = assert(require("bbb.core").sys.lock(path))
+    os.execute("mkdir -p " .. helpers.q(tmp .. "/locked.runs"))
+    local lock = assert(require("bbb.core").sys.lock(grid.lock_path(path)))
     local status, out = helpers.run(("scripts/grid.lua --epochs 1 --limit 300 --val 100 --lr 1e-3 --pi 0.5 "
       .. "--log-sigma1 0 --log-sigma2 6 --samples 1 --hidden 8 --jobs 1 --results %s"):format(helpers.q(path)))
     assert.are.equal(2, status, out)
     helpers.has(out, "grid.lua: --results: '" .. path .. "' is being written by another run")
     lock:release()
+  end)
+
+  it("is written whole or not at all: past a file size limit the grid fails and the file stays as it was", function()
+    local path = tmp .. "/full.jsonl"
+    -- the limit in bytes (the shell's ulimit counts blocks of its own size)
+    local probe = tmp .. "/probe"
+    helpers.sh(("ulimit -f 128; head -c 1000000 /dev/zero > %s"):format(helpers.q(probe)))
+    local limit = #helpers.read(probe)
+    assert.is_true(limit > 4000 and limit < 1000000, tostring(limit))
+    -- a line that is no result (skipped with a warning) fills the file to
+    -- just under the limit, so the first result line can fit only in part
+    local before = ("x"):rep(limit - 200) .. "\n"
+    helpers.write(path, before)
+    local out, status = helpers.sh(("cd %s && ulimit -f 128 && %s %s --results %s -- --test-limit 100 --test-samples 1")
+      :format(helpers.q(helpers.root), helpers.q(helpers.bbblua), ONE, helpers.q(path)))
+    assert.are.equal(1, status, out)
+    helpers.has(out, "grid.lua: cannot write the results file " .. path .. ": File too large")
+    assert.are.equal(before, helpers.read(path))
+    local left = helpers.sh("ls -A " .. helpers.q(tmp))
+    assert.falsy(left:find("full.jsonl.bbb-tmp", 1, true), left)
+  end)
+end)
+
+describe("grid.lua's flags", function()
+  it("refuses a flag that cannot act in the grid, naming it and why, before any run", function()
+    local cases = {
+      { "--min-epochs 2", "--min-epochs cannot act in this run: it sets the first rung of --halving, which is not given" },
+      { "--final-epochs 3", "--final-epochs cannot act in this run: it sets the --final run, which is not asked for" },
+      { "--final-threads 1", "--final-threads cannot act in this run: it sets the --final run" },
+      { "--pi 0.25,0.5 -- --model mlp", "--pi cannot act in this run: --model mlp (after --) has no Bayesian layers, "
+        .. "so its 2 values would train the same net 2 times: give one value" },
+      { "--log-sigma2 6,7 -- --model=dropout", "--log-sigma2 cannot act in this run: --model dropout (after --)" },
+      { "--samples 1,2 -- --model cnn-plain", "--samples cannot act in this run: --model cnn-plain (after --) draws no noise" },
+      { "--optim adam,sgd -- --momentum 0.5", "mnist.lua: --momentum cannot act in this run: --optim adam has no momentum" },
+      { "-- --dropout 0.3", "mnist.lua: --dropout cannot act in this run: --model bbb has no dropout" },
+    }
+    for i, c in ipairs(cases) do
+      local path = ("%s/idle%d.jsonl"):format(tmp, i)
+      local status, out = helpers.run(ONE .. " --results " .. helpers.q(path) .. " " .. c[1])
+      assert.are.equal(2, status, c[1] .. ":\n" .. out)
+      helpers.has(out, c[2])
+      assert.falsy(out:find("start lr=", 1, true), out)
+      assert.is_nil(helpers.read(path))
+    end
   end)
 end)

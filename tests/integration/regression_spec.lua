@@ -35,7 +35,8 @@ describe("regression.lua", function()
   it("writes a plot and reports coverage and band widths for every task", function()
     for _, task in ipairs { "toy", "paper", "sine" } do
       local png = tmp .. "/" .. task .. ".png"
-      local out = ok(("--task %s --epochs 60 --pred-samples 20 --n 50 --out %s"):format(task, png),
+      local n = task == "toy" and "" or " --n 50"   -- the toy's points are fixed
+      local out = ok(("--task %s --epochs 60 --pred-samples 20%s --out %s"):format(task, n, png),
         "coverage of the 95% band inside the training range", "inside the training range", "wrote " .. png)
       local f = band_figures(out)
       assert.truthy(f.coverage and f.inside and f.outside, out)
@@ -130,12 +131,34 @@ describe("regression.lua", function()
       { "--activation gelu", "--activation: expected one of relu, sigmoid, tanh" },
       { "--layers 0", "--layers:" },
       { "--preset s9", "--preset: expected one of s1, s4" },
+      { "--xrange -1e300,1e300", "--xrange: -1e300,1e300 reaches beyond [-1e6, 1e6], where the float32 net's band "
+        .. "is no longer finite" },
+      { "--xrange 0:1e7", "--xrange: 0:1e7 reaches beyond [-1e6, 1e6]" },
+      { "--xrange 1e5:100000.001", "--xrange: 1e5:100000.001 is too narrow for float32 to sample 400 points in it" },
+      { "--band percentile --pred-samples 1", "--pred-samples 1: a percentile band needs the spread of at least 2 samples" },
+      { "--pred-samples 1", "--pred-samples 1: a normal band needs the spread of at least 2 samples" },
+      { "--n 50", "--n cannot act in this run: --task toy trains on its 6 fixed points" },
+      { "--yrange 0:1", "--yrange cannot act in this run: --no-plot draws no plot" },
+      { "--out " .. tmp .. "/no.png", "--out cannot act in this run: --no-plot writes no plot" },
+      { "--no-mlp --mlp-lr 0.1", "--mlp-lr cannot act in this run: the MLP baseline is off (--no-mlp)" },
+      { "--preset s4 --mlp-epochs 9", "--mlp-epochs cannot act in this run: the MLP baseline is off (preset s4)" },
     }
     for _, c in ipairs(cases) do
       local status, out = run(c[1] .. " --task toy --epochs 5 --no-plot")
       assert.are_not.equal(0, status, out)
       assert.truthy(out:find(c[2], 1, true), ("%s: expected %q in:\n%s"):format(c[1], c[2], out))
       assert.falsy(out:find("epochs in", 1, true), "trained before refusing " .. c[1])
+    end
+  end)
+
+  it("measures the band inside the data however wide the view, and a view beside the data too", function()
+    for _, band in ipairs { "percentile", "normal" } do
+      local out = ok(("--task paper --epochs 5 --pred-samples 20 --no-mlp --no-plot --band %s --xrange -1e6:1e6 "
+        .. "--xrange 2:3"):format(band), "mean band width over [-1e+06, 1e+06]: inside the training range ",
+        "mean band width over [2, 3]: ", ", all of it outside the training range [0, 0.5]")
+      local inside, outside = out:match("over %[%-1e%+06, 1e%+06%]: inside the training range ([%d.]+), outside ([%d.]+)")
+      assert.is_true(tonumber(inside) > 0 and tonumber(outside) > tonumber(inside), out)
+      assert.falsy(out:lower():find("nan", 1, true), out)
     end
   end)
 end)

@@ -208,13 +208,11 @@ describe("no shell between user text and a process", function()
     local status, out = run_in(dir, ("%s --epochs 1 --limit 64 --val 32 --lr 1e-3 --pi 0.5 --log-sigma1 0 "
       .. "--log-sigma2 6 --samples 1 --jobs 1 --results g.jsonl -- --test-limit %s"):format(
       sh_quote(root .. "/scripts/grid.lua"), sh_quote(EVIL[2])))
-    assert.are.equal(0, status, out)
+    -- the runs' flags are parsed once before the first run: mnist.lua's own
+    -- check sees the text as a value (and names it), no shell ever does
+    assert.are.equal(2, status, out)
     assert.is_nil(io.open(dir .. "/pwned"), "a command ran through a grid flag: " .. out)
-    local f = assert(io.open(dir .. "/g.jsonl"))
-    local line = f:read("a")
-    f:close()
-    assert.truthy(line:find('"status":"failed"', 1, true), line)
-    assert.truthy(line:find("touch pwned", 1, true), line)   -- mnist.lua saw the text as a value
+    assert.truthy(out:find("--test-limit", 1, true) and out:find("touch pwned", 1, true), out)
     os.execute("rm -rf " .. sh_quote(dir))
   end)
 

@@ -406,6 +406,194 @@ function recipe.prepare_outputs(args, extra)
   return true
 end
 
+-- The checkout bbb runs from (this file is <root>/lua/bbb/app/recipe.lua);
+-- nil for an installed bbb.
+local CHECKOUT = (debug.getinfo(1, "S").source:match("^@(.*)/lua/bbb/app/recipe%.lua$"))
+
+-- The image data sets: their name, their folder under data/, and where a
+-- system package puts them.
+local IMAGE_SETS = {
+  mnist = { name = "MNIST", dir = "mnist" },
+  fashion = { name = "Fashion-MNIST", dir = "fashion-mnist", system = "/usr/share/datasets/fashion-mnist" },
+}
+local IMAGE_FILES = { "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+  "t10k-labels-idx1-ubyte" }
+
+--- recipe.image_folder(dataset) -> folder, name | nil, message: the one
+-- folder the images of dataset ("mnist" or "fashion") are read from, and
+-- the set's name. It is the checkout's data/mnist or data/fashion-mnist
+-- (data/... under the working folder for an installed bbb), or, for
+-- Fashion-MNIST when that folder does not exist, where Debian's package
+-- puts it. All four IDX files (each plain or gzipped) must be there: the
+-- training and test sets never come from two folders.
+function recipe.image_folder(dataset)
+  local set = IMAGE_SETS[dataset]
+  if not set then return nil, ("no image data set %s"):format(tostring(dataset)) end
+  local kind = require("bbb.core").sys.kind
+  local folder = (CHECKOUT and (CHECKOUT .. "/") or "") .. "data/" .. set.dir
+  if not kind(folder, true) and set.system and kind(set.system, true) then folder = set.system end
+  if kind(folder, true) ~= "folder" then
+    return nil, ("%s data: %s is not a folder (scripts/bootstrap fetches the data)"):format(set.name, folder)
+  end
+  for _, f in ipairs(IMAGE_FILES) do
+    local path = folder .. "/" .. f
+    if not (kind(path, true) or kind(path .. ".gz", true)) then
+      return nil, ("%s data: %s holds no %s (nor %s.gz): the four files of a data set are read from one "
+        .. "folder (scripts/bootstrap fetches them)"):format(set.name, folder, f, f)
+    end
+  end
+  return folder, set.name
+end
+
+-- A value of a checkpoint's state as a message shows it.
+local function shown(v)
+  if type(v) == "string" then return ("the string '%s'"):format(v:sub(1, 40):gsub("%c", "?")) end
+  if type(v) == "table" then return next(v) == 1 and "a list" or "an object" end
+  if math.type(v) == "float" then
+    if math.tointeger(v) then return tostring(math.tointeger(v)) end
+    local short = ("%.15g"):format(v)
+    return tonumber(short) == v and short or as_text(v)
+  end
+  return tostring(v)
+end
+
+local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
+-- A whole number from a checkpoint's JSON (which gives floats), or nil.
+local function whole(v) return type(v) == "number" and math.tointeger(v) or nil end
+
+-- Where the run stands: state.epoch, state.batch (and the epoch's order
+-- and sums inside an epoch), the schedule's epoch, the ELBO's steps.
+local function check_position(meta, tensors, o, bad)
+  local st = meta.state
+  local epoch = whole(st.epoch)
+  if not epoch or epoch < 0 or epoch > o.epochs then
+    return bad("state.epoch", st.epoch, ("an integer from 0 to the run's --epochs (%d)"):format(o.epochs))
+  end
+  local batch = whole(st.batch)
+  if not batch or batch < 0 then return bad("state.batch", st.batch, "a non-negative integer") end
+  if batch > 0 then
+    local order = tensors.extra and tensors.extra.order
+    if not order or order:dim() ~= 1 then
+      return bad("state.batch", st.batch, "0, since the checkpoint holds no data order for a later batch")
+    end
+    local batches = (order:numel() + o.batch - 1) // o.batch
+    if batch > batches then
+      return bad("state.batch", st.batch, ("at most the %d batches of an epoch"):format(batches))
+    end
+    if type(st.sums) ~= "table" then return bad("state.sums", st.sums, "the sums of the epoch so far") end
+    for _, k in ipairs { "loss", "nll", "complexity", "correct", "n", "seconds" } do
+      if not finite(st.sums[k]) then return bad("state.sums." .. k, st.sums[k], "a finite number") end
+    end
+  end
+  if (o.schedule or meta.schedule ~= nil) and type(meta.schedule) ~= "table" then
+    return bad("schedule", meta.schedule, "the learning rate schedule's position")
+  end
+  if meta.schedule ~= nil and whole(meta.schedule.epoch) ~= epoch then
+    return bad("schedule.epoch", meta.schedule.epoch, ("the state's epoch (%d)"):format(epoch))
+  end
+  if type(meta.elbo) ~= "table" then return bad("elbo", meta.elbo, "the ELBO's state") end
+  local steps = whole(meta.elbo.steps)
+  if not steps or steps < 0 then return bad("elbo.steps", meta.elbo.steps, "a non-negative integer") end
+  if st.history ~= nil and (type(st.history) ~= "table" or (next(st.history) ~= nil and #st.history == 0)) then
+    return bad("state.history", st.history, "the list of the epochs' records")
+  end
+  for i, rec in ipairs(st.history or {}) do
+    if type(rec) ~= "table" then return bad(("state.history[%d]"):format(i), rec, "an epoch's record") end
+  end
+  if st.wall ~= nil and not (finite(st.wall) and st.wall >= 0) then
+    return bad("state.wall", st.wall, "a finite number of seconds >= 0")
+  end
+  if st.ranks ~= nil and not ((whole(st.ranks) or 0) >= 1) then
+    return bad("state.ranks", st.ranks, "a positive integer")
+  end
+  return true
+end
+
+-- The optimizer's hyperparameters and the range each must be in.
+local OPTIMIZER_FIELDS = {
+  { "weight_decay", 0 }, { "clip_norm", nil, 0 }, { "momentum", 0, nil, 1 }, { "beta1", 0, nil, 1 },
+  { "beta2", 0, nil, 1 }, { "eps", nil, 0 }, { "alpha", 0, nil, 1 },
+}
+
+-- The optimizer: its kind, its step count, its learning rate and other
+-- hyperparameters, and each moment buffer the shape of its parameter.
+local function check_optimizer(meta, tensors, o, bad)
+  local opt = meta.optimizer
+  if type(opt) ~= "table" or next(opt) == 1 then return bad("optimizer", opt, "the optimizer's state") end
+  if o.optimizer and opt.kind ~= o.optimizer then
+    return bad("optimizer.kind", opt.kind, ("%s, this run's optimizer"):format(o.optimizer))
+  end
+  local t = whole(opt.t)
+  if not t or t < 0 then return bad("optimizer.t", opt.t, "a non-negative integer (the steps taken)") end
+  if not (finite(opt.lr) and opt.lr > 0) then return bad("optimizer.lr", opt.lr, "a positive finite number") end
+  for _, f in ipairs(OPTIMIZER_FIELDS) do
+    local v, min, above, below = opt[f[1]], f[2], f[3], f[4]
+    if v ~= nil and not (finite(v) and (min == nil or v >= min) and (above == nil or v > above)
+        and (below == nil or v < below)) then
+      return bad("optimizer." .. f[1], v, ("a finite number %s"):format(min and (below and ("in [%g, %g)")
+        :format(min, below) or (">= " .. min)) or ("> " .. above)))
+    end
+  end
+  if opt.nesterov ~= nil and type(opt.nesterov) ~= "boolean" then
+    return bad("optimizer.nesterov", opt.nesterov, "true or false")
+  end
+  local model = tensors.model or {}
+  for name, buf in pairs(tensors.optimizer or {}) do
+    local param, kind = name:match("^(.+)%.(%a+)$")
+    local p = param and model[param]
+    if not p or not (kind == "m" or kind == "v" or kind == "buf" or kind == "sq") then
+      return nil, ("--resume: %s holds the optimizer tensor %s, which belongs to none of the model's parameters: "
+        .. "it was edited"):format(o.path, name)
+    end
+    if table.concat(buf:size(), "x") ~= table.concat(p:size(), "x") then
+      return nil, ("--resume: %s holds the optimizer tensor %s of shape %s, but its parameter %s has shape %s: "
+        .. "it was edited"):format(o.path, name, table.concat(buf:size(), "x"), param, table.concat(p:size(), "x"))
+    end
+  end
+  return true
+end
+
+-- The generators the run restores: each a seed and a counter in decimal.
+local function check_generators(meta, o, bad)
+  for _, name in ipairs(o.generators or {}) do
+    local g = type(meta.generators) == "table" and meta.generators[name]
+    if type(g) ~= "table" then return bad("generators." .. name, g or nil, "a generator's seed and counter") end
+    for _, k in ipairs { "seed", "counter" } do
+      local v = type(g[k]) == "string" and g[k]:find("^%-?%d+$") and math.tointeger(tonumber(g[k]))
+      if not v or (k == "counter" and v < 0) then
+        return bad(("generators.%s.%s"):format(name, k), g[k],
+          k == "seed" and "an integer in decimal digits" or "a non-negative integer in decimal digits")
+      end
+    end
+  end
+  return true
+end
+
+--- recipe.check_train_state(info, path, o) -> true | nil, message: the
+-- training state of a checkpoint (the info bbb.load returns) checked as
+-- the user's input is, before a run resumes it. o: epochs (the run's
+-- --epochs: the saved epoch may not be past it), batch (its --batch),
+-- optimizer (its kind: "Adam", "SGD" or "RMSprop"), schedule (true when
+-- the run has a learning rate schedule), generators (the names the run
+-- restores). The message names the checkpoint and the field.
+function recipe.check_train_state(info, path, o)
+  o = setmetatable({ path = path }, { __index = o })
+  local function bad(field, v, need)
+    local what = v == nil and ("no " .. field) or ("%s = %s"):format(field, shown(v))
+    return nil, ("--resume: %s holds %s, which must be %s: it was not written by a training run, or "
+      .. "was edited"):format(path, what, need)
+  end
+  local meta = type(info) == "table" and type(info.meta) == "table" and info.meta or {}
+  local st = meta.state
+  if type(st) ~= "table" or next(st) == 1 then return bad("state", st, "the training state (an object)") end
+  if st.kind ~= "train" then return bad("state.kind", st.kind, "'train'") end
+  local tensors = type(info) == "table" and info.tensors or {}
+  local ok, err = check_position(meta, tensors, o, bad)
+  if ok then ok, err = check_optimizer(meta, tensors, o, bad) end
+  if ok then ok, err = check_generators(meta, o, bad) end
+  return ok, err
+end
+
 --- recipe.saved_args(args) -> the flags to store in a checkpoint: everything
 -- but where the run was resumed from and how it was launched.
 function recipe.saved_args(args)

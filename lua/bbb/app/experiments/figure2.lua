@@ -30,6 +30,20 @@ figure2.DEFAULT = {
   dropout = { lr = 1e-3 },
 }
 
+-- A comma list of file names, none of them empty; returned as given.
+local function file_list(s)
+  if type(s) ~= "string" or not s:find("[^,%s]") then
+    return nil, ("--from: expected a file name (or a comma list of them), got '%s'"):format(tostring(s))
+  end
+  for item in (s .. ","):gmatch("([^,]*),") do
+    if not item:find("%S") then return nil, ("--from: '%s' holds an empty file name"):format(s) end
+    if item:find("%c") then
+      return nil, ("--from: file name '%s' holds a control character"):format((item:gsub("%c", "?")))
+    end
+  end
+  return s
+end
+
 --- figure2.parser() -> the command line.
 function figure2.parser()
   local parser = recipe.parser("figure2.lua", "Figure 2 of Blundell et al. (2015): MNIST test error against "
@@ -48,14 +62,25 @@ function figure2.parser()
     .. "setting the protocol chose for its row at these units (default: lr 1e-3; BBB: 1 sample, pi 1/2, "
     .. "sigma1 1, sigma2 e^-6), and a net not started yet goes on from the chosen run's checkpoint "
     .. "(the same epochs it would train itself).")
+    :convert(file_list)
   parser:option("--val", "Validation images held out of the 60,000 (the paper: 10,000).", "10000")
     :convert(cli.positive_integer())
   recipe.declare(parser, { "seed", "threads", "limit", "test_limit" })
   parser:option("--dir", "Checkpoints, logs, the figure and its CSV go here.", "out/figure2")
     :convert(cli.output_dir())
-  parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
+  parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after -- (not the ones figure2.lua sets "
+    .. "for each net: --epochs, --hidden, --lr, ...)."):args("*")
   return parser
 end
+
+-- The mnist.lua flags figure2.lua sets for each net itself, and where the
+-- value comes from instead: given after -- they would win over it.
+local OWN_FLAGS = {
+  epochs = "--epochs and --round", hidden = "--units", val = "--val", seed = "--seed", threads = "--threads",
+  limit = "--limit", test_limit = "--test-limit", optim = "the paper's protocol (sgd)",
+  checkpoint = "--dir", log = "--dir", resume = "--dir", save = "--dir", summary = "--dir", curves = "--dir",
+  model = "--methods", lr = "--from", samples = "--from", pi = "--from", sigma1 = "--from", sigma2 = "--from",
+}
 
 function figure2.parse(argv)
   local parser = figure2.parser()
@@ -64,10 +89,41 @@ function figure2.parse(argv)
   if args.limit and args.val >= args.limit then
     parser:error(("--val %d must be smaller than --limit %d"):format(args.val, args.limit))
   end
+  for _, w in ipairs(args.mnist_flags) do
+    local name = w:match("^%-%-([%w-]+)")
+    local from = name and OWN_FLAGS[name:gsub("-", "_")]
+    if from then
+      parser:error(("--%s after --: figure2.lua sets it for each net itself, from %s"):format(name, from))
+    end
+  end
   return args
 end
 
 local function fail(msg) error({ usage = msg }, 0) end
+
+-- What each value of a chosen setting must be (lr is required).
+local SETTING = {
+  { "lr", function(v) return v > 0 end, "a positive finite number" },
+  { "samples", function(v) return math.tointeger(v) and v >= 1 and v <= 1000 end, "an integer from 1 to 1000" },
+  { "pi", function(v) return v > 0 and v < 1 end, "a number in (0, 1)" },
+  { "log_sigma1", function(v) return math.abs(v) <= 80 end, "a finite number (-log sigma1)" },
+  { "log_sigma2", function(v) return math.abs(v) <= 80 end, "a finite number (-log sigma2)" },
+}
+
+-- The setting a row chose (a grid key, "lr=0.001 samples=1 ..."), each
+-- value checked as the flag it becomes would be.
+local function checked_setting(path, row, units, key)
+  local c = paper.parse_key(key)
+  for _, f in ipairs(SETTING) do
+    local v = c[f[1]]
+    local ok = type(v) == "number" and v == v and math.abs(v) ~= math.huge and f[2](v)
+    if (v ~= nil or f[1] == "lr") and not ok then
+      fail(("--from: %s: the %s row of 2x%d chose %s, whose %s is %s: it must be %s"):format(path, row, units,
+        key, f[1], v == nil and "missing" or tostring(v), f[3]))
+    end
+  end
+  return c
+end
 
 -- The setting chosen for each method at these units in the protocol files
 -- (a comma list), and the chosen run's checkpoint where the row names one.
@@ -92,7 +148,7 @@ local function chosen_settings(paths, units)
             if where[m] then
               fail(("--from: the %s row of 2x%d is in both %s and %s"):format(row, units, where[m], path))
             end
-            out[m], where[m] = paper.parse_key(r.chosen), path
+            out[m], where[m] = checked_setting(path, row, units, r.chosen), path
             cks[m] = type(r.checkpoint) == "string" and r.checkpoint or nil
           end
         end
@@ -293,6 +349,9 @@ end
 -- summary, units}: trains the nets in rounds until each has --epochs.
 function figure2.run(args)
   local settings, from_ck = choose_settings(args)
+  -- each net's flags checked as mnist.lua checks them, before any net
+  -- trains: a flag after -- that one of them cannot take stops the figure now
+  for _, m in ipairs(args.methods) do mnist.parse(mnist_argv(args, settings, m, args.epochs, false)) end
   local done = epochs_so_far(args, from_ck)
   repeat
     local any = false

@@ -134,11 +134,56 @@ local function set_by_grid()
   return own
 end
 
---- grid.parse([argv]) -> args: the command line, checked.
+-- The axes a net without Bayesian layers has no use for.
+local BAYES_AXES = { "pi", "log_sigma1", "log_sigma2", "kl_weight" }
+
+-- The --model the flags after -- give the runs (mnist.lua's default: bbb).
+local function model_of(words)
+  local model = "bbb"
+  for i, w in ipairs(words) do
+    local v = w:match("^%-%-model=(.*)$") or (w == "--model" and words[i + 1])
+    if v then model = v end
+  end
+  return model
+end
+
+-- The first flag given that cannot act in the grid args describes, and
+-- why; nil when each can.
+local function idle_flag(args, given)
+  if given.min_epochs and not args.halving then
+    return "--min-epochs cannot act in this run: it sets the first rung of --halving, which is not given"
+  end
+  for _, k in ipairs { "final_epochs", "final_threads" } do
+    if given[k] and not args.final then
+      return ("--%s cannot act in this run: it sets the --final run, which is not asked for"):format(k:gsub("_", "-"))
+    end
+  end
+  local model = model_of(args.mnist_flags)
+  -- a plain net draws nothing: more samples per minibatch repeat one forward pass
+  local idle = { samples = model == "mlp" or model == "cnn-plain" }
+  if model ~= "bbb" and model ~= "cnn" then
+    for _, k in ipairs(BAYES_AXES) do idle[k] = true end
+  end
+  for _, a in ipairs(AXES) do
+    local n = #args[a.name]
+    if idle[a.name] and n > 1 then
+      return ("--%s cannot act in this run: --model %s (after --) %s, so its %d values would train the same net "
+        .. "%d times: give one value"):format(a.name:gsub("_", "-"), model, a.name == "samples" and "draws no noise"
+        or "has no Bayesian layers", n, n)
+    end
+  end
+end
+
+--- grid.parse([argv]) -> args: the command line, checked: a flag that
+-- cannot act in the grid (--min-epochs without --halving, an axis of
+-- several values the runs' --model has no use for) and a flag after --
+-- that mnist.lua would refuse are refused here, before any run.
 function grid.parse(argv)
   argv = argv or arg
   local parser = grid.parser()
-  local args = recipe.parse(parser, argv)
+  local args, given = recipe.parse(parser, argv)
+  local why = idle_flag(args, given)
+  if why then parser:error(why) end
   args.jobs = args.jobs or cores()
   local train_n = math.min(args.limit or TRAIN_IMAGES, TRAIN_IMAGES)
   if args.val and args.val >= train_n then
@@ -151,6 +196,17 @@ function grid.parse(argv)
     local key = name and name:gsub("-", "_")
     if key and own[key] then
       parser:error(("--%s after -- is set by the grid itself (an axis or a grid flag): give it before --"):format(name))
+    end
+  end
+  -- the runs' flags checked now as mnist.lua checks them (once per
+  -- optimizer, the one axis its checks depend on): a flag after -- that the
+  -- runs cannot take stops the grid before its first run
+  local mnist, seen = require "bbb.app.experiments.mnist", {}
+  for _, c in ipairs(grid.configurations(args)) do
+    if not seen[c.optim] then
+      seen[c.optim] = true
+      local flags = recipe.argv_of(grid.mnist_config(args, c))
+      mnist.parse(table.move(args.mnist_flags, 1, #args.mnist_flags, #flags + 1, flags))
     end
   end
   return args
@@ -279,14 +335,15 @@ end
 -- The checkpoint configuration key's runs go on from under --halving.
 local function checkpoint_of(work, key) return ("%s/%s.ckpt"):format(work, fnv1a(key)) end
 
--- The grid g's results so far (done by key, and the list): corrupted lines
+-- The grid g's results so far (done by key, and the list), and the file's
+-- text as pieces, which every append writes again whole: corrupted lines
 -- are skipped with a warning, a line of another grid is an error.
 local function load_results(g)
   local path, done, results = g.args.results, {}, {}
-  local f = io.open(path, "r")
-  if not f then return done, results end
+  local text = read_file(path)
+  if not text or text == "" then return done, results, {} end
   local n = 0
-  for line in f:lines() do
+  for line in (text:sub(-1) == "\n" and text or text .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
     if line:find("%S") then
       local ok, r = pcall(json.decode, line)
@@ -306,31 +363,22 @@ local function load_results(g)
       end
     end
   end
-  -- a line cut short by a kill gets its end, so the next one starts clean
-  local size = f:seek("end")
-  local last = size > 0 and f:seek("set", size - 1) and f:read(1)
-  f:close()
-  if last and last ~= "\n" then
-    local fa = assert(io.open(path, "a"))
-    fa:write("\n")
-    fa:close()
-  end
-  return done, results
+  -- a line cut short (by a kill, before results were written whole) gets
+  -- its end, so the next one starts clean
+  return done, results, { text:sub(-1) == "\n" and text or text .. "\n" }
 end
 
--- Every write and the close checked: a full disk stops the grid with the
--- file named instead of reporting results it did not keep.
+-- The results file written again whole with r's line at its end (a
+-- temporary, fsync, a rename): a full disk leaves the file as it was, and
+-- stops the grid with the file named instead of reporting results it did
+-- not keep.
 local function append(g, r)
-  local f, err = io.open(g.args.results, "a")
-  local ok = f ~= nil
-  if ok then ok, err = f:write(json.encode(r), "\n") end
-  if ok then ok, err = f:flush() end
-  if f then
-    local closed, cerr = f:close()
-    if ok and not closed then ok, err = false, cerr end
-  end
+  g.lines[#g.lines + 1] = json.encode(r) .. "\n"
+  local ok, err = bbb.core.sys.write_file(g.args.results, g.lines)
   if not ok then
-    io.stderr:write(("grid.lua: cannot write the results file %s: %s\n"):format(g.args.results, tostring(err)))
+    g.lines[#g.lines] = nil
+    io.stderr:write(("grid.lua: cannot write the results file %s: %s\n"):format(g.args.results,
+      (tostring(err):gsub("^write: cannot write '[^']*': ", ""))))
     os.exit(1)
   end
 end
@@ -663,6 +711,12 @@ local function todo_of(g)
   return todo
 end
 
+--- grid.lock_path(results) -> the file a grid on results locks while it
+-- runs (in the folder of its runs).
+function grid.lock_path(results)
+  return results:gsub("%.jsonl$", "") .. ".runs/results.lock"
+end
+
 -- The grid of args: its identity, configurations, results so far and the
 -- folder of its runs (made now), its header printed.
 local function open_grid(args, o)
@@ -674,16 +728,20 @@ local function open_grid(args, o)
   local ok, err = sys.mkdir_for(args.results)
   if ok then ok, err = sys.mkdir_p(g.work) end
   -- the results file is one run's at a time (rank 0 alone writes it): a
-  -- second grid on it would append its lines among the first one's
+  -- second grid on it would write its lines over the first one's. The lock
+  -- is a file of its own, since every write replaces the results file.
   if ok and g.rank == 0 then
-    g.lock, err = require("bbb.core").sys.lock(args.results)
+    g.lock, err = require("bbb.core").sys.lock(grid.lock_path(args.results))
     ok = g.lock ~= nil
+    if not ok and err:find("being written by another run", 1, true) then
+      err = ("'%s' is being written by another run"):format(args.results)
+    end
   end
   if not ok then
     io.stderr:write(("grid.lua: --results: %s\n"):format(err))
     os.exit(2)
   end
-  g.done, g.results = load_results(g)
+  g.done, g.results, g.lines = load_results(g)
   g.todo = todo_of(g)
   local script_dir = (arg and arg[0] or "scripts/grid.lua"):match("^(.*)/[^/]*$") or "."
   g.mnist_script = o.mnist_script or script_dir .. "/mnist.lua"

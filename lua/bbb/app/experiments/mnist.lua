@@ -136,17 +136,50 @@ mnist.MODEL_DEFAULTS = {
   ["cnn-plain"] = { epochs = 10 }, ["cnn-dropout"] = { epochs = 10 },
 }
 
+-- The kind an optimizer's saved state names, by --optim.
+local OPTIMIZER_KIND = { adam = "Adam", sgd = "SGD", rmsprop = "RMSprop" }
+
+--- mnist.idle_flag(args, given) -> message | nil: the first flag given
+-- (given[key] true) that the run args describes cannot use, and why.
+function mnist.idle_flag(args, given)
+  local cnn = args.model:find("^cnn") ~= nil
+  local model = ("--model %s"):format(args.model)
+  local rules = {
+    { "momentum", args.optim ~= "sgd", ("--optim %s has no momentum (only sgd has)"):format(args.optim) },
+    { "checkpoint_every", not args.checkpoint and not args.resume, "no checkpoint is written without --checkpoint" },
+    { "cnn_hidden", not cnn, model .. " is no CNN (cnn, cnn-plain and cnn-dropout are)" },
+    { "channels", not cnn, model .. " is no CNN (cnn, cnn-plain and cnn-dropout are)" },
+    { "dropout", args.model ~= "dropout" and args.model ~= "cnn-dropout",
+      model .. " has no dropout (dropout and cnn-dropout have)" },
+    { "layers", cnn, model .. " is a CNN: its layers are LeNet's (--cnn-hidden sets the dense layer's units)" },
+    { "activation", cnn, model .. " is a CNN, whose activations are ReLU" },
+  }
+  for _, r in ipairs(rules) do
+    if given[r[1]] and r[2] then return ("--%s cannot act in this run: %s"):format(r[1]:gsub("_", "-"), r[3]) end
+  end
+end
+
 --- mnist.parse([argv]) -> args: the command line (default: the script's),
 -- checked, with --preset and --resume applied, then the model's own
 -- defaults (mnist.MODEL_DEFAULTS) for what neither the command line, the
--- preset nor the resumed run set.
+-- preset nor the resumed run set. A flag the run cannot use
+-- (mnist.idle_flag) and a resumed checkpoint whose saved state is not a
+-- run's (recipe.check_train_state) are refused here, before any work.
 function mnist.parse(argv)
-  local args, given = recipe.parse(mnist.parser(), argv)
+  local parser = mnist.parser()
+  local args, given = recipe.parse(parser, argv)
   local preset = args.preset and mnist.PRESETS[args.preset].flags or {}
   if not args._resume then
     for k, v in pairs(mnist.MODEL_DEFAULTS[args.model] or {}) do
       if not given[k] and preset[k] == nil then args[k] = v end
     end
+  end
+  local why = mnist.idle_flag(args, given)
+  if why then parser:error(why) end
+  if args._resume then
+    local ok, err = recipe.check_train_state(args._resume, args.resume, { epochs = args.epochs, batch = args.batch,
+      optimizer = OPTIMIZER_KIND[args.optim], schedule = true, generators = { "shuffle", "default" } })
+    if not ok then parser:error(err) end
   end
   return args
 end
@@ -195,12 +228,12 @@ local function join_ranks(args)
   return dist, rank, nranks
 end
 
--- The training, validation (--val) and test sets.
-local function load_sets(args)
+-- The training, validation (--val) and test sets, all from folder.
+local function load_sets(args, folder)
   local load = args.dataset == "mnist" and bbb.data.load_mnist or bbb.data.load_fashion_mnist
   local scale = 1 / args.pixel_scale
-  local train_set = load{ split = "train", scale = scale, limit = args.limit }
-  local test_set = load{ split = "test", scale = scale, limit = args.test_limit }
+  local train_set = load{ root = folder, split = "train", scale = scale, limit = args.limit }
+  local test_set = load{ root = folder, split = "test", scale = scale, limit = args.test_limit }
   local val_set
   if args.val then
     if args.val >= train_set.n then
@@ -267,8 +300,9 @@ end
 -- iterations (the MC complexity of one step is noisy): the curves, and the
 -- on_step hook that fills them.
 local function curve_recorder(args, opt)
-  local curves, window = { it = {}, elbo = {}, ll = {}, kl = {}, acc = {} }, { n = 0 }
+  local curves, window = { it = {}, elbo = {}, ll = {}, kl = {}, acc = {}, steps = 0 }, { n = 0 }
   return curves, function(_, terms)
+    curves.steps = curves.steps + 1
     local B = terms.nll ~= 0 and terms.nll_sum / terms.nll or args.batch
     for k, v in pairs { elbo = -(terms.nll + terms.complexity_per_example), ll = -terms.nll,
                         kl = terms.complexity, acc = (terms.correct or 0) / B } do
@@ -338,7 +372,8 @@ local function write_outputs(args, r)
   end
 end
 
---- mnist.run(args) -> result: trains and tests; result holds status
+--- mnist.run(args) -> result: trains and tests, on the data of the one
+-- folder recipe.image_folder names (printed first); result holds status
 -- ("done" or "interrupted"), history (the epoch records), test_acc_mean,
 -- test_acc_mc, seconds, net, curves (with --curves), seed (the seed's
 -- figures beside ours, with a seed's preset), lead (rank 0), and for an
@@ -350,10 +385,17 @@ function mnist.run(args)
   end
   local dist, rank, nranks = join_ranks(args)
   local lead = rank == 0
+  -- said first, so a run never trains on data it does not name
+  local folder, name = recipe.image_folder(args.dataset)
+  if not folder then error(name, 0) end
+  if lead then
+    print(("data: %s from %s"):format(name, folder))
+    io.stdout:flush()
+  end
   bbb.set_num_threads(args.threads)
   bbb.manual_seed(args.seed)
   local gen = bbb.Generator(args.seed)
-  local train_set, val_set, test_set = load_sets(args)
+  local train_set, val_set, test_set = load_sets(args, folder)
   local net = build_net(args, train_set, gen)
   local rank_gen = rank_generator(net, args, rank, nranks)
   local n_batches = bbb.data.num_batches(train_set.n, args.batch)
@@ -418,7 +460,12 @@ end
 
 --- mnist.plot(result): with --curves, seed 004's four minibatch curves.
 function mnist.plot(r)
-  if r.status == "interrupted" or not r.lead or not r.curves or #r.curves.it == 0 then return end
+  if r.status == "interrupted" or not r.lead or not r.curves then return end
+  if #r.curves.it == 0 then
+    print(("--curves: no plot written to %s: the run trained %d step(s), fewer than the 20 that each point "
+      .. "of the curves averages"):format(r.args.curves, r.curves.steps))
+    return
+  end
   local args, curves, panels = r.args, r.curves, {}
   for _, c in ipairs { { "elbo", "ELBO per example" }, { "acc", "accuracy (minibatch, one weight sample)" },
                        { "ll", "log-likelihood per example" }, { "kl", "KL (nats, MC estimate)" } } do

@@ -36,18 +36,32 @@ local PRESET_NAMES = { "s1", "s4" }
 local preset_help = { "Presets (explicit flags override them):" }
 for _, k in ipairs(PRESET_NAMES) do preset_help[#preset_help + 1] = ("  %s: %s."):format(k, regression.PRESETS[k].about) end
 
--- "lo:hi" (or "lo,hi") with lo < hi, both finite; messages name the flag.
-local function range_of(flag)
+-- The largest |x| a plot range may reach: the nets run in float32, where
+-- the spread of outputs at x much beyond it overflows.
+local RANGE_MAX = 1e6
+
+-- "lo:hi" (or "lo,hi") with lo < hi, both finite; for a range the nets
+-- are sampled over, within RANGE_MAX and wide enough for float32 to tell
+-- 400 points apart. Messages name the flag.
+local function range_of(flag, sampled)
   return function(s)
     local a, b = tostring(s):match("^%s*([^:,]+)%s*[:,]%s*([^:,]+)%s*$")
     local num = cli.number()
     local lo, hi = a and num(a), b and num(b)
     if not (lo and hi) then return nil, ("%s: expected lo:hi in finite numbers, got '%s'"):format(flag, s) end
     if lo >= hi then return nil, ("%s: lo must be below hi, got %s"):format(flag, s) end
+    if not sampled then return { lo, hi } end
+    if math.max(-lo, hi) > RANGE_MAX then
+      return nil, ("%s: %s reaches beyond [-1e6, 1e6], where the float32 net's band is no longer finite")
+        :format(flag, s)
+    end
+    if hi - lo < 400 * math.max(-lo, hi) * 2 ^ -23 then
+      return nil, ("%s: %s is too narrow for float32 to sample 400 points in it"):format(flag, s)
+    end
     return { lo, hi }
   end
 end
-local range_converter = range_of("--xrange")
+local range_converter = range_of("--xrange", true)
 
 -- One beta or a comma-separated list of them, each finite and >= 0.
 local function beta_list(s)
@@ -88,8 +102,10 @@ function regression.parser()
     :convert(cli.choice { "percentile", "normal" })
   parser:option("--band-of", "y (the posterior predictive of y: weights and noise) or f (of the "
     .. "function f(x, w): weights only).", "y"):convert(cli.choice { "y", "f" })
-  parser:option("--pred-samples", "MC samples for the predictive band.", "300"):convert(cli.positive_integer { max = 100000 })
-  parser:option("--xrange", "Plot range lo:hi (default: the task's); repeat for one panel per range.")
+  parser:option("--pred-samples", "MC samples for the predictive band (at least 2).", "300")
+    :convert(cli.positive_integer { max = 100000 })
+  parser:option("--xrange", "Plot range lo:hi within [-1e6, 1e6] (default: the task's); repeat for one panel "
+    .. "per range.")
     :count("*"):convert(range_converter)
   parser:option("--yrange", "Plot y range lo:hi (default: the data and the truth over the training range).")
     :convert(range_of("--yrange"))
@@ -106,6 +122,23 @@ function regression.parser()
   recipe.declare(parser, { "log" })
   parser:flag("--no-plot", "Skip the plot.")
   return parser
+end
+
+-- The first flag given (given[key]) that cannot act in the run args
+-- describes (its preset applied), and why; nil when each can.
+local function idle_flag(args, given)
+  local rules = {
+    { "n", args.task == "toy", "--task toy trains on its 6 fixed points" },
+    { "out", args.no_plot, "--no-plot writes no plot" },
+    { "yrange", args.no_plot, "--no-plot draws no plot" },
+  }
+  for _, k in ipairs { "mlp_layers", "mlp_hidden", "mlp_optim", "mlp_lr", "mlp_epochs" } do
+    rules[#rules + 1] = { k, args.no_mlp, ("the MLP baseline is off (%s)"):format(given.no_mlp and "--no-mlp"
+      or ("preset " .. tostring(args.preset))) }
+  end
+  for _, r in ipairs(rules) do
+    if given[r[1]] and r[2] then return ("--%s cannot act in this run: %s"):format(r[1]:gsub("_", "-"), r[3]) end
+  end
 end
 
 --- regression.parse([argv]) -> args: the command line, checked, the preset applied.
@@ -143,6 +176,13 @@ function regression.parse(raw)
     end
   end
 
+  local why = idle_flag(args, given)
+  if why then parser:error(why) end
+  -- one sample has no spread: its band would have no width
+  if args.pred_samples < 2 then
+    parser:error(("--pred-samples %d: a %s band needs the spread of at least 2 samples"):format(args.pred_samples,
+      args.band))
+  end
   local ok, err = recipe.prepare_outputs(args, { "out" })
   if not ok then parser:error(err) end
   return args
@@ -402,10 +442,24 @@ local function y_extent(c, v)
   v.off = #names > 0 and ("off the chart: " .. table.concat(names, ", ")) or nil
 end
 
+-- The x of a view: 400 points over its range, and when none of them falls
+-- in the training range it overlaps (a view much wider than the data),
+-- 100 more there, so the band's width inside the data is measured.
+local function view_points(c, range)
+  local gx = bbb.linspace(range[1], range[2], 400):totable()
+  local lo, hi = math.max(range[1], c.task.lo), math.min(range[2], c.task.hi)
+  for _, v in ipairs(gx) do if v >= c.task.lo and v <= c.task.hi then return gx end end
+  if lo < hi then
+    for _, v in ipairs(bbb.linspace(lo, hi, 100):totable()) do gx[#gx + 1] = v end
+    table.sort(gx)
+  end
+  return gx
+end
+
 -- Band, mean and widths of net r over one plot range.
 local function view(c, r, range)
-  local grid = bbb.linspace(range[1], range[2], 400)
-  local gx = grid:totable()
+  local gx = view_points(c, range)
+  local grid = bbb.tensor(gx)
   local m, lo, hi = band(c, r.net, r.sigma, grid:reshape(-1, 1))
   local w_in, n_in, w_out, n_out = 0, 0, 0, 0
   for i, v in ipairs(gx) do
@@ -414,6 +468,12 @@ local function view(c, r, range)
   end
   local v = { gx = gx, m = m, lo = lo, hi = hi, range = range,
               width_in = n_in > 0 and w_in / n_in or nil, width_out = n_out > 0 and w_out / n_out or nil }
+  for _, w in ipairs { v.width_in or 0, v.width_out or 0 } do
+    if w ~= w or w == math.huge then
+      error({ usage = ("--xrange %s: the band is not finite there (the net's outputs overflow float32): give a "
+        .. "narrower range"):format(fmt_range(range)) }, 0)
+    end
+  end
   if c.mlp then v.mlp = mlp_at(c, grid:reshape(-1, 1)) end
   y_extent(c, v)
   return v
@@ -452,6 +512,12 @@ function regression.run(args)
   return c
 end
 
+-- How many times wider the band is outside the training range than inside
+-- ("-" for a band of no width inside).
+local function ratio_text(v)
+  return v.width_in > 0 and ("%.1f"):format(v.width_out / v.width_in) or "-"
+end
+
 -- The lines of one net's report: its coverage and its band's widths.
 local function net_lines(c, r)
   local lines = {}
@@ -460,9 +526,12 @@ local function net_lines(c, r)
       (c.task.xs or c.args.band_of == "f") and "of the true function on 401 points" or "of 1000 fresh points")
   end
   for k, vv in ipairs(r.views) do
-    if vv.width_out then
-      lines[#lines + 1] = ("mean band width over %s: inside the training range %.4f, outside %.4f, ratio %.1f")
-        :format(fmt_range(c.ranges[k]), vv.width_in, vv.width_out, vv.width_out / vv.width_in)
+    if vv.width_out and vv.width_in then
+      lines[#lines + 1] = ("mean band width over %s: inside the training range %.4f, outside %.4f, ratio %s")
+        :format(fmt_range(c.ranges[k]), vv.width_in, vv.width_out, ratio_text(vv))
+    elseif vv.width_out then
+      lines[#lines + 1] = ("mean band width over %s: %.4f, all of it outside the training range %s")
+        :format(fmt_range(c.ranges[k]), vv.width_out, fmt_range { c.task.lo, c.task.hi })
     end
   end
   return lines
@@ -506,9 +575,11 @@ local YRULE = "y-range from the data and the truth over the training range"
 local function panel_text(c, r, v, single)
   local numbers, band_text = {}, {}
   if r.coverage then band_text[#band_text + 1] = ("coverage inside %.1f%%"):format(100 * r.coverage) end
-  if v.width_out then
-    band_text[#band_text + 1] = ("width inside %.3g, outside %.3g (x%.1f)"):format(v.width_in, v.width_out,
-      v.width_out / v.width_in)
+  if v.width_out and v.width_in then
+    band_text[#band_text + 1] = ("width inside %.3g, outside %.3g (x%s)"):format(v.width_in, v.width_out,
+      ratio_text(v))
+  elseif v.width_out then
+    band_text[#band_text + 1] = ("width %.3g, all outside the training range"):format(v.width_out)
   end
   if #band_text > 0 then numbers[1] = "95% band: " .. table.concat(band_text, "; ") end
   local title = single and {} or { (#c.weights > 1 and ("beta = %g, "):format(r.beta) or "") .. "x in " .. fmt_range(v.range) }
