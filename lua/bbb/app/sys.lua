@@ -7,6 +7,7 @@
 --   local ok, how, code = sys.run({ "gnuplot", script }, { stderr = err_path })
 --   local job = sys.start(sys.bbblua_argv("scripts/mnist.lua", "--epochs", "3"), { stdout = log, stderr = log })
 --   local done, how, code = job:poll()
+-- A pool of workers is bbb.app.jobs.run's.
 local core_sys = require("bbb.core").sys
 
 local sys = {}
@@ -52,55 +53,6 @@ function sys.run(argv, opts)
   if not job then return false, "error", err end
   local how, code = job:wait()
   return how == "exit" and code == 0, how, code
-end
-
---- sys.run_all(argvs, jobs [, opts]) -> results: runs every argument vector
--- of argvs, at most jobs at once, each started as sys.start(argv, opts)
--- (stdout and stderr inherited unless opts says otherwise); polls fifty
--- times a second (a worker may take a tenth of one). results[i] = {how =,
--- code =, ok =} for argvs[i]. A start that fails is a result with how =
--- "error" and the message as code. On a
--- signal the workers are stopped (stop_all) and opts.on_stop() runs
--- (removing what the workers shared, say).
-function sys.run_all(argvs, jobs, opts)
-  local results, running, next_i = {}, {}, 1
-  local core = require "bbb.core"
-  core.sigint_trap(true)
-  while next_i <= #argvs or #running > 0 do
-    if core.sigint_pending() > 0 then sys.stop_all(running, core.interrupt_signal(), opts and opts.on_stop) end
-    while #running < jobs and next_i <= #argvs do
-      local job, err = sys.start(argvs[next_i], opts)
-      if job then running[#running + 1] = { job = job, i = next_i }
-      else results[next_i] = { how = "error", code = err, ok = false } end
-      next_i = next_i + 1
-    end
-    local any = false
-    for k = #running, 1, -1 do
-      local done, how, code = running[k].job:poll()
-      if done then
-        results[running[k].i] = { how = how, code = code, ok = how == "exit" and code == 0 }
-        table.remove(running, k)
-        any = true
-      end
-    end
-    if not any and #running > 0 then core_sys.sleep(0.02) end
-  end
-  core.sigint_trap(false)
-  return results
-end
-
---- sys.stop_all(running, signal [, on_stop]): a signal to the program ends
--- its workers too (none is left running on its own): each gets the same
--- signal, so it can save what it has, and is waited for; then on_stop()
--- runs, when given, and the program exits with 128 + the signal.
-function sys.stop_all(running, sig, on_stop)
-  sig = sig ~= 0 and sig or 15
-  for _, r in ipairs(running) do r.job:stop(sig) end
-  for _, r in ipairs(running) do r.job:wait() end
-  if on_stop then on_stop() end
-  local script = (arg and arg[0] or "bbblua"):match("([^/]*)$")
-  io.stderr:write(("\n%s: interrupted; %d running worker(s) stopped with it\n"):format(script, #running))
-  os.exit(128 + sig)
 end
 
 --- sys.output(argv) -> what argv printed on stdout (its last newline

@@ -600,13 +600,13 @@ local function train_members_apart(m, tr, va, o, seeds)
     rows.tr_x, rows.tr_missing = finite_part(tr.x)
     if va then rows.va_x, rows.va_missing = finite_part(va.x) end
     bbb.checkpoint.write(files[2], rows, { options = opts, seeds = seeds })
-    local argvs = {}
+    local tasks = {}
     for i = 1, #m.members do
-      argvs[i] = sys.bbblua_argv("-e", ("require('bbb.app.tabular').member_job(%q, %d, %d)"):format(dir, i,
-        sys.pid()))
+      tasks[i] = { stdout = "/dev/null", argv = sys.bbblua_argv("-e",
+        ("require('bbb.app.tabular').member_job(%q, %d, %d)"):format(dir, i, sys.pid())) }
       files[#files + 1] = ("%s/member%d.ckpt"):format(dir, i)
     end
-    local ran = sys.run_all(argvs, o.jobs, { stdin = "/dev/null", stdout = "/dev/null", on_stop = clean })
+    local ran = require("bbb.app.jobs").run(tasks, { jobs = o.jobs, on_stop = clean })
     local out = {}
     for i, r in ipairs(ran) do
       if not r.ok then error(("ensemble member %d: its worker ended with %s %s"):format(i, r.how, tostring(r.code)), 0) end

@@ -454,13 +454,13 @@ end
 -- Runs every worker, at most jobs at once, each started from its argument
 -- vector (command, then its flags), never through a shell.
 local function run_workers(args, config, runs, jobs, command)
-  local argvs = {}
+  local tasks = {}
   for i, r in ipairs(runs) do
     local argv = table.move(command, 1, #command, 1, {})
     local flags = M.worker_args(args, config, r.name, r.run)
-    argvs[i] = table.move(flags, 1, #flags, #argv + 1, argv)
+    tasks[i] = { argv = table.move(flags, 1, #flags, #argv + 1, argv) }
   end
-  for i, r in ipairs(bbb.sys.run_all(argvs, jobs, { stdin = "/dev/null" })) do
+  for i, r in ipairs(require("bbb.app.jobs").run(tasks, { jobs = jobs })) do
     if not r.ok then
       fail("worker %s run %d failed (%s %s; see above)", runs[i].name, runs[i].run, r.how, tostring(r.code))
     end

@@ -144,7 +144,7 @@ local function read_table(read)
   end
   -- numbers read as classes (by --task classification or --categorical): a
   -- few (0/1, grades 1-7) are classes, many are a quantity
-  if ds.target.categorical and #ds.classes > 20 and not args.given.task then
+  if ds.target.categorical and #ds.classes > 20 then
     local numbers = 0
     for _, c in ipairs(ds.classes) do if tonumber(c) then numbers = numbers + 1 end end
     if numbers == #ds.classes then

@@ -216,51 +216,25 @@ local function train_argv(config, net)
   return sys.bbblua_argv(config._script_dir .. "/mnist.lua", table.unpack(argv)), dir .. net.name .. ".log"
 end
 
--- Starts the training of net, its output appended to its log.
-local function start_training(config, net)
-  local argv, log = train_argv(config, net)
-  local job, err = sys.start(argv, { stdin = "/dev/null", stdout = log, stderr = log })
-  if not job then error(("cannot start the training of %s: %s"):format(net.name, tostring(err)), 0) end
-  return { job = job, net = net, log = log, t0 = bbb.core.clock() }
-end
-
--- Trains every network not yet saved, --jobs processes at a time (Ctrl-C
--- stops them too, each saving its checkpoint); returns the wall seconds of
--- each one trained. note(text) prints a line with the ETA, tick(units,
--- reused) counts work done.
 local function train_all(config, nets, note, tick)
-  local todo, seconds = {}, {}
+  local todo, seconds, tasks = {}, {}, {}
   for _, net in ipairs(nets) do
     if exists(model_path(config.out, net.name)) then tick(NET_UNITS, true) else todo[#todo + 1] = net end
   end
-  local core, running, next_i = bbb.core, {}, 1
-  core.sigint_trap(true)
-  while next_i <= #todo or #running > 0 do
-    if core.sigint_pending() > 0 then sys.stop_all(running, core.interrupt_signal()) end
-    while #running < config.jobs and next_i <= #todo do
-      local r = start_training(config, todo[next_i])
-      note(("training %s (log: %s)"):format(r.net.name, r.log))
-      running[#running + 1], next_i = r, next_i + 1
-    end
-    for k = #running, 1, -1 do
-      local r = running[k]
-      local done, how, code = r.job:poll()
-      if done then
-        table.remove(running, k)
-        if not (how == "exit" and code == 0) then
-          for _, other in ipairs(running) do other.job:stop() end
-          for _, other in ipairs(running) do other.job:wait() end
-          core.sigint_trap(false)
-          error(("training %s failed (%s %s): see %s"):format(r.net.name, how, tostring(code), r.log), 0)
-        end
-        seconds[r.net.name] = core.clock() - r.t0
-        tick(NET_UNITS)
-        note(("trained %s in %.0f s"):format(r.net.name, seconds[r.net.name]))
-      end
-    end
-    if #running > 0 then core.sys.sleep(0.5) end
+  for i, net in ipairs(todo) do
+    local argv, log = train_argv(config, net)
+    tasks[i] = { argv = argv, stdout = log, stderr = log, net = net }
   end
-  core.sigint_trap(false)
+  require("bbb.app.jobs").run(tasks, { jobs = config.jobs, poll = 0.5,
+    on_start = function(task) note(("training %s (log: %s)"):format(task.net.name, task.stdout)) end,
+    on_done = function(task, r)
+      if not r.ok then
+        error(("training %s failed (%s %s): see %s"):format(task.net.name, r.how, tostring(r.code), task.stdout), 0)
+      end
+      seconds[task.net.name] = r.seconds
+      tick(NET_UNITS)
+      note(("trained %s in %.0f s"):format(task.net.name, r.seconds))
+    end })
   return seconds
 end
 
