@@ -116,6 +116,12 @@ describe("mnist.lua's data", function()
     assert.are.equal(1, status, out)
     helpers.has(out, "mnist.lua: MNIST data: " .. fake .. "/data/mnist holds no t10k-labels-idx1-ubyte")
     no_work(out)
+    -- shift.lua, which reads the test images after training every net, checks them before
+    status, out = helpers.run("scripts/shift.lua --model mlp --epochs 1 --limit 300 --val 100 --out " .. q(tmp .. "/sh"),
+      "BBB_LUA_DIR=" .. q(fake .. "/lua"))
+    assert.are.equal(1, status, out)
+    helpers.has(out, "shift.lua: MNIST data: " .. fake .. "/data/mnist holds no t10k-labels-idx1-ubyte")
+    assert.falsy(out:find("training", 1, true), out)
   end)
 end)
 

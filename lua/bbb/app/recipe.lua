@@ -445,6 +445,18 @@ function recipe.image_folder(dataset)
   return folder, set.name
 end
 
+--- recipe.load_images(dataset, opts) -> the data set: bbb.data's loader of
+-- dataset ("mnist" or "fashion") with opts, reading recipe.image_folder's
+-- folder only (an error naming it when it is not whole).
+function recipe.load_images(dataset, opts)
+  local folder, name = recipe.image_folder(dataset)
+  if not folder then error(name, 0) end
+  local o = { root = folder }
+  for k, v in pairs(opts) do o[k] = v end
+  local load = dataset == "fashion" and require("bbb").data.load_fashion_mnist or require("bbb").data.load_mnist
+  return load(o)
+end
+
 -- A value of a checkpoint's state as a message shows it.
 local function shown(v)
   if type(v) == "string" then return ("the string '%s'"):format(v:sub(1, 40):gsub("%c", "?")) end

@@ -200,8 +200,7 @@ end
 -- Data: raw pixels 0..255, scaled per model.
 
 local function load_images(name, opts)
-  local loader = name == "mnist" and bbb.data.load_mnist or bbb.data.load_fashion_mnist
-  return loader(opts)
+  return require("bbb.app.recipe").load_images(name, opts)
 end
 
 -- The evaluation sets, the in-distribution test set first: name, label, and

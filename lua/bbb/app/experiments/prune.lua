@@ -141,9 +141,9 @@ function prune.run(args)
   local from = args.from or train_default(args)
   local net, saved = load_model(args, from)
   local dataset = saved.dataset or "mnist"
-  local load = dataset == "fashion" and bbb.data.load_fashion_mnist or bbb.data.load_mnist
   local pixel_scale = tonumber(saved.pixel_scale) or 126
-  local test_set = load{ split = "test", scale = 1 / pixel_scale, limit = args.test_limit }
+  local test_set = require("bbb.app.recipe").load_images(dataset, { split = "test", scale = 1 / pixel_scale,
+    limit = args.test_limit })
   print(("%s: %s, %d test images, pixels / %g"):format(from, tostring(net):gsub("%s+", " "), test_set.n, pixel_scale))
 
   -- SNR of every weight before pruning, for the histogram and the cut points

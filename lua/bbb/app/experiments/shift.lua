@@ -126,6 +126,10 @@ function shift.parse(argv)
     end
   end
   args._prior = lua_prior_of(args.mnist_flags)
+  for _, set in ipairs { args.dataset, args.dataset == "mnist" and "fashion" or "mnist" } do
+    local folder, why = recipe.image_folder(set)   -- both sets whole, before any net trains
+    if not folder then error(why, 0) end
+  end
   local ok, err = bbb.core.sys.mkdir_p(args.out .. "/models")
   if not ok then fail("--out: %s", err) end
   args._script_dir = (arg and arg[0] or "scripts/shift.lua"):match("^(.*)/[^/]*$") or "."
@@ -368,14 +372,13 @@ end
 -- The images (pixels 0..255): the training rows less the last --val, the
 -- validation rows, the test set, and the out-of-distribution sets.
 local function load_data(config)
-  local load = config.dataset == "mnist" and bbb.data.load_mnist or bbb.data.load_fashion_mnist
+  local function load(o) return recipe.load_images(config.dataset, o) end
   local train = load { split = "train", scale = 1, limit = config.limit }
   local fit_rows, val = bbb.train.split_validation(train, config.val)
   local data = { train = fit_rows, val = val, test = load { split = "test", scale = 1, limit = config.test_limit } }
   local other = config.dataset == "mnist" and "fashion" or "mnist"
-  local other_load = other == "mnist" and bbb.data.load_mnist or bbb.data.load_fashion_mnist
   data.ood = {
-    { name = other, x = other_load { split = "test", scale = 1, limit = config.test_limit }.x },
+    { name = other, x = recipe.load_images(other, { split = "test", scale = 1, limit = config.test_limit }).x },
     { name = "uniform", x = bbb.rand({ config.noise_n, SIDE * SIDE }, 0, 255, bbb.Generator(config.seed + 7)) },
   }
   return data
