@@ -148,7 +148,31 @@ function calibration.fit_temperature(logits, labels)
   return math.exp(best), f(best), info
 end
 
---- apply(logits, T) -> (N, C) tensor of probabilities softmax(logits / T).
+-- Past this factor a multiplication is split: 2^100 fits float32 while a
+-- 1 / T from a T below 3e-39 does not.
+local STEP = 2.0 ^ 100
+local FLOAT_MAX = 3.4028234663852886e38
+
+-- softmax(z * s) for finite float32 logits z and any s = 1 / T > 0, with
+-- no intermediate that overflows. While z * s stays in range, softmax
+-- takes out the maximum itself. Otherwise the row's maximum comes out
+-- first, so the top logit is exactly 0 and every other is negative:
+-- scaling can only send those to -inf (probability 0), never make
+-- inf - inf, and s is applied in factors float32 holds.
+local function tempered(z, s)
+  if s <= STEP and s * z:abs():max():item() < FLOAT_MAX / 4 then return core.softmax(z * s, 2) end
+  z = z - z:max(2, true)
+  while s > STEP do
+    z = z * STEP
+    s = s / STEP
+  end
+  return core.softmax(z * s, 2)
+end
+
+--- apply(logits, T) -> (N, C) tensor of probabilities softmax(logits / T),
+-- for finite logits and any positive finite T (T -> 0 tends to the one-hot
+-- argmax, T -> inf to the uniform distribution).
+-- @raise apply: logit (ROW, COLUMN) is ... (NaN or inf)
 function calibration.apply(logits, T)
   if not core.is_tensor(logits) or logits:dim() ~= 2 then
     error("apply: logits must be a (N, C) tensor", 2)
@@ -156,7 +180,19 @@ function calibration.apply(logits, T)
   if type(T) ~= "number" or not (T > 0 and T < math.huge) then
     error(("apply: T must be a positive number, got %s"):format(tostring(T)), 2)
   end
-  return core.softmax(logits:detach() * (1 / T), 2)
+  local z = logits:detach()
+  if z:numel() == 0 then return core.softmax(z, 2) end
+  if (z - z):sum():item() ~= 0 then   -- x - x is NaN for NaN and inf alone
+    local rows = z:totable()
+    for i = 1, #rows do
+      for k, v in ipairs(rows[i]) do
+        if v ~= v or v == math.huge or v == -math.huge then
+          error(("apply: logit (%d, %d) is %s"):format(i, k, v ~= v and "NaN" or tostring(v)), 2)
+        end
+      end
+    end
+  end
+  return tempered(z, 1 / T)
 end
 
 return calibration

@@ -43,7 +43,19 @@ local function public(fn)
   end
 end
 
-local function sorted_names(tensors)
+-- The first entry of t that is NaN or inf (1-based, flat) and its value,
+-- or nil: x - x is 0 for every finite x.
+local function first_nonfinite(t)
+  local d = t:detach()
+  if d:numel() == 0 or (d - d):sum():item() == 0 then return nil end
+  for i, v in ipairs(d:reshape(-1):totable()) do
+    if v ~= v or v == math.huge or v == -math.huge then return i, v end
+  end
+end
+
+-- A file of NaN weights would load without a word and predict NaN: the
+-- run that made them has diverged, and saving hides it.
+local function sorted_names(tensors, what)
   local names = {}
   for name, t in pairs(tensors) do
     if type(name) ~= "string" or name == "" or name == "__metadata__" then
@@ -53,6 +65,11 @@ local function sorted_names(tensors)
     if not core.is_tensor(t) then
       fail("checkpoint.write: %s is a %s, not a tensor", name, type(t))
     end
+    local at, v = first_nonfinite(t)
+    if at then
+      fail("%s: %s holds %s at element %d: only finite values are saved", what, name,
+        v ~= v and "NaN" or tostring(v), at)
+    end
     names[#names + 1] = name
   end
   table.sort(names)
@@ -61,18 +78,21 @@ end
 
 --- write(path, {name = tensor}, meta): meta is any JSON-able table, stored
 -- as the string __metadata__.bbb; integers and floats read back exactly.
+-- Tensors must be finite: NaN or inf (a diverged run) is refused, naming
+-- the tensor, and nothing is written.
+-- @raise checkpoint.write: NAME holds NaN at element ...: only finite values are saved
 -- @usage
 --   local path = os.tmpname()
 --   bbb.checkpoint.write(path, { w = bbb.ones(2, 2) }, { note = "any JSON-able table" })
 --   local tensors, meta = bbb.checkpoint.read(path)
 --   os.remove(path)
 --   assert(tensors.w:sum():item() == 4 and meta.note)
-local function write_raw(path, tensors, meta)
+local function write_raw(path, tensors, meta, what)
   if type(path) ~= "string" then fail("checkpoint.write: path must be a string, got %s", type(path)) end
   if type(tensors) ~= "table" then
     fail("checkpoint.write: tensors must be a table of name = tensor, got %s", type(tensors))
   end
-  local names = sorted_names(tensors)
+  local names = sorted_names(tensors, what or "checkpoint.write")
   local header, list, offset = {}, {}, 0
   for i, name in ipairs(names) do
     local t = tensors[name]
@@ -228,7 +248,7 @@ local function save_raw(path, obj)
   end
   meta.state, meta.args = obj.state, obj.args
   for name, t in pairs(obj.tensors or {}) do tensors["extra." .. name] = t end
-  write_raw(path, tensors, meta)
+  write_raw(path, tensors, meta, "save")
 end
 
 local function split_prefix(tensors, prefix)
@@ -322,7 +342,7 @@ local function restore_raw(info, into)
   end
 end
 
-checkpoint.write = public(write_raw)
+checkpoint.write = public(function(path, tensors, meta) write_raw(path, tensors, meta) end)
 checkpoint.read = public(read_raw)
 checkpoint.save = public(save_raw)
 checkpoint.load = public(load_raw)

@@ -145,7 +145,7 @@ local HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 --- Gaussian log-likelihood, summed over elements: log N(y | mu, sigma^2).
 -- sigma is a number or a tensor broadcastable to mu (e.g. a learned noise).
--- @raise gaussian_loglik: sigma must be > 0, got ... (a number sigma that is not positive)
+-- @raise gaussian_loglik: sigma must be > 0, got ... (a sigma, or an element of it, that is not positive)
 -- @usage
 --   local mu, y = bbb.zeros(3, 1), bbb.ones(3, 1)
 --   print(bbb.gaussian_loglik(mu, y, 0.5):item())   -- 3 log N(1 | 0, 0.25)
@@ -160,6 +160,18 @@ function bbb.gaussian_loglik(mu, y, sigma)
   end
   if not bbb.is_tensor(sigma) then
     error(("gaussian_loglik: sigma must be a number or a tensor, got %s"):format(type(sigma)), 2)
+  end
+  -- the log of a sigma <= 0 is NaN or -inf, and the loss would carry it on
+  local s = sigma:detach()
+  local low, total = 1, 0
+  if s:numel() > 0 then low, total = -s:neg():max():item(), s:sum():item() end
+  if not (low > 0) or total ~= total then
+    for i, v in ipairs(s:reshape(-1):totable()) do
+      if not (v > 0) then
+        error(("gaussian_loglik: sigma must be > 0, got %s at element %d")
+          :format(v ~= v and "NaN" or ("%g"):format(v), i), 2)
+      end
+    end
   end
   local ok, z = pcall(function() return r / sigma end)
   if not ok then error("gaussian_loglik: sigma: " .. tostring(z):gsub("^[^\n]-:%d+: ", ""), 2) end

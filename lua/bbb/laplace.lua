@@ -16,53 +16,55 @@ local core = require "bbb.core"
 local laplace = {}
 
 local LOG_DELTA_MIN, LOG_DELTA_MAX = math.log(1e-6), math.log(1e6)
+local FLOAT_MAX = 3.4028234663852886e38
 
-local function fail(msg, ...) error(("last_layer: " .. msg):format(...), 3) end
+-- Raised without a position: the public functions re-raise at their caller.
+local function fail(msg, ...) error(("last_layer: " .. msg):format(...), 0) end
 
--- Eigenvalues and eigenvectors of a symmetric matrix (Lua rows) by cyclic
--- Jacobi rotations: values[i], vectors[r][i] (column i the i-th vector).
-local function eigh(m)
-  local n, a, v = #m, {}, {}
-  for i = 1, n do
-    a[i], v[i] = {}, {}
-    for j = 1, n do a[i][j], v[i][j] = m[i][j], i == j and 1 or 0 end
-  end
-  for _ = 1, 100 do
-    local off, scale = 0, 0
-    for i = 1, n do
-      scale = scale + a[i][i] * a[i][i]
-      for j = i + 1, n do off = off + a[i][j] * a[i][j] end
-    end
-    if off <= 1e-24 * scale or off == 0 then break end
-    for p = 1, n - 1 do
-      for q = p + 1, n do
-        local apq = a[p][q]
-        if apq ~= 0 then
-          local theta = (a[q][q] - a[p][p]) / (2 * apq)
-          local t = (theta >= 0 and 1 or -1) / (math.abs(theta) + math.sqrt(theta * theta + 1))
-          local c = 1 / math.sqrt(t * t + 1)
-          local s = t * c
-          for k = 1, n do   -- columns p, q
-            local akp, akq = a[k][p], a[k][q]
-            a[k][p], a[k][q] = c * akp - s * akq, s * akp + c * akq
-          end
-          local ap, aq = a[p], a[q]
-          for k = 1, n do   -- rows p, q
-            local apk, aqk = ap[k], aq[k]
-            ap[k], aq[k] = c * apk - s * aqk, s * apk + c * aqk
-          end
-          for k = 1, n do
-            local vk = v[k]
-            local vkp, vkq = vk[p], vk[q]
-            vk[p], vk[q] = c * vkp - s * vkq, s * vkp + c * vkq
-          end
+-- Refuses NaN and inf in the (N, K) tensor t, naming the first such entry
+-- (x - x is 0 for a finite x, NaN otherwise).
+local function check_finite(t, what, name)
+  local d = t:detach()
+  if (d - d):sum():item() == 0 then return end
+  local rows = (d - d):sum(2):totable()
+  for r = 1, #rows do
+    if rows[r] ~= 0 then
+      for c, v in ipairs(d:narrow(1, r, 1):reshape(-1):totable()) do
+        if v ~= v or v == math.huge or v == -math.huge then
+          error(("%s: %s (%d, %d) is %s, not a finite number"):format(what, name, r, c,
+            v ~= v and "NaN" or tostring(v)), 0)
         end
       end
     end
   end
-  local values = {}
-  for i = 1, n do values[i] = math.max(a[i][i], 0) end   -- both factors are PSD
-  return values, v
+end
+
+-- The largest |feature| whose float32 products stay finite: the logits
+-- x . w_c + b_c, and the variances, sums of (x . u)^2 / (a g / N + delta)
+-- over orthonormal u, at most |x|^2 / delta with |x|^2 <= (H + 1) max|x|^2.
+local function feature_limit(h, w_max, b_max, delta)
+  local by_variance = math.sqrt(FLOAT_MAX / 2 * delta / (h + 1))
+  local by_logits = w_max > 0 and (FLOAT_MAX / 2 - b_max) / (h * w_max) or math.huge
+  return math.min(by_variance, by_logits)
+end
+
+-- Checks the (N, H) features: finite, and small enough for feature_limit.
+local function check_features(x, h, w, b, delta, what)
+  if not (core.is_tensor(x) and x:dim() == 2 and x:size(2) == h) then
+    error(("%s: features must be a (N, %d) tensor, got %s"):format(what, h,
+      core.is_tensor(x) and table.concat(x:size(), "x") or type(x)), 0)
+  end
+  if x:numel() == 0 then return end
+  check_finite(x, what, "features")
+  local w_max, b_max = w:detach():abs():max():item(), b and b:detach():abs():max():item() or 0
+  local limit = feature_limit(h, w_max, b_max, delta)
+  local top, at = x:detach():abs():reshape(-1):max(1)
+  top, at = top:item(), at:item()
+  if top > limit then
+    error(("%s: features (%d, %d) is %g: products of features this large overflow float32 "
+      .. "(here |features| must stay below %.3g)"):format(what, (at - 1) // h + 1, (at - 1) % h + 1,
+      x:detach():reshape(-1):narrow(1, at, 1):item(), limit), 0)
+  end
 end
 
 -- The layer's inputs with a column of ones when there is a bias.
@@ -71,59 +73,107 @@ local function with_ones(phi, bias)
   return core.cat({ phi, core.ones(phi:size(1), 1) }, 2)
 end
 
--- sum_n log p(y_n | f_n) and G for the likelihood.
+-- The softmax of the logits z (a Lua row) into p, in double; returns
+-- log sum exp z.
+local function softmax_row(z, p)
+  local top, sum = -math.huge, 0
+  for k = 1, #z do if z[k] > top then top = z[k] end end
+  for k = 1, #z do p[k] = math.exp(z[k] - top); sum = sum + p[k] end
+  for k = 1, #z do p[k] = p[k] / sum end
+  return top + math.log(sum)
+end
+
+-- sum_n log p(y_n | f_n) and G (Lua rows) for the likelihood. The
+-- categorical G = sum_n diag(p_n) - p_n p_n^T is summed in double: its
+-- null direction (all logits up alike) must stay null, or tiny float32
+-- residues scaled by large features swamp the prior there.
 local function likelihood_terms(o, f)
-  local n, c = f:size(1), f:size(2)
+  local n, c, rows = f:size(1), f:size(2), f:totable()
+  local g = {}
+  for i = 1, c do
+    g[i] = {}
+    for j = 1, c do g[i][j] = 0 end
+  end
+  local ll = 0
   if o.likelihood == "gaussian" then
-    local y = core.is_tensor(o.targets) and o.targets or core.tensor(o.targets)
-    local r = (f - y:reshape(n, c)):totable()
-    local s2, ll = o.sigma * o.sigma, 0
+    local y, s2 = o.targets, o.sigma * o.sigma
     for i = 1, n do
-      for k = 1, c do ll = ll - 0.5 * (r[i][k] ^ 2 / s2 + math.log(2 * math.pi * s2)) end
+      for k = 1, c do ll = ll - 0.5 * ((rows[i][k] - y[i][k]) ^ 2 / s2 + math.log(2 * math.pi * s2)) end
     end
-    local g = {}
-    for i = 1, c do
-      g[i] = {}
-      for j = 1, c do g[i][j] = i == j and n / s2 or 0 end
-    end
+    for i = 1, c do g[i][i] = n / s2 end
     return ll, g
   end
-  local p = core.softmax(f, 2)
-  local logp, y = core.log_softmax(f, 2):totable(), o.labels
-  local ll = 0
-  for i = 1, n do ll = ll + logp[i][y[i]] end
-  local g, colsum = core.matmul(p:t(), p):neg():totable(), p:sum(1):totable()
-  for k = 1, c do g[k][k] = g[k][k] + colsum[k] end
+  local p, y = {}, o.labels
+  for i = 1, n do
+    ll = ll + rows[i][y[i]] - softmax_row(rows[i], p)
+    for k = 1, c do
+      local pk, gk = p[k], g[k]
+      gk[k] = gk[k] + pk
+      for j = k, c do gk[j] = gk[j] - pk * p[j] end
+    end
+  end
+  for k = 1, c do
+    for j = 1, k - 1 do g[k][j] = g[j][k] end
+  end
   return ll, g
 end
 
+-- The targets as (N, C) Lua rows of finite numbers.
+local function check_targets(t, n, c)
+  local y = core.is_tensor(t) and t:detach():reshape(-1):totable() or t
+  if type(y) ~= "table" or #y ~= n * c then fail("targets must hold %d values", n * c) end
+  local rows = {}
+  for i = 1, n do
+    rows[i] = {}
+    for k = 1, c do
+      local v = y[(i - 1) * c + k]
+      if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
+        fail("target %d is %s, not a finite number", (i - 1) * c + k, tostring(v))
+      end
+      rows[i][k] = v
+    end
+  end
+  return rows
+end
+
+local function check_labels(labels, n, c)
+  local y = core.is_tensor(labels) and labels:reshape(-1):totable() or labels
+  if type(y) ~= "table" or #y ~= n then fail("labels must hold %d classes", n) end
+  for i = 1, n do
+    if math.tointeger(y[i]) == nil or y[i] < 1 or y[i] > c then
+      fail("label %d is %s, expected a class in 1..%d", i, tostring(y[i]), c)
+    end
+  end
+  return y
+end
+
+-- The options checked, as a new table (the caller's is left as it was).
 local function check(o)
   if type(o) ~= "table" then fail("expects a table of options") end
-  local phi, w = o.features, o.weight
+  local phi, w, b = o.features, o.weight, o.bias
   if not (core.is_tensor(phi) and phi:dim() == 2) then fail("features must be a (N, H) tensor") end
-  if not (core.is_tensor(w) and w:dim() == 2 and w:size(2) == phi:size(2)) then
-    fail("weight must be a (C, %d) tensor", phi:size(2))
-  end
-  if o.bias ~= nil and not (core.is_tensor(o.bias) and o.bias:numel() == w:size(1)) then
-    fail("bias must be a tensor of %d values", w:size(1))
-  end
+  local n, h = phi:size(1), phi:size(2)
+  if not (core.is_tensor(w) and w:dim() == 2 and w:size(2) == h) then fail("weight must be a (C, %d) tensor", h) end
+  local c = w:size(1)
+  if b ~= nil and not (core.is_tensor(b) and b:numel() == c) then fail("bias must be a tensor of %d values", c) end
+  check_finite(w, "last_layer", "weight")
+  if b then check_finite(b:reshape(1, c), "last_layer", "bias") end
   local lik = o.likelihood or "categorical"
   if lik ~= "categorical" and lik ~= "gaussian" then fail("likelihood must be categorical or gaussian, got %s", tostring(lik)) end
-  if lik == "gaussian" and not (type(o.sigma) == "number" and o.sigma > 0) then fail("gaussian needs sigma > 0") end
-  if lik == "categorical" then
-    local y = core.is_tensor(o.labels) and o.labels:reshape(-1):totable() or o.labels
-    if type(y) ~= "table" or #y ~= phi:size(1) then fail("labels must hold %d classes", phi:size(1)) end
-    for i = 1, #y do
-      if math.tointeger(y[i]) == nil or y[i] < 1 or y[i] > w:size(1) then
-        fail("label %d is %s, expected a class in 1..%d", i, tostring(y[i]), w:size(1))
-      end
-    end
-    o.labels = y
-  end
-  if o.prior_precision ~= nil and not (type(o.prior_precision) == "number" and o.prior_precision > 0) then
+  local delta = o.prior_precision
+  if delta ~= nil and not (type(delta) == "number" and delta > 0 and delta < math.huge) then
     fail("prior_precision must be a positive number")
   end
-  o.likelihood = lik
+  check_features(phi, h, w, b, delta or math.exp(LOG_DELTA_MIN), "last_layer")
+  local out = { features = phi:detach(), weight = w:detach(), bias = b and b:detach():reshape(c),
+    likelihood = lik, prior_precision = delta }
+  if lik == "gaussian" then
+    if not (type(o.sigma) == "number" and o.sigma > 0 and o.sigma < math.huge) then fail("gaussian needs sigma > 0") end
+    out.sigma, out.targets = o.sigma, check_targets(o.targets, n, c)
+  else
+    out.labels = check_labels(o.labels, n, c)
+  end
+  return out
 end
 
 local Posterior = {}
@@ -140,10 +190,9 @@ function Posterior:log_marglik(delta)
   return total
 end
 
---- post:logit_variance(features) -> (N, C) tensor: the posterior variance
--- of each output f_c = w_c . phi (+ b_c) at these inputs.
-function Posterior:logit_variance(features)
-  local psi = core.matmul(with_ones(features, self.bias ~= nil), self.u_a)   -- (N, H+1)
+local function logit_variance(self, features, what)
+  check_features(features, self.weight:size(2), self.weight, self.bias, self.prior_precision, what)
+  local psi = core.matmul(with_ones(features:detach(), self.bias ~= nil), self.u_a)   -- (N, H+1)
   local d = {}
   for i, a in ipairs(self.a) do
     d[i] = {}
@@ -153,14 +202,30 @@ function Posterior:logit_variance(features)
   return core.matmul(v, (self.u_g * self.u_g):t()):clamp(0)
 end
 
+--- post:logit_variance(features) -> (N, C) tensor: the posterior variance
+-- of each output f_c = w_c . phi (+ b_c) at these inputs.
+-- @raise logit_variance: features (ROW, COLUMN) is ..., not a finite number
+function Posterior:logit_variance(features)
+  local ok, var = pcall(logit_variance, self, features, "logit_variance")
+  if not ok then error(var, 2) end
+  return var
+end
+
+local function predict(self, features)
+  local var = logit_variance(self, features, "predict")
+  local f = core.linear(features:detach(), self.weight, self.bias)
+  if self.likelihood == "gaussian" then return f, (var + self.sigma ^ 2):sqrt() end
+  return core.softmax(f / (var * (math.pi / 8) + 1):sqrt(), 2)
+end
+
 --- post:predict(features) -> (N, C): categorical: class probabilities by
 -- the probit approximation, softmax(f / sqrt(1 + pi/8 var f)); gaussian:
 -- the mean outputs and their standard deviation (noise included).
+-- @raise predict: features (ROW, COLUMN) is ..., not a finite number
 function Posterior:predict(features)
-  local f = core.linear(features, self.weight, self.bias)
-  local var = self:logit_variance(features)
-  if self.likelihood == "gaussian" then return f, (var + self.sigma ^ 2):sqrt() end
-  return core.softmax(f / (var * (math.pi / 8) + 1):sqrt(), 2)
+  local ok, out, std = pcall(predict, self, features)
+  if not ok then error(out, 2) end
+  return out, std
 end
 
 -- The delta in [1e-6, 1e6] maximising the marginal likelihood: golden
@@ -178,27 +243,42 @@ local function best_precision(post)
   return math.exp((a + b) / 2)
 end
 
+-- The eigenvalues (Lua array, clamped at 0: both factors are PSD, and
+-- rounding leaves their null ones a hair below) and eigenvectors (a
+-- tensor) of A or G.
+local function eigen(x, gram)
+  local values, vectors = core.eigh(x, gram)
+  for i, v in ipairs(values) do values[i] = math.max(v, 0) end
+  return values, vectors
+end
+
+local function fit(o)
+  o = check(o)
+  local phi = with_ones(o.features, o.bias ~= nil)
+  local w = o.weight
+  local wt = o.bias and core.cat({ w, o.bias:reshape(w:size(1), 1) }, 2) or w
+  local ll, g = likelihood_terms(o, core.matmul(phi, wt:t()))
+  local a_vals, u_a = eigen(phi, true)
+  local g_vals, u_g = eigen(g)
+  local post = setmetatable({ likelihood = o.likelihood, sigma = o.sigma, weight = w, bias = o.bias,
+    n = phi:size(1), loglik = ll, theta_sq = (wt * wt):sum():item(), n_params = wt:numel(),
+    a = a_vals, g = g_vals, u_a = u_a, u_g = u_g }, Posterior)
+  post.prior_precision = o.prior_precision or best_precision(post)
+  return post
+end
+
 --- last_layer{features, weight, bias, likelihood = "categorical" |
 -- "gaussian", labels (classes 1..C) | targets and sigma (gaussian),
 -- prior_precision} -> posterior: features (N, H) are the last layer's
 -- inputs on the training rows, weight (C, H) and bias (C) its trained
 -- values. Without prior_precision, the one maximising log_marglik is
 -- chosen. post.prior_precision, post.log_marglik(delta),
--- post:logit_variance(x), post:predict(x).
+-- post:logit_variance(x), post:predict(x). Features must be finite and
+-- small enough that their float32 products cannot overflow.
+-- @raise last_layer: features (ROW, COLUMN) is ..., not a finite number
 function laplace.last_layer(o)
-  check(o)
-  local phi = with_ones(o.features:detach(), o.bias ~= nil)
-  local w = o.weight:detach()
-  local wt = o.bias and core.cat({ w, o.bias:detach():reshape(w:size(1), 1) }, 2) or w
-  local f = core.matmul(phi, wt:t())
-  local ll, g = likelihood_terms(o, f)
-  local a_vals, u_a = eigh(core.matmul(phi:t(), phi):totable())
-  local g_vals, u_g = eigh(g)
-  local post = setmetatable({ likelihood = o.likelihood, sigma = o.sigma, weight = w,
-    bias = o.bias and o.bias:detach() or nil, n = phi:size(1), loglik = ll,
-    theta_sq = (wt * wt):sum():item(), n_params = wt:numel(), a = a_vals, g = g_vals,
-    u_a = core.tensor(u_a), u_g = core.tensor(u_g) }, Posterior)
-  post.prior_precision = o.prior_precision or best_precision(post)
+  local ok, post = pcall(fit, o)
+  if not ok then error(post, 2) end
   return post
 end
 

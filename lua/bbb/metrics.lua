@@ -12,22 +12,54 @@ local function shape_str(t)
   return table.concat(t:size(), "x")
 end
 
+-- How far a row's sum may stray from 1: float32 softmax rows and their
+-- means over passes sum to 1 within 1e-6; logits or scores do not.
+local SUM_TOL = 1e-3
+-- How far above 1 an entry may round: a float32 mean of ones can.
+local ENTRY_TOL = 1e-6
+
+-- Refuses rows that are not probability distributions, naming the first.
+-- p is (N, C), detached and free of NaN; with per given, its rows are S
+-- samples of per rows each, and the sample is named too.
+local function check_distributions(p, what, level, per)
+  local sums, tops, lows = p:sum(2):totable(), p:max(2):totable(), p:neg():max(2):totable()
+  for i = 1, #sums do
+    local why
+    if -lows[i] < 0 then why = ("holds %.6g, below 0"):format(-lows[i])
+    elseif tops[i] > 1 + ENTRY_TOL then why = ("holds %.6g, above 1"):format(tops[i])
+    elseif math.abs(sums[i] - 1) > SUM_TOL then why = ("sums to %.6g, not 1"):format(sums[i]) end
+    if why then
+      local row = per and ("sample %d row %d"):format((i - 1) // per + 1, (i - 1) % per + 1) or ("row " .. i)
+      error(("%s: %s %s: pass probabilities (softmax), not logits"):format(what, row, why), level + 1)
+    end
+  end
+end
+
 -- Metrics never need gradients; detach (a free view) so none are recorded.
-local function check_probs(probs, what, level)
+-- distributions: the rows must be probabilities (entries in [0, 1] summing
+-- to 1), not any scores whose argmax is the class.
+local function check_probs(probs, what, level, distributions)
+  level = level or 3
   if not core.is_tensor(probs) or probs:dim() ~= 2 then
     error(("%s: probs must be a (N, C) tensor, got %s"):format(what,
-      core.is_tensor(probs) and shape_str(probs) or type(probs)), level or 3)
+      core.is_tensor(probs) and shape_str(probs) or type(probs)), level)
   end
   local n, c = probs:size()[1], probs:size()[2]
   if n == 0 or c == 0 then
-    error(("%s: empty input (%dx%d)"):format(what, n, c), level or 3)
+    error(("%s: empty input (%dx%d)"):format(what, n, c), level)
   end
+  local p = probs:detach()
   -- a NaN (from a NaN input, or a diverged net) would read as a class
-  local total = probs:detach():sum():item()
+  local total = p:sum():item()
   if total ~= total then
-    error(("%s: probs hold NaN: the inputs or the model are not finite"):format(what), level or 3)
+    for row, sum in ipairs(p:sum(2):totable()) do
+      if sum ~= sum then
+        error(("%s: row %d holds NaN: the inputs or the model are not finite"):format(what, row), level)
+      end
+    end
   end
-  return probs:detach(), n, c
+  if distributions then check_distributions(p, what, level + 1) end
+  return p, n, c
 end
 
 local function check_labels(labels, n, c, what, level)
@@ -71,8 +103,10 @@ function metrics.accuracy(probs, labels)
 end
 
 --- nll(probs, labels) -> mean of -log p(true class), p clamped at 1e-12.
+-- probs must be probabilities: rows in [0, 1] that sum to 1.
+-- @raise nll: row ... sums to ..., not 1: pass probabilities (softmax), not logits
 function metrics.nll(probs, labels)
-  local p, n, c = check_probs(probs, "nll")
+  local p, n, c = check_probs(probs, "nll", 3, true)
   local y = check_labels(labels, n, c, "nll")
   local rows, total = p:totable(), 0
   for i = 1, n do
@@ -95,10 +129,12 @@ local function plogp_sum(p, dim)
 end
 
 --- entropy(probs [, base]) -> (N) tensor of entropies -sum_c p log p, in
--- nats (base 2: bits); 0 log 0 counts as 0.
+-- nats (base 2: bits); 0 log 0 counts as 0. probs must be probabilities:
+-- rows in [0, 1] that sum to 1.
+-- @raise entropy: row ... holds ..., below 0: pass probabilities (softmax), not logits
 function metrics.entropy(probs, base)
   local k = check_base(base, "entropy")
-  local p = check_probs(probs, "entropy")
+  local p = check_probs(probs, "entropy", 3, true)
   local h = plogp_sum(p, 2)
   return k == 1 and h or h * k
 end
@@ -115,7 +151,10 @@ local function check_samples(samples, what)
     if sz[1] == 0 or sz[2] == 0 or sz[3] == 0 then
       error(("%s: empty input (%s)"):format(what, shape_str(samples)), 3)
     end
-    return samples:detach()
+    local p = samples:detach()
+    check_probs(p:reshape(sz[1] * sz[2], sz[3]), what, 4)
+    check_distributions(p:reshape(sz[1] * sz[2], sz[3]), what, 3, sz[2])
+    return p
   end
   if type(samples) ~= "table" or #samples == 0 then
     error(("%s: expects a (S, N, C) tensor or a non-empty list of (N, C) tensors"):format(what), 3)
@@ -134,12 +173,16 @@ local function check_samples(samples, what)
     end
     rows[s] = p:detach():reshape { 1, first:size(1), first:size(2) }
   end
-  check_probs(first, what)
-  return #rows == 1 and rows[1] or core.cat(rows, 1)
+  local p = #rows == 1 and rows[1] or core.cat(rows, 1)
+  local flat = p:reshape(#rows * first:size(1), first:size(2))
+  check_probs(flat, what, 4)
+  check_distributions(flat, what, 3, first:size(1))
+  return p
 end
 
 --- uncertainty(samples [, base]) -> {predictive, expected, mutual_information, mean}:
--- from S per-pass (N, C) probabilities (a (S, N, C) tensor or a list),
+-- from S per-pass (N, C) probabilities (a (S, N, C) tensor or a list; each
+-- row in [0, 1], summing to 1),
 -- the entropy of the mean prediction (N), the mean entropy of the passes
 -- (N, the aleatoric part), their difference (N, the epistemic part,
 -- >= 0 by Jensen; float rounding below 0 is clamped) and the mean (N, C).
@@ -170,17 +213,15 @@ function metrics.expected_entropy(samples, base)
   return metrics.uncertainty(samples, base).expected
 end
 
---- reliability(probs, labels, n_bins = 15) -> list of n_bins bins
--- {lo, hi, count, accuracy, confidence}: rows grouped by their top
--- probability into equal-width bins (lo, hi] (a confidence of 0 joins the
--- first); accuracy and confidence are the bin's means (nil when empty).
-function metrics.reliability(probs, labels, n_bins)
-  n_bins = n_bins or 15
-  if math.type(n_bins) ~= "integer" or n_bins < 1 or n_bins > 1e6 then
-    error(("reliability: n_bins must be an integer in [1, 10^6], got %s"):format(tostring(n_bins)), 2)
+local function check_bins(n_bins, what)
+  if n_bins ~= nil and (math.type(n_bins) ~= "integer" or n_bins < 1 or n_bins > 1e6) then
+    error(("%s: n_bins must be an integer in [1, 10^6], got %s"):format(what, tostring(n_bins)), 3)
   end
-  local p, n, c = check_probs(probs, "reliability")
-  local y = check_labels(labels, n, c, "reliability")
+  return n_bins or 15
+end
+
+-- The bins of reliability() from checked probabilities p and labels y.
+local function bins_of(p, y, n, n_bins)
   local conf, pred = p:max(2)
   conf, pred = conf:totable(), pred:totable()
   local bins = {}
@@ -201,17 +242,28 @@ function metrics.reliability(probs, labels, n_bins)
   return bins
 end
 
+--- reliability(probs, labels, n_bins = 15) -> list of n_bins bins
+-- {lo, hi, count, accuracy, confidence}: rows grouped by their top
+-- probability into equal-width bins (lo, hi] (a confidence of 0 joins the
+-- first); accuracy and confidence are the bin's means (nil when empty).
+-- @raise reliability: row ... sums to ..., not 1: pass probabilities (softmax), not logits
+function metrics.reliability(probs, labels, n_bins)
+  n_bins = check_bins(n_bins, "reliability")
+  local p, n, c = check_probs(probs, "reliability", 3, true)
+  local y = check_labels(labels, n, c, "reliability")
+  return bins_of(p, y, n, n_bins)
+end
+
 --- ece(probs, labels, n_bins = 15) -> expected calibration error:
 -- sum over equal-width confidence bins of |bin| / N * |accuracy - confidence|.
+-- probs must be probabilities: rows in [0, 1] that sum to 1.
+-- @raise ece: row ... sums to ..., not 1: pass probabilities (softmax), not logits
 function metrics.ece(probs, labels, n_bins)
-  if n_bins ~= nil and (math.type(n_bins) ~= "integer" or n_bins < 1 or n_bins > 1e6) then
-    error(("ece: n_bins must be an integer in [1, 10^6], got %s"):format(tostring(n_bins)), 2)
-  end
-  check_probs(probs, "ece")
-  local n = probs:size(1)
-  check_labels(labels, n, probs:size(2), "ece")
+  n_bins = check_bins(n_bins, "ece")
+  local p, n, c = check_probs(probs, "ece", 3, true)
+  local y = check_labels(labels, n, c, "ece")
   local total = 0
-  for _, bin in ipairs(metrics.reliability(probs, labels, n_bins)) do
+  for _, bin in ipairs(bins_of(p, y, n, n_bins)) do
     total = total + math.abs(bin.hits - bin.conf_sum) / n
   end
   return total
@@ -223,10 +275,12 @@ end
 -- labels 1/0 or true/false, 1 the positive class, a higher score meaning
 -- "more likely positive". Tied scores share one threshold.
 
-local function number_list(v, what, name)
+-- level: of the error, as error() counts it from here (3: the caller of
+-- the public function that called this).
+local function number_list(v, what, name, level)
   local list = core.is_tensor(v) and v:reshape(-1):totable() or v
   if type(list) ~= "table" then
-    error(("%s: %s must be a tensor or a Lua array, got %s"):format(what, name, type(v)), 3)
+    error(("%s: %s must be a tensor or a Lua array, got %s"):format(what, name, type(v)), level or 3)
   end
   return list
 end
@@ -234,7 +288,7 @@ end
 -- The scores and 1/0 labels as Lua arrays, with the counts of each class;
 -- refuses what has no answer (one class only, NaN, lengths that differ).
 local function binary_inputs(scores, labels, what)
-  local s, l = number_list(scores, what, "scores"), number_list(labels, what, "labels")
+  local s, l = number_list(scores, what, "scores", 4), number_list(labels, what, "labels", 4)
   if #s ~= #l then error(("%s: %d scores for %d labels"):format(what, #s, #l), 3) end
   local y, n_pos = {}, 0
   for i = 1, #s do
@@ -338,6 +392,13 @@ function metrics.detection(in_scores, out_scores)
     error(("detection: %d in-distribution and %d out-of-distribution scores: both sets are needed")
       :format(#a, #b), 2)
   end
+  for _, set in ipairs { { "in_scores", a }, { "out_scores", b } } do
+    for i, v in ipairs(set[2]) do
+      if type(v) ~= "number" or v ~= v then
+        error(("detection: %s[%d] is %s"):format(set[1], i, tostring(v)), 2)
+      end
+    end
+  end
   local s, y, neg = {}, {}, {}
   for i = 1, #a do s[i], y[i] = a[i], 0 end
   for i = 1, #b do s[#a + i], y[#a + i] = b[i], 1 end
@@ -349,8 +410,9 @@ end
 
 --- brier(probs, labels) -> the Brier score: the mean over rows of
 -- sum_c (p_c - [c = label])^2 (0 for sure and right, 2 for sure and wrong).
+-- probs must be probabilities: rows in [0, 1] that sum to 1.
 function metrics.brier(probs, labels)
-  local p, n, c = check_probs(probs, "brier")
+  local p, n, c = check_probs(probs, "brier", 3, true)
   local y = check_labels(labels, n, c, "brier")
   local rows, total = p:totable(), 0
   for i = 1, n do
@@ -365,7 +427,7 @@ end
 
 -- The confidences and 1/0 correctness as Lua arrays, checked.
 local function selective_inputs(confidence, correct, what)
-  local s, l = number_list(confidence, what, "confidence"), number_list(correct, what, "correct")
+  local s, l = number_list(confidence, what, "confidence", 4), number_list(correct, what, "correct", 4)
   if #s ~= #l then error(("%s: %d confidences for %d correctness flags"):format(what, #s, #l), 3) end
   if #s == 0 then error(("%s: empty input"):format(what), 3) end
   local ok = {}
@@ -412,21 +474,22 @@ end
 
 -- Regression: scores of Gaussian predictive distributions.
 
-local function column(v, what, name)
-  local list = (type(v) == "table" or core.is_tensor(v)) and number_list(v, what, name) or nil
+local function column(v, what, name, level)
+  level = level or 3
+  local list = (type(v) == "table" or core.is_tensor(v)) and number_list(v, what, name, level + 1) or nil
   if type(list) ~= "table" or #list == 0 then
-    error(("%s: %s must be a non-empty tensor or Lua array"):format(what, name), 3)
+    error(("%s: %s must be a non-empty tensor or Lua array"):format(what, name), level)
   end
   for i, x in ipairs(list) do
     if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
-      error(("%s: %s[%d] is %s, not a finite number"):format(what, name, i, tostring(x)), 3)
+      error(("%s: %s[%d] is %s, not a finite number"):format(what, name, i, tostring(x)), level)
     end
   end
   return list
 end
 
 local function gaussian_inputs(mean, std, y, what)
-  local m, s, t = column(mean, what, "mean"), column(std, what, "std"), column(y, what, "y")
+  local m, s, t = column(mean, what, "mean", 4), column(std, what, "std", 4), column(y, what, "y", 4)
   if #m ~= #s or #m ~= #t then
     error(("%s: %d means, %d standard deviations and %d targets"):format(what, #m, #s, #t), 3)
   end

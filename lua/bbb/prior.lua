@@ -18,7 +18,9 @@ function CPrior:__tostring()
   return ("ScaleMixture{pi=%g, sigma1=%g, sigma2=%g}"):format(self.pi, self.sigma1, self.sigma2)
 end
 
-local function make(fields, what)
+-- Called from the constructors, never as a tail call: its error level
+-- counts their frame, so a refusal points at their caller.
+local function make(fields)
   local p = setmetatable(fields, CPrior)
   local ok, err = pcall(core.check_prior, p)
   if not ok then error(err, 3) end
@@ -40,7 +42,8 @@ end
 --   print(p:log_prob(bbb.zeros(3)):item())   -- 3 log N(0 | 0, 1)
 function prior.Gaussian(opts)
   opts = opts or {}
-  return make({ kind = "gaussian", sigma = num(opts, "sigma", 1, "Gaussian") })
+  local p = make({ kind = "gaussian", sigma = num(opts, "sigma", 1, "Gaussian") })
+  return p
 end
 
 --- pi N(0, sigma1^2) + (1 - pi) N(0, sigma2^2), the paper's prior.
@@ -49,9 +52,10 @@ end
 --   local net = bbb.nn.bayes_mlp({ 784, 400, 10 }, { prior = p })
 function prior.ScaleMixture(opts)
   opts = opts or {}
-  return make({ kind = "mixture", pi = num(opts, "pi", 0.5, "ScaleMixture"),
-                sigma1 = num(opts, "sigma1", 1, "ScaleMixture"),
-                sigma2 = num(opts, "sigma2", math.exp(-6), "ScaleMixture") })
+  local p = make({ kind = "mixture", pi = num(opts, "pi", 0.5, "ScaleMixture"),
+                   sigma1 = num(opts, "sigma1", 1, "ScaleMixture"),
+                   sigma2 = num(opts, "sigma2", math.exp(-6), "ScaleMixture") })
+  return p
 end
 
 --- Laplace(0, b)
@@ -60,7 +64,8 @@ end
 --   print(bbb.prior.describe(p), p:log_prob(bbb.zeros(2)):item())
 function prior.Laplace(opts)
   opts = opts or {}
-  return make({ kind = "laplace", b = num(opts, "b", 1, "Laplace") })
+  local p = make({ kind = "laplace", b = num(opts, "b", 1, "Laplace") })
+  return p
 end
 
 --- True for priors the fused C pass evaluates itself.

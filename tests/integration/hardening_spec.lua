@@ -303,7 +303,7 @@ describe("NaN inputs", function()
     local p = net:predict(bbb.tensor { { 0 / 0, 1, 2, 3 } }):totable()[1]
     for _, v in ipairs(p) do assert.is_true(v ~= v) end
     for _, m in ipairs { "accuracy", "nll" } do
-      assert.are.equal(m .. ": probs hold NaN: the inputs or the model are not finite",
+      assert.are.equal(m .. ": row 1 holds NaN: the inputs or the model are not finite",
         message(function() return bbb.metrics[m](bbb.tensor { { 0 / 0, 0.5 } }, { 1 }) end))
     end
   end)

@@ -94,6 +94,41 @@ describe("apply", function()
     for k = 1, 3 do assert(math.abs(p[1][k] - e[k] / s) < 1e-6) end
     assert(math.abs(p[2][1] + p[2][2] + p[2][3] - 1) < 1e-6)
   end)
+  it("gives probabilities for any positive finite T, large logits included", function()
+    local z = bbb.tensor { { 1e30, -1e30, 0 }, { 3e38, -3e38, 1 }, { 1, 2, 2 }, { -5e-45, 0, -1e-30 }, { 7, 7, 7 } }
+    for _, T in ipairs { 1e-300, 1e-45, 1e-30, 1e-3, 1, 1e3, 1e30, 1e300 } do
+      local p = calibration.apply(z, T):totable()
+      for i, row in ipairs(p) do
+        local sum = 0
+        for k, v in ipairs(row) do
+          assert(v >= 0 and v <= 1, ("T = %g: p(%d, %d) = %s"):format(T, i, k, tostring(v)))
+          sum = sum + v
+        end
+        assert(math.abs(sum - 1) < 1e-6, ("T = %g: row %d sums to %s"):format(T, i, tostring(sum)))
+      end
+    end
+    -- T -> 0: the argmax, ties shared; T -> inf: uniform
+    local sharp, flat = calibration.apply(z, 1e-30):totable(), calibration.apply(z, 1e300):totable()
+    assert.are.same({ 1, 0, 0 }, sharp[1])
+    assert.are.same({ 1, 0, 0 }, sharp[2])
+    assert.are.same({ 0, 0.5, 0.5 }, sharp[3])
+    local third = 1 / 3
+    for _, row in ipairs(flat) do
+      for _, v in ipairs(row) do assert(math.abs(v - third) < 1e-6) end
+    end
+    -- at T = 1e-45 the smallest float32 gaps still count: a logit of -4 * 2^-149
+    -- (a denormal) against 0 gives exp(z / T) : 1
+    local gap = bbb.tensor { { -5e-45, 0 } }
+    local v = gap:totable()[1][1]
+    local tiny = calibration.apply(gap, 1e-45):totable()[1]
+    local want = math.exp(v / 1e-45) / (math.exp(v / 1e-45) + 1)
+    assert(v < 0 and math.abs(tiny[1] - want) < 1e-6 * want, ("%.9g vs %.9g"):format(tiny[1], want))
+  end)
+  it("refuses logits that are not finite", function()
+    local ok, err = pcall(calibration.apply, bbb.tensor { { 0, 1 }, { 0 / 0, 1 } }, 1)
+    assert.is_false(ok)
+    assert.truthy(err:find("apply: logit (2, 1) is NaN", 1, true), err)
+  end)
 end)
 
 describe("errors", function()

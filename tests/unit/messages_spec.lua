@@ -61,3 +61,121 @@ describe("views and copies", function()
     assert.truthy(help.text("t"):find("a copy: writes do not reach x", 1, true), help.text("t"))
   end)
 end)
+
+describe("library errors", function()
+  -- called straight from pcall, a message raised at the caller's level
+  -- carries no position at all; one raised a level too deep names a line
+  -- inside the library
+  local function message(fn, ...)
+    local ok, err = pcall(fn, ...)
+    assert.is_false(ok, "no error")
+    return tostring(err)
+  end
+  local x3 = bbb.randn({ 3, 2 }, 0, 1, bbb.Generator(1))
+
+  it("never name a position inside the library", function()
+    local cases = {
+      { bbb.laplace.last_layer, { features = x3 }, "last_layer: weight must be a (C, 2) tensor" },
+      { bbb.laplace.last_layer, nil, "last_layer: expects a table of options" },
+      { bbb.metrics.crps_gaussian, { 1 }, { 1 }, { 0 / 0 }, "crps_gaussian: y[1] is" },
+      { bbb.metrics.interval, { 1 }, { 1 }, { 0 / 0 }, 0.9, "interval: y[1] is" },
+      { bbb.metrics.auroc, "abc", { 1 }, "auroc: scores must be a tensor or a Lua array, got string" },
+      { bbb.metrics.aurc, "abc", { 1 }, "aurc: confidence must be a tensor or a Lua array, got string" },
+      { bbb.metrics.detection, { 0 / 0 }, { 1 }, "detection: in_scores[1] is" },
+      { bbb.metrics.uncertainty, { bbb.tensor { { 0 / 0, 1 } } }, "uncertainty: row 1 holds NaN" },
+      { bbb.prior.from_config, { kind = "gaussian", sigma = -1 },
+        "Gaussian prior: sigma must be positive and finite, got -1" },
+      { bbb.prior.from_config, { kind = "mixture", pi = 2 }, "ScaleMixture prior: pi must be in (0, 1), got 2" },
+      { bbb.nn.build, { type = "BayesLinear", n_in = 2, n_out = 2, prior = { kind = "gaussian", sigma = -1 } },
+        "nn.build: config: Gaussian prior: sigma must be positive and finite, got -1" },
+    }
+    for _, case in ipairs(cases) do
+      local text = table.remove(case)
+      local fn = table.remove(case, 1)
+      local msg = message(fn, table.unpack(case, 1, #case))
+      assert.falsy(msg:find(".lua:", 1, true), msg)
+      assert.truthy(msg:find(text, 1, true), ("%q not in %q"):format(text, msg))
+    end
+  end)
+  it("name the caller's line when called from Lua", function()
+    local function from_here(fn)
+      local ok, err = pcall(function()
+        local r = fn()
+        return r
+      end)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):match("^[^:]*messages_spec%.lua:%d+: "), tostring(err))
+    end
+    from_here(function() return (bbb.prior.Gaussian { sigma = -1 }) end)
+    from_here(function() return (bbb.laplace.last_layer { features = x3 }) end)
+    from_here(function() return (bbb.metrics.crps_gaussian({ 1 }, { 1 }, { 0 / 0 })) end)
+  end)
+end)
+
+describe("NaN and inf weights", function()
+  local function nan_net()
+    local net = bbb.nn.mlp({ 2, 3, 1 }, { generator = bbb.Generator(2) })
+    local w = net.layers[1].weight:detach()
+    local rows = w:totable()
+    rows[2][1] = 0 / 0
+    return net, bbb.tensor(rows)
+  end
+  it("are refused by load_state_dict, naming the tensor, and leave the module unchanged", function()
+    local net, bad = nan_net()
+    local sd = {}
+    for k, v in pairs(net:state_dict()) do sd[k] = v:detach():clone() end
+    local name
+    for k, v in pairs(net:state_dict()) do if v == net.layers[1].weight then name = k end end
+    sd[name] = bad
+    local before = net.layers[1].weight:totable()
+    errors_with(function() net:load_state_dict(sd) end,
+      ("load_state_dict: %s holds NaN at element 3: weights must be finite"):format(name))
+    assert.are.same(before, net.layers[1].weight:totable())
+    sd[name] = bad:clamp(-1, 1) * 0 + math.huge
+    errors_with(function() net:load_state_dict(sd) end, ("load_state_dict: %s holds inf at element 1"):format(name))
+  end)
+  it("are not saved: checkpoint.write and save name the tensor and write nothing", function()
+    local path = os.tmpname()
+    os.remove(path)
+    local net, bad = nan_net()
+    errors_with(function() bbb.checkpoint.write(path, { ok = bbb.ones(2), w = bad }) end,
+      "checkpoint.write: w holds NaN at element 3: only finite values are saved")
+    net.layers[1].weight:copy(bad)
+    local ok, err = pcall(bbb.save, path, net)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):match("^save: model%.[%w_.]+ holds NaN at element 3: only finite values are saved$"),
+      tostring(err))
+    assert.is_nil(io.open(path))
+  end)
+end)
+
+describe("data loaders", function()
+  it("refuse a data set whose n is not the rows of x, and a count of examples that is not one", function()
+    local ds = { x = bbb.zeros(10, 2), y = bbb.ones(10), n = 12 }
+    errors_with(function() bbb.data.batches(ds, 4) end, "batches: ds.n is 12 but ds.x holds 10 rows")
+    errors_with(function() bbb.data.split(ds, 4) end, "split: ds.n is 12 but ds.x holds 10 rows")
+    for _, n in ipairs { -1, 2.5, 0 / 0, "10" } do
+      errors_with(function() bbb.data.num_batches(n, 4) end,
+        "num_batches: n must be a non-negative integer (the number of examples), got " .. tostring(n))
+    end
+    ds.n = 10
+    local count = 0
+    for _ in bbb.data.batches(ds, 4) do count = count + 1 end
+    assert.are.equal(bbb.data.num_batches(10, 4), count)
+    assert.are.equal(3, bbb.data.num_batches(10.0, 4))
+  end)
+end)
+
+describe("gaussian_loglik", function()
+  it("refuses a tensor sigma with an element that is not positive", function()
+    local mu = bbb.zeros(3, 1)
+    errors_with(function() bbb.gaussian_loglik(mu, mu, bbb.tensor { { 1 }, { 0 }, { 1 } }) end,
+      "gaussian_loglik: sigma must be > 0, got 0 at element 2")
+    errors_with(function() bbb.gaussian_loglik(mu, mu, bbb.tensor { { 1 }, { 1 }, { -0.5 } }) end,
+      "gaussian_loglik: sigma must be > 0, got -0.5 at element 3")
+    errors_with(function() bbb.gaussian_loglik(mu, mu, bbb.tensor { 0 / 0 }) end,
+      "gaussian_loglik: sigma must be > 0, got NaN at element 1")
+    local v = bbb.gaussian_loglik(mu, mu, bbb.tensor { { 0.5 }, { 1 }, { 2 } }):item()
+    assert(math.abs(v - (-(math.log(0.5) + math.log(1) + math.log(2)) - 1.5 * math.log(2 * math.pi))) < 1e-5)
+  end)
+end)

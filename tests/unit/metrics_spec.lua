@@ -357,6 +357,70 @@ describe("errors name the function", function()
   end)
 end)
 
+describe("probabilities that are not", function()
+  local function message(fn)
+    local ok, err = pcall(fn)
+    assert.is_false(ok)
+    return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
+  end
+  local good = { { 0.2, 0.8 }, { 0.5, 0.5 }, { 1, 0 } }
+  local function with_row(row)
+    local rows = { good[1], good[2], row }
+    return bbb.tensor(rows)
+  end
+
+  it("are refused by nll, brier, ece, reliability and entropy, naming the row and what is wrong", function()
+    local calls = {
+      nll = function(p) return metrics.nll(p, { 1, 2, 1 }) end,
+      brier = function(p) return metrics.brier(p, { 1, 2, 1 }) end,
+      ece = function(p) return metrics.ece(p, { 1, 2, 1 }) end,
+      reliability = function(p) return metrics.reliability(p, { 1, 2, 1 }) end,
+      entropy = function(p) return metrics.entropy(p) end,
+    }
+    for name, call in pairs(calls) do
+      assert.are.equal(name .. ": row 3 sums to 1.7, not 1: pass probabilities (softmax), not logits",
+        message(function() call(with_row { 0.9, 0.8 }) end))
+      assert.are.equal(name .. ": row 3 holds -0.5, below 0: pass probabilities (softmax), not logits",
+        message(function() call(with_row { 1.5, -0.5 }) end))
+      assert.are.equal(name .. ": row 3 holds 3, above 1: pass probabilities (softmax), not logits",
+        message(function() call(with_row { 3, 1 }) end))
+      assert.are.equal(name .. ": row 3 holds inf, above 1: pass probabilities (softmax), not logits",
+        message(function() call(with_row { math.huge, 0 }) end))
+      assert.are.equal(name .. ": row 3 holds NaN: the inputs or the model are not finite",
+        message(function() call(with_row { 0 / 0, 1 }) end))
+      -- float32 rounding of a softmax or of a mean over passes is no reason
+      assert.has_no.errors(function() call(with_row { 0.3 + 1e-6, 0.7 }) end)
+      assert.has_no.errors(function() call(bbb.tensor(good)) end)
+    end
+  end)
+  it("are refused in per-pass samples too, naming the sample and the row", function()
+    local ok_pass = bbb.tensor(good)
+    local bad_pass = bbb.tensor { good[1], { 0.5, 0.6 }, good[3] }
+    for _, name in ipairs { "uncertainty", "mutual_information", "expected_entropy" } do
+      assert.are.equal(name .. ": sample 2 row 2 sums to 1.1, not 1: pass probabilities (softmax), not logits",
+        message(function() metrics[name] { ok_pass, bad_pass } end))
+      local stacked = bbb.cat({ ok_pass:reshape(1, 3, 2), bad_pass:reshape(1, 3, 2) }, 1)
+      assert.are.equal(name .. ": sample 2 row 2 sums to 1.1, not 1: pass probabilities (softmax), not logits",
+        message(function() metrics[name](stacked) end))
+    end
+  end)
+  it("logits, the mistake the check is for", function()
+    local logits = bbb.tensor { { 2, -1, 0.5 }, { 0.1, 0.2, 3 } }
+    assert.truthy(message(function() metrics.nll(logits, { 1, 3 }) end):find("nll: row 1 holds -1, below 0", 1, true))
+    assert.is_true(metrics.nll(logits:softmax(2), { 1, 3 }) > 0)
+  end)
+  it("passes the MC average of many softmax passes", function()
+    local g = bbb.Generator(2)
+    local passes = {}
+    for s = 1, 50 do passes[s] = bbb.randn({ 100, 10 }, 0, 3, g):softmax(2):reshape(1, 100, 10) end
+    local mean = bbb.cat(passes, 1):mean(1)
+    local labels = {}
+    for i = 1, 100 do labels[i] = i % 10 + 1 end
+    assert.is_true(metrics.ece(mean, labels) >= 0)
+    assert.are.same({ 100 }, metrics.entropy(mean):size())
+  end)
+end)
+
 describe("regression scores", function()
   it("crps_gaussian: hand-computed cases, scale and the far tail", function()
     -- z = 0: 2 phi(0) - 1/sqrt(pi) = (sqrt 2 - 1) / sqrt(pi)

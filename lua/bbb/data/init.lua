@@ -129,10 +129,18 @@ local function check_batch_size(batch_size, what)
   end
 end
 
---- num_batches(n, batch_size, drop_last) -> how many batches batches() yields.
+--- num_batches(n, batch_size, drop_last) -> how many batches batches() yields
+-- for n examples.
+-- @raise num_batches: n must be a non-negative integer (the number of examples), got ...
 -- @usage
 --   assert(bbb.data.num_batches(10, 4) == 3 and bbb.data.num_batches(10, 4, true) == 2)
 function data.num_batches(n, batch_size, drop_last)
+  local count = type(n) == "number" and math.tointeger(n)
+  if not count or count < 0 then
+    error(("num_batches: n must be a non-negative integer (the number of examples), got %s")
+      :format(tostring(n)), 2)
+  end
+  n = count
   check_batch_size(batch_size, "num_batches")
   if drop_last then return n // batch_size end
   return (n + batch_size - 1) // batch_size
@@ -152,11 +160,16 @@ local function permutation(n, generator)
   return perm
 end
 
+-- ds.n is what callers count batches and means by (train.fit, accuracy):
+-- one that disagrees with the rows of x would end epochs early or late.
 local function check_dataset(ds, what)
-  if type(ds) ~= "table" or not core.is_tensor(ds.x) then
+  if type(ds) ~= "table" or not core.is_tensor(ds.x) or ds.x:dim() == 0 then
     error(what .. ": expects a data set table with a tensor x", 3)
   end
   local n = ds.x:size()[1]
+  if ds.n ~= nil and ds.n ~= n then
+    error(("%s: ds.n is %s but ds.x holds %d rows"):format(what, tostring(ds.n), n), 3)
+  end
   if ds.y ~= nil and (not core.is_tensor(ds.y) or ds.y:size()[1] ~= n) then
     error(("%s: y must be a tensor with %d rows like x"):format(what, n), 3)
   end
@@ -184,6 +197,7 @@ end
 -- order: a permutation to use instead of drawing one (a resumed epoch);
 -- start: the number of batches to skip.
 -- @raise batches: batch size must be a positive integer, got ...
+-- @raise batches: ds.n is ... but ds.x holds ... rows
 -- @usage
 --   local ds = { x = bbb.randn(10, 3), y = bbb.ones(10), n = 10 }
 --   for i, xb, yb in bbb.data.batches(ds, 4) do print(i, xb:size(1)) end   -- 4, 4, 2
@@ -287,17 +301,20 @@ function data.shift(x, height, width, max_shift, generator)
   return y:reshape(x:size())
 end
 
--- The (h*w, h*w) matrix A of a resampling: out = x A, out's pixel (r, c)
--- the bilinear interpolation of x at source(r, c) (0-based rows and
--- columns, fractional), zero outside the image. One GEMM then moves a
--- whole batch, the same numbers on any thread count.
-local function resampling_matrix(h, w, source)
-  local hw, a = h * w, {}
-  for i = 1, hw * hw do a[i] = 0 end
-  local function add(sr, sc, col, weight)
+-- A resampling as four gathers, one per bilinear corner: output pixel
+-- (r, c) (0-based rows and columns) is the interpolation of the input at
+-- the fractional source(r, c), zero outside the image. idx[k][o] is the
+-- input pixel (1-based) of corner k of output pixel o, or h*w + 1 (a row
+-- of zeros) when that corner lies outside or weighs nothing; wt[k][o] its
+-- weight. Memory and time grow with the pixels, not with their square.
+local function resampling(h, w, source)
+  local hw = h * w
+  local idx, wt = { {}, {}, {}, {} }, { {}, {}, {}, {} }
+  local function corner(k, o, sr, sc, weight)
     if weight > 0 and sr >= 0 and sr < h and sc >= 0 and sc < w then
-      local i = (sr * w + sc) * hw + col
-      a[i] = a[i] + weight
+      idx[k][o], wt[k][o] = sr * w + sc + 1, weight
+    else
+      idx[k][o], wt[k][o] = hw + 1, 0
     end
   end
   for r = 0, h - 1 do
@@ -307,34 +324,70 @@ local function resampling_matrix(h, w, source)
       if math.abs(y - math.floor(y + 0.5)) < 1e-9 then y = math.floor(y + 0.5) end
       if math.abs(x - math.floor(x + 0.5)) < 1e-9 then x = math.floor(x + 0.5) end
       local y0, x0 = math.floor(y), math.floor(x)
-      local fy, fx, col = y - y0, x - x0, r * w + c + 1
-      add(y0, x0, col, (1 - fy) * (1 - fx))
-      add(y0, x0 + 1, col, (1 - fy) * fx)
-      add(y0 + 1, x0, col, fy * (1 - fx))
-      add(y0 + 1, x0 + 1, col, fy * fx)
+      local fy, fx, o = y - y0, x - x0, r * w + c + 1
+      corner(1, o, y0, x0, (1 - fy) * (1 - fx))
+      corner(2, o, y0, x0 + 1, (1 - fy) * fx)
+      corner(3, o, y0 + 1, x0, fy * (1 - fx))
+      corner(4, o, y0 + 1, x0 + 1, fy * fx)
     end
   end
-  return core.tensor(a):reshape(hw, hw)
+  return idx, wt
 end
+
+-- Indices travel as float32, exact up to 2^24.
+local MAX_PIXELS = 1 << 24
 
 local function check_images(x, h, w, what)
   if not (math.tointeger(h) and math.tointeger(w) and h >= 1 and w >= 1) then
     error(("%s: height and width must be positive integers, got %s and %s")
       :format(what, tostring(h), tostring(w)), 3)
   end
+  if h * w >= MAX_PIXELS then
+    error(("%s: %d x %d images are too large: at most 2^24 - 1 pixels"):format(what, h, w), 3)
+  end
   if not core.is_tensor(x) or x:dim() < 1 or x:numel() ~= x:size(1) * h * w then
     error(("%s: expected a (B, %d) or (B, 1, %d, %d) tensor of images"):format(what, h * w, h, w), 3)
   end
 end
 
+-- Images per pass of the gathers: the temporaries of a pass stay small
+-- enough to be reused from one pass to the next, where whole-batch ones
+-- would each fault in fresh pages.
+local GATHER_CHUNK = 64
+
+-- The gathers act on the pixels as rows: (h*w + 1, B) with the zero row
+-- last. idx and wt are the tensors of resampling's lists.
+local function gather_chunk(x, idx, wt)
+  local b = x:size(1)
+  local cols = core.cat({ x:t(), core.zeros(1, b) }, 1)
+  local y
+  for k = 1, 4 do
+    local part = cols:index_select(idx[k]) * wt[k]
+    y = y and y + part or part
+  end
+  return y:t()
+end
+
+local function gather(x, h, w, idx, wt)
+  local b, hw = x:size(1), h * w
+  local ti, tw = {}, {}
+  for k = 1, 4 do ti[k], tw[k] = core.tensor(idx[k]), core.tensor(wt[k]):reshape(hw, 1) end
+  local flat, out = x:reshape(b, hw), core.zeros(b, hw)
+  for start = 1, b, GATHER_CHUNK do
+    local len = math.min(GATHER_CHUNK, b - start + 1)
+    out:narrow(1, start, len):copy(gather_chunk(flat:narrow(1, start, len), ti, tw))
+  end
+  return out:reshape(x:size())
+end
+
 local function resample(x, h, w, source)
-  local a = resampling_matrix(h, w, source)
+  local idx, wt = resampling(h, w, source)
   local grad = core.is_grad_enabled()
   core.set_grad_enabled(false)
-  local ok, y = pcall(core.matmul, x:reshape(x:size(1), h * w), a)
+  local ok, y = pcall(gather, x:detach(), h, w, idx, wt)
   core.set_grad_enabled(grad)
   if not ok then error(y, 3) end
-  return y:reshape(x:size())
+  return y
 end
 
 --- rotate(x, height, width, degrees) -> the images turned counter-clockwise
@@ -349,10 +402,12 @@ function data.rotate(x, height, width, degrees)
   local t = math.rad(degrees)
   local cos, sin = math.cos(t), math.sin(t)
   local cy, cx = (height - 1) / 2, (width - 1) / 2
-  return resample(x, height, width, function(r, c)
+  -- not a tail call: resample's error level counts this frame
+  local y = resample(x, height, width, function(r, c)
     local dy, dx = r - cy, c - cx
     return cy + sin * dx + cos * dy, cx + cos * dx - sin * dy
   end)
+  return y
 end
 
 --- translate(x, height, width, dy, dx) -> the images moved dy pixels down
@@ -362,7 +417,8 @@ function data.translate(x, height, width, dy, dx)
   if math.type(dy) ~= "integer" or math.type(dx) ~= "integer" then
     error(("translate: dy and dx must be integers, got %s and %s"):format(tostring(dy), tostring(dx)), 2)
   end
-  return resample(x, height, width, function(r, c) return r - dy, c - dx end)
+  local y = resample(x, height, width, function(r, c) return r - dy, c - dx end)
+  return y
 end
 
 data.load_mushroom = require("bbb.data.mushroom").load   -- the UCI Mushroom table (R data)

@@ -113,9 +113,21 @@ end
 
 local function size_str(t) return table.concat(t:size(), "x") end
 
+-- The first entry of t that is NaN or inf (1-based, flat) and its value,
+-- or nil: x - x is 0 for every finite x.
+local function first_nonfinite(t)
+  local d = t:detach()
+  if d:numel() == 0 or (d - d):sum():item() == 0 then return nil end
+  for i, v in ipairs(d:reshape(-1):totable()) do
+    if v ~= v or v == math.huge or v == -math.huge then return i, v end
+  end
+end
+
 --- Copies the tensors of sd into the parameters of the same names. Every
--- name and shape is checked before anything is written, so a mismatch
--- leaves the module unchanged.
+-- name, shape and value is checked before anything is written, so a
+-- mismatch, or a NaN or inf (a diverged run's weights), leaves the module
+-- unchanged.
+-- @raise load_state_dict: NAME holds NaN at element ...: weights must be finite
 function Module:load_state_dict(sd)
   if type(sd) ~= "table" then
     error(("load_state_dict: expects a table of tensors, got %s"):format(type(sd)), 2)
@@ -131,6 +143,11 @@ function Module:load_state_dict(sd)
     if size_str(src) ~= size_str(t) then
       error(("load_state_dict: %s has size %s, the module's is %s")
         :format(name, size_str(src), size_str(t)), 2)
+    end
+    local at, v = first_nonfinite(src)
+    if at then
+      error(("load_state_dict: %s holds %s at element %d: weights must be finite")
+        :format(name, v ~= v and "NaN" or tostring(v), at), 2)
     end
     seen[name] = true
   end
