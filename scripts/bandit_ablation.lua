@@ -53,7 +53,7 @@ local ok_data, data = pcall(bbb.data.load_mushroom, { path = args.data })
 if not ok_data then fail("%s", (tostring(data):gsub("^[^:]*:%d+: ", ""))) end
 
 local function git_commit()
-  return bbb.sys.output { "git", "rev-parse", "--short", "HEAD" } or "unknown"
+  return require("bbb.app.sys").output { "git", "rev-parse", "--short", "HEAD" } or "unknown"
 end
 -- same(a, b): the settings a and b (as recorded: numbers, strings, booleans, lists) are equal;
 -- false and absent both mean a setting left off

@@ -90,7 +90,7 @@ local function time_steps(make)
   return early, late, share
 end
 
-local cores = args.cores or bbb.sys.nproc()
+local cores = args.cores or require("bbb.app.sys").nproc()
 
 print(("bbb %s, %d thread(s), OpenBLAS kernels %s, network %s at batch %d, Adam, Gaussian likelihood; medians of %d updates")
   :format(bbb.version, args.threads, bbb.core.environment().core, table.concat(SIZES, "-"), B, args.updates))

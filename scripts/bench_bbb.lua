@@ -145,8 +145,8 @@ if not args.no_table then
     -- Contention: a user's machine is never idle. With one busy process
     -- spinning on a core, the step on all threads must not be slower than on
     -- one (threads that spin-wait for a descheduled partner would make it so).
-    local busy = assert(bbb.sys.start(bbb.sys.bbblua_argv("-e", "while true do end")))
-    bbb.sys.sleep(0.2)
+    local busy = assert(require("bbb.app.sys").start(require("bbb.app.sys").bbblua_argv("-e", "while true do end")))
+    require("bbb.app.sys").sleep(0.2)
     one, all = bl.one_vs_all(bl.stepper(SMALL, weight), threads, steps)
     local in_use = bbb.threads_in_use()
     busy:stop(9)
@@ -156,7 +156,7 @@ if not args.no_table then
       one.step / all.step, one.step / all.step >= 1 and "met" or "MISS"))
 
     -- Busy time by phase, from a child process with sleeping idle threads.
-    local share, err = bl.busy_share(bbb.sys.bbblua_argv(arg[0], "--busy-child", "--threads", threads,
+    local share, err = bl.busy_share(require("bbb.app.sys").bbblua_argv(arg[0], "--busy-child", "--threads", threads,
       "--batch", B, "--steps", steps), threads)
     print(share and ("busy share of %d threads' time (idle threads sleeping), 784-1200-1200-10: %s"):format(threads, share)
       or "busy time: the child run failed: " .. err)

@@ -87,7 +87,7 @@ for _, s in ipairs { { "elbo_per_example", "-ELBO per example" }, { "complexity_
 end
 local positive = true
 for _, c in ipairs(losses) do for _, v in ipairs(c.y) do positive = positive and v > 0 end end
-add(bbb.plot.lines{ file = prefix .. "-loss.png", title = "Training objective per example (" .. args.log .. ")",
+add(require("bbb.app.plot").lines{ file = prefix .. "-loss.png", title = "Training objective per example (" .. args.log .. ")",
   xlabel = "epoch", ylabel = positive and "nats per example (log scale)" or "nats per example",
   logy = positive, series = losses })
 
@@ -102,7 +102,7 @@ for _, s in ipairs { { "train_acc", "train (last MC sample)" }, { "val_acc", "va
   end
 end
 if #accs > 0 then
-  add(bbb.plot.lines{ file = prefix .. "-accuracy.png", title = "Accuracy (" .. args.log .. ")",
+  add(require("bbb.app.plot").lines{ file = prefix .. "-accuracy.png", title = "Accuracy (" .. args.log .. ")",
     xlabel = "epoch", ylabel = "accuracy (%)", series = accs })
 end
 
@@ -120,11 +120,11 @@ if model then
     end
   end)
   if k == 0 then fail("%s has no Bayesian layers to show", args.checkpoint) end
-  add(bbb.plot.histogram{ file = prefix .. "-mu.png", title = "Posterior means of the weights",
+  add(require("bbb.app.plot").histogram{ file = prefix .. "-mu.png", title = "Posterior means of the weights",
     xlabel = "mu", ylabel = "density", density = true, bins = args.bins, series = mus })
-  add(bbb.plot.histogram{ file = prefix .. "-sigma.png", title = "Posterior standard deviations of the weights",
+  add(require("bbb.app.plot").histogram{ file = prefix .. "-sigma.png", title = "Posterior standard deviations of the weights",
     xlabel = "log10 sigma", ylabel = "density", density = true, bins = args.bins, series = sigmas })
-  add(bbb.plot.histogram{ file = prefix .. "-snr.png", title = "Signal-to-noise ratio |mu|/sigma of the weights",
+  add(require("bbb.app.plot").histogram{ file = prefix .. "-snr.png", title = "Signal-to-noise ratio |mu|/sigma of the weights",
     xlabel = "SNR (dB) = 10 log10(|mu|/sigma)", ylabel = "density", density = true, bins = args.bins,
     series = snrs })
 end

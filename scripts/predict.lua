@@ -41,7 +41,7 @@ local function fail(msg)
 end
 
 -- a plot asked for is checked before the work, not after it
-if args.plot and not bbb.sys.find_program("gnuplot") then fail("--plot: gnuplot not found (install gnuplot-nox)") end
+if args.plot and not require("bbb.app.sys").find_program("gnuplot") then fail("--plot: gnuplot not found (install gnuplot-nox)") end
 bbb.set_num_threads(args.threads)
 bbb.manual_seed(args.seed)
 if args.id and args.keep_columns then fail("--keep-columns copies every column, --id one: give one of them") end
@@ -49,7 +49,7 @@ local ok, model = pcall(tab.load, args.model)
 if not ok then fail(model) end
 -- the file is read more than once (its header, its rows, the columns kept):
 -- it must be the same file at the end as at the start
-local before = bbb.sys.fingerprint(args.data)
+local before = require("bbb.app.sys").fingerprint(args.data)
 local ds
 ok, ds = pcall(tab.read_for, model, args.data, { delimiter = args.delimiter, drop_missing = args.missing == "drop",
   keep_missing = args.missing == "impute", unseen = args.unseen == "warn" and "ignore" or "error" })
@@ -74,7 +74,7 @@ if kept and #kept > 0 and #kept[1].values ~= ds.n then
   fail(("%s changed while it was read: %d rows of predictions, %d of %s"):format(args.data, ds.n, #kept[1].values,
     args.id and "--id" or "--keep-columns"))
 end
-if bbb.sys.fingerprint(args.data) ~= before then
+if require("bbb.app.sys").fingerprint(args.data) ~= before then
   fail(("%s changed while it was read (replaced or written to): run again on a file that stays put"):format(args.data))
 end
 -- one set of draws (seeded by --seed, as fit.lua's test scores) for the rows and the scores

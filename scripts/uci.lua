@@ -104,7 +104,7 @@ local function run(ds, method, k)
 end
 
 -- the commit the run starts from (HEAD may move while it runs)
-local commit = bbb.sys.output { "git", "rev-parse", "--short", "HEAD" } or "?"
+local commit = require("bbb.app.sys").output { "git", "rev-parse", "--short", "HEAD" } or "?"
 local rows, t_start = {}, bbb.core.clock()
 local total, done = #sets * #methods * args.splits, 0
 for _, set in ipairs(sets) do

@@ -33,7 +33,7 @@ local function places()
   local bbb, core = require "bbb", require "bbb.core"
   local out = { { bbb, "bbb." }, { core.Tensor, "Tensor:" }, { core, "bbb.core." } }
   for name, mod in pairs(package.loaded) do
-    -- bbb.app.plot is shown as plot., the name bbb.plot gives it
+    -- bbb.app.plot is shown as plot., its short name
     local short = type(name) == "string" and name:match("^bbb%.([%w_%.]+)$")
     if short then short = short:gsub("^app%.", "") end
     if short and short ~= "core" and type(mod) == "table" then

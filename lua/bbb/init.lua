@@ -2,9 +2,8 @@
 -- The tensor functions come from the C module bbb.core; the submodules
 -- (nn, prior, elbo, optim, train, checkpoint, data, metrics, calibration, stats, progress,
 -- testing, json, dist, bandit) load on first use: `bbb.nn.BayesLinear(784, 400)`.
--- bbb.plot, bbb.cli and bbb.sys are the application's (lua/bbb/app), named
--- here too so the REPL reaches them the same way; nothing in the library
--- uses them.
+-- The application's modules (plot, cli, sys, the experiments) are not
+-- here: they are required by their own names, bbb.app.plot and the like.
 local core = require "bbb.core"
 
 -- The folder this file was loaded from: bbb's own modules load from here
@@ -239,9 +238,6 @@ local submodules = {
   metrics = "bbb.metrics", progress = "bbb.progress", testing = "bbb.testing",
   checkpoint = "bbb.checkpoint", train = "bbb.train", json = "bbb.json", dist = "bbb.dist",
   bandit = "bbb.bandit", calibration = "bbb.calibration", laplace = "bbb.laplace", stats = "bbb.stats",
-  -- the application's, for the REPL (tests/unit/layers_lua_spec.lua keeps the
-  -- library off these names)
-  plot = "bbb.app.plot", cli = "bbb.app.cli", sys = "bbb.app.sys",
 }
 setmetatable(bbb, {
   __index = function(t, k)

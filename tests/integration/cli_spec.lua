@@ -1,4 +1,4 @@
--- bbb.cli: flag converters check type and range; nothing is coerced.
+-- bbb.app.cli: flag converters check type and range; nothing is coerced.
 local argparse = require "argparse"
 local cli = require "bbb.app.cli"
 

@@ -316,7 +316,7 @@ describe("plots", function()
     local code = ([[
       local xs = {}
       for i = 1, %d do xs[i] = math.sin(i / 7) * i end
-      bbb.plot.lines{ file = %q, size = { 1600, 1200 }, series = { { y = xs, title = "noise" } } }]])
+      require("bbb.app.plot").lines{ file = %q, size = { 1600, 1200 }, series = { { y = xs, title = "noise" } } }]])
     local out, status = helpers.sh(("%s -e %s"):format(helpers.q(helpers.bbblua), helpers.q(code:format(20, dir .. "/f.png"))))
     assert.are.equal(0, status, out)
     local before = helpers.read(dir .. "/f.png")

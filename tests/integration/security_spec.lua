@@ -56,10 +56,10 @@ describe("plot file names and texts", function()
     assert.are.equal("", entries(dir), "the working folder must stay empty")
   end)
 
-  it("bbb.plot.lines, histogram and panels refuse a pipe name before creating anything", function()
+  it("plot.lines, histogram and panels refuse a pipe name before creating anything", function()
     local dir = sandbox()
     for _, fn in ipairs { "lines", "histogram", "panels" } do
-      local code = ("bbb.plot.%s{file = %q, series = {{y = {1, 2, 3}, values = {1, 2, 3}}}}"):format(fn, PIPE)
+      local code = ("local plot = require 'bbb.app.plot'; plot.%s{file = %q, series = {{y = {1, 2, 3}, values = {1, 2, 3}}}}"):format(fn, PIPE)
       local status, out = run_in(dir, "-e " .. sh_quote(code))
       assert.are_not.equal(0, status, out)
       assert.truthy(out:find("plot." .. fn .. ": file '" .. PIPE .. "' starts with '|'", 1, true), out)
@@ -69,7 +69,7 @@ describe("plot file names and texts", function()
 
   it("a relative name is a plain file, even one gnuplot could misread", function()
     local dir = sandbox()
-    local status, out = run_in(dir, "-e " .. sh_quote([[bbb.plot.lines{file = "a |b.png", series = {{y = {1, 2}}}}]]))
+    local status, out = run_in(dir, "-e " .. sh_quote([[local plot = require "bbb.app.plot"; plot.lines{file = "a |b.png", series = {{y = {1, 2}}}}]]))
     assert.are.equal(0, status, out)
     assert.are.equal("a |b.png", entries(dir))
   end)
@@ -80,15 +80,16 @@ describe("plot file names and texts", function()
     for _, p in ipairs(payloads) do
       local code = ([[
         local p = %q
-        bbb.plot.lines{file = "ok.svg", title = p, xlabel = p, ylabel = p,
+        local plot = require "bbb.app.plot"
+        plot.lines{file = "ok.svg", title = p, xlabel = p, ylabel = p,
           series = {{y = {1, 2, 3}, title = p}}, bands = {{x = {1, 2}, lo = {0, 0}, hi = {1, 1}, title = p}}}
-        bbb.plot.histogram{file = "h.svg", title = p, series = {{values = {1, 2, 2}, title = p}}}
-        io.write(bbb.plot.terminal{title = p, series = {{y = {1, 2, 3}, title = p}}})
-        bbb.plot.lines{file = "t.svg", title = {p, p}, caption = {p, p}, series = {{y = {1, 2}}},
+        plot.histogram{file = "h.svg", title = p, series = {{values = {1, 2, 2}, title = p}}}
+        io.write(plot.terminal{title = p, series = {{y = {1, 2, 3}, title = p}}})
+        plot.lines{file = "t.svg", title = {p, p}, caption = {p, p}, series = {{y = {1, 2}}},
           shade = {{lo = 1, hi = 2, title = p}}, bands = {{x = {1, 2}, lo = {0, 0}, hi = {1, 1}, edges = true}}}
-        bbb.plot.panels{file = "m.svg", page_title = {p, p}, panels = {{title = {p, p}, series = {{y = {1, 2}, title = p}},
+        plot.panels{file = "m.svg", page_title = {p, p}, panels = {{title = {p, p}, series = {{y = {1, 2}, title = p}},
           shade = {{lo = 1, hi = 2, title = p}}}, {title = p, series = {{y = {2, 1}}}}}}
-        local ok, err = pcall(bbb.plot.lines, {file = "c.svg", series = {{y = {1, 2}, color = p}}})
+        local ok, err = pcall(plot.lines, {file = "c.svg", series = {{y = {1, 2}, color = p}}})
         print(ok, err)]]):format(p)
       local status, out = run_in(dir, "-e " .. sh_quote(code))
       assert.is_nil(io.open(dir .. "/pwned"), "a command ran through a plot text")
@@ -109,7 +110,7 @@ end)
 
 describe("lazy submodules", function()
   it("load only from bbb's own tree, never from ./bbb/ of the working folder", function()
-    local names = { "nn", "plot", "checkpoint", "train", "cli", "optim" }
+    local names = { "nn", "metrics", "checkpoint", "train", "prior", "optim" }
     local dir = fresh_dir()
     assert(os.execute("mkdir -p " .. sh_quote(dir .. "/bbb/nn")))
     for _, name in ipairs(names) do
@@ -123,7 +124,7 @@ describe("lazy submodules", function()
     end
     local code = [[
       local bbb = require "bbb"
-      for _, k in ipairs{"nn", "plot", "checkpoint", "train", "cli", "optim"} do
+      for _, k in ipairs{"nn", "metrics", "checkpoint", "train", "prior", "optim"} do
         local ok, m = pcall(function() return bbb[k] end)
         print(k, ok, ok and tostring(m.planted) or m)
       end

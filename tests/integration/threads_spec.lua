@@ -61,12 +61,12 @@ describe("GEMMs on any thread count", function()
 end)
 
 describe("following the load", function()
-  local cores = bbb.sys.nproc()
+  local cores = require("bbb.app.sys").nproc()
 
   it("beside a busy process the threads in use drop below the count asked for", function()
     if cores < 2 then return pending("needs 2 cores") end
     local asked = math.min(cores, bbb.max_threads())
-    local busy = assert(bbb.sys.start({ "yes" }, { stdout = "/dev/null" }))
+    local busy = assert(require("bbb.app.sys").start({ "yes" }, { stdout = "/dev/null" }))
     local lowest = asked
     local ok, err = pcall(with_threads, asked, function()
       local x, w = bbb.randn(256, 512), bbb.randn(512, 512)
@@ -86,12 +86,12 @@ describe("following the load", function()
 
   it("BBB_FOLLOW_LOAD=0 keeps the count asked for", function()
     if cores < 2 then return pending("needs 2 cores") end
-    local busy = assert(bbb.sys.start({ "yes" }, { stdout = "/dev/null" }))
+    local busy = assert(require("bbb.app.sys").start({ "yes" }, { stdout = "/dev/null" }))
     local out = os.tmpname()
     local script = ("bbb.set_num_threads(%d); local x, w = bbb.randn(256, 512), bbb.randn(512, 512); "
       .. "local low = 99; local t0 = os.time(); while os.time() - t0 < 2 do bbb.matmul(x, w); "
       .. "low = math.min(low, bbb.threads_in_use()) end; print('lowest ' .. low)"):format(cores)
-    local ok = bbb.sys.run({ helpers.bbblua, "-e", script },
+    local ok = require("bbb.app.sys").run({ helpers.bbblua, "-e", script },
       { stdout = out, stderr = out, env = { BBB_FOLLOW_LOAD = "0" } })
     busy:stop(9)
     busy:wait()

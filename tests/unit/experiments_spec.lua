@@ -8,7 +8,7 @@ local figure2 = require "bbb.app.experiments.figure2"
 local function tmpdir()
   local d = os.tmpname()
   os.remove(d)
-  assert(bbb.sys.mkdir_p(d))
+  assert(require("bbb.app.sys").mkdir_p(d))
   return d
 end
 

@@ -1,7 +1,7 @@
 -- The Lua library (lua/bbb outside lua/bbb/app) never requires the
 -- application (bbb.app.*): not at the top of a file, not lazily inside a
--- function, and not through the names init.lua gives the application for
--- the REPL (bbb.plot, bbb.cli, bbb.sys). Data flows from the application to
+-- function, and not through names bbb could give them (bbb.plot, bbb.cli,
+-- bbb.sys: init.lua gives none). Data flows from the application to
 -- the library, so the library runs without the application's files.
 local root = os.getenv("BBB_ROOT") or "."
 
@@ -110,6 +110,73 @@ local function app_accessors(init_src)
   return names
 end
 
+-- The modules src requires by a literal name, as a set.
+local function requires_of(src)
+  local code = strip(src)
+  local out = {}
+  for _, pat in ipairs(REQUIRE) do
+    for _, mod in code:gmatch(pat) do out[mod] = true end
+  end
+  return out
+end
+
+-- The module name of a library file: lua/bbb/nn/init.lua -> bbb.nn.
+local function module_of(path)
+  return (path:gsub("^lua/", ""):gsub("/init%.lua$", ""):gsub("%.lua$", ""):gsub("/", "."))
+end
+
+-- A cycle of requires among the modules of graph (name -> set of names),
+-- as "a -> b -> a", or nil.
+local function cycle(graph)
+  local state = {}
+  local function visit(m, path)
+    if state[m] == "open" then
+      local from = 1
+      while path[from] ~= m do from = from + 1 end
+      return table.concat(table.move(path, from, #path, 1, {}), " -> ") .. " -> " .. m
+    end
+    if state[m] == "done" or not graph[m] then return nil end
+    state[m] = "open"
+    path[#path + 1] = m
+    local next_names = {}
+    for n in pairs(graph[m]) do next_names[#next_names + 1] = n end
+    table.sort(next_names)
+    for _, n in ipairs(next_names) do
+      local c = visit(n, path)
+      if c then return c end
+    end
+    path[#path] = nil
+    state[m] = "done"
+  end
+  local names = {}
+  for m in pairs(graph) do names[#names + 1] = m end
+  table.sort(names)
+  for _, m in ipairs(names) do
+    local c = visit(m, {})
+    if c then return c end
+  end
+end
+
+describe("the library's requires", function()
+  it("finds a cycle when there is one", function()
+    assert.are.equal("a -> b -> a", cycle { a = { b = true }, b = { a = true } })
+    assert.is_nil(cycle { a = { b = true }, b = { c = true } })
+  end)
+
+  it("hold no cycle below the bbb facade (lazy requires inside functions included)", function()
+    local graph = {}
+    for _, path in ipairs(lua_files("lua/bbb")) do
+      if not path:find("^lua/bbb/app/") then
+        local deps = requires_of(read(root .. "/" .. path))
+        deps.bbb = nil   -- the facade: it loads the others lazily, by name, never at load time
+        graph[module_of(path)] = deps
+      end
+    end
+    graph.bbb = nil
+    assert.is_nil(cycle(graph))
+  end)
+end)
+
 describe("the layers of lua/bbb", function()
   it("finds a forbidden require wherever it is written, and nothing in comments", function()
     local src = table.concat({
@@ -136,21 +203,19 @@ describe("the layers of lua/bbb", function()
     }, violations(src, "t.lua", { "plot" }))
   end)
 
-  it("reads the application's names from init.lua's lazy table", function()
-    local names = app_accessors(read(root .. "/lua/bbb/init.lua"))
-    assert.are.same({ "cli", "plot", "sys" }, names)
+  it("bbb names no application module: init.lua's lazy table holds none", function()
+    assert.are.same({}, app_accessors(read(root .. "/lua/bbb/init.lua")))
+    assert.are.same({ "cli" }, app_accessors('local t = { cli = "bbb.app.cli", nn = "bbb.nn" }'))
   end)
 
-  it("no library module requires an application module", function()
-    local app_names = app_accessors(read(root .. "/lua/bbb/init.lua"))
+  it("no library module requires an application module, init.lua included", function()
     local files = lua_files("lua/bbb")
     local found, library = {}, 0
     for _, path in ipairs(files) do
       if not path:find("^lua/bbb/app/") then
         library = library + 1
-        -- init.lua names the application's modules for the REPL: the one
-        -- place allowed to, and it requires none of them by a literal name
-        local names = path ~= "lua/bbb/init.lua" and app_names or {}
+        -- the names bbb once gave the application's modules stay forbidden
+        local names = { "cli", "plot", "sys" }
         for _, v in ipairs(violations(read(root .. "/" .. path), path, names)) do found[#found + 1] = v end
       end
     end

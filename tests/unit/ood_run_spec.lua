@@ -178,7 +178,7 @@ describe("ood.run", function()
   end)
 
   it("draws the pictures from the result", function()
-    if not require("bbb").sys.find_program("gnuplot") then return end
+    if not require("bbb.app.sys").find_program("gnuplot") then return end
     local saved_print = _G.print
     _G.print = function() end
     local ok, written = pcall(ood.plot, result)

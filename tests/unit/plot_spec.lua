@@ -1,4 +1,4 @@
--- bbb.plot: real PNG and SVG files through gnuplot, dumb-terminal text, errors.
+-- bbb.app.plot: real PNG and SVG files through gnuplot, dumb-terminal text, errors.
 local bbb = require "bbb"
 local plot = require "bbb.app.plot"
 

@@ -1,4 +1,4 @@
---- bbb.app.cli (bbb.cli): command-line flags that are checked, never coerced.
+--- bbb.app.cli: command-line flags that are checked, never coerced.
 -- Converters for lua-argparse's `:convert()` check type and range while the
 -- command line is parsed, so a bad flag stops a script before any data is
 -- loaded or any output opened. `cli.parse` adds the flag's name to every

@@ -1,4 +1,4 @@
---- bbb.app.plot (bbb.plot): line plots, uncertainty bands and histograms through gnuplot.
+--- bbb.app.plot: line plots, uncertainty bands and histograms through gnuplot.
 -- Writes .png (pngcairo) and .svg files, or renders with the `dumb` terminal
 -- to a string for the REPL. Data goes through a temporary file, never the
 -- command line, so size is not an issue.

@@ -92,7 +92,7 @@ end
 local function lazy_names(v)
   if v == package.loaded.bbb then
     local names = {}
-    for _, k in ipairs{ "nn", "prior", "elbo", "optim", "data", "metrics", "plot", "progress",
+    for _, k in ipairs{ "nn", "prior", "elbo", "optim", "data", "metrics", "stats", "progress",
                         "testing", "train", "checkpoint" } do names[k] = true end
     return names
   end

@@ -1,4 +1,4 @@
---- bbb.app.sys (bbb.sys): processes and folders without a shell.
+--- bbb.app.sys: processes and folders without a shell.
 -- Every process bbb starts (gnuplot, a grid's or a bandit's workers) is
 -- started from an argument vector, and every folder is made by mkdir(2):
 -- no path or flag given by a user is ever read by /bin/sh.

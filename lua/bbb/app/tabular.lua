@@ -1125,7 +1125,7 @@ function M.plot(m, p, observed, file, title)
       lo[i], hi[i] = mu[i] - z * sd[i], mu[i] + z * sd[i]
       a, b = math.min(a, y[i], lo[i]), math.max(b, y[i], hi[i])
     end
-    return bbb.plot.lines { file = file, title = title, xlabel = "observed", ylabel = "predicted (mean, 95% interval)",
+    return require("bbb.app.plot").lines { file = file, title = title, xlabel = "observed", ylabel = "predicted (mean, 95% interval)",
       series = { { x = { a, b }, y = { a, b }, title = "predicted = observed", color = "#888888", width = 1, dash = 2 },
                  { x = y, y = mu, lo = lo, hi = hi, style = "errorbars", title = "prediction", color = "#1f77b4",
                    width = 1, pointsize = 0.6, pointtype = 7 } } }
@@ -1135,7 +1135,7 @@ function M.plot(m, p, observed, file, title)
   for _, bin in ipairs(bins) do
     if bin.count > 0 then xs[#xs + 1], ys[#ys + 1] = bin.confidence, bin.accuracy end
   end
-  return bbb.plot.lines { file = file, title = title, xlabel = "confidence (top class probability)", ylabel = "accuracy",
+  return require("bbb.app.plot").lines { file = file, title = title, xlabel = "confidence (top class probability)", ylabel = "accuracy",
     xrange = { 0, 1 }, yrange = { 0, 1 },
     series = { { x = { 0, 1 }, y = { 0, 1 }, title = "perfect calibration", color = "#888888", width = 1, dash = 2 },
                { x = xs, y = ys, style = "linespoints", title = "model (10 bins)", color = "#d62728" } } }

@@ -169,5 +169,6 @@ function nn.build(config, opts)
   if not ok then error(m, 2) end
   return m
 end
+nn.Module.build = nn.build
 
 return nn

@@ -5,6 +5,11 @@ local core = require "bbb.core"
 --- Module: the base class of every layer (nn.Module.class makes one); its
 -- methods below are every layer's.
 local Module = {}
+
+-- Module.build(config, opts) -> a module from its config: bbb.nn.build,
+-- set by bbb.nn when it loads (every module is made through it), so this
+-- file never requires bbb.nn, which requires it.
+Module.build = nil
 Module.__index = Module
 Module.__name = "Module"
 
@@ -176,7 +181,7 @@ function Module:clone()
   self:apply(function(m)
     if m.prior and not is_fused(m.prior) then lua_priors[#lua_priors + 1] = m.prior end
   end)
-  local copy = require("bbb.nn").build(self:config(), { prior = lua_priors[1] })
+  local copy = Module.build(self:config(), { prior = lua_priors[1] })
   local i = 0
   copy:apply(function(m)
     if m.prior and not is_fused(m.prior) then i = i + 1; m.prior = lua_priors[i] end

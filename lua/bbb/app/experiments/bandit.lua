@@ -537,9 +537,9 @@ end
 function M.run(args, o)
   o = o or {}
   local config, names = setup(args)
-  local jobs = args.jobs or bbb.sys.nproc()
+  local jobs = args.jobs or require("bbb.app.sys").nproc()
   for _, sub in ipairs { "/raw", "/ckpt" } do
-    local ok, err = bbb.sys.mkdir_p(args.out .. sub)
+    local ok, err = require("bbb.app.sys").mkdir_p(args.out .. sub)
     if not ok then fail("--out: %s", err) end
   end
   local runs = schedule(names, config.repeats)
@@ -548,7 +548,7 @@ function M.run(args, o)
     config.batch, config.buffer, config.repeats, math.min(jobs, #runs)))
   io.stdout:flush()
   local t0 = bbb.core.clock()
-  run_workers(args, config, runs, jobs, o.command or bbb.sys.bbblua_argv(arg and arg[0] or "scripts/bandit.lua"))
+  run_workers(args, config, runs, jobs, o.command or require("bbb.app.sys").bbblua_argv(arg and arg[0] or "scripts/bandit.lua"))
   local wall = bbb.core.clock() - t0
   local result = mean_curves(names, config, args.out)
   result.wall = wall
@@ -654,7 +654,7 @@ function M.plot(result)
     if repeats > 1 and #bx > 1 then bands[#bands + 1] = { x = bx, lo = blo, hi = bhi, color = color, opacity = 0.2 } end
   end
   if #series == 0 then return end
-  local file = bbb.plot.lines{
+  local file = require("bbb.app.plot").lines{
     file = result.out .. "/bandit_regret.png",
     title = ("Mushroom bandit, %d steps: mean of %d run%s%s"):format(steps, repeats,
       repeats > 1 and "s" or "", repeats > 1 and " (bands: lowest to highest run)" or ""),

@@ -180,7 +180,7 @@ end
 
 -- The epochs a checkpoint has finished (0 when there is none).
 local function epochs_done(path)
-  if not bbb.sys.kind(path) then return 0 end
+  if not require("bbb.app.sys").kind(path) then return 0 end
   local ok, model_or_err, info = pcall(bbb.load, path)
   if not ok then fail(("%s: %s (remove it to start that net again)"):format(path, tostring(model_or_err))) end
   local st = info.meta and info.meta.state
@@ -277,7 +277,7 @@ local function draw(args, series)
       if v >= 0.8 * lo and v <= 4 * lo then tics[#tics + 1] = v end
     end
   end
-  return bbb.plot.lines{ file = ("%s/figure2-%d.png"):format(args.dir, args.units), logy = true,
+  return require("bbb.app.plot").lines{ file = ("%s/figure2-%d.png"):format(args.dir, args.units), logy = true,
     yrange = { 0.8 * lo, 4 * lo }, ytics = #tics > 0 and tics or nil,
     title = ("MNIST test error, 784-%d-%d-10, the paper's protocol (SGD on the summed cost)")
       :format(args.units, args.units),

@@ -171,7 +171,7 @@ end
 local function split_rows(ds, gen)
   local ok, tr_idx, va_idx, te_idx
   if args.split then
-    local kind = bbb.sys.kind(args.split, true)
+    local kind = require("bbb.app.sys").kind(args.split, true)
     if kind and kind ~= "file" then fail(("--split: %s is a %s, not a file"):format(args.split, kind)) end
     ok, tr_idx, va_idx, te_idx = pcall(tab.read_split, args.split, ds.n)
     if not ok then fail("--split: " .. tostring(tr_idx)) end
@@ -426,7 +426,7 @@ end
 function M.run(config)
   args = config
   -- a plot asked for is checked before the work, not after it
-  if args.plot and not bbb.sys.find_program("gnuplot") then fail("--plot: gnuplot not found (install gnuplot-nox)") end
+  if args.plot and not require("bbb.app.sys").find_program("gnuplot") then fail("--plot: gnuplot not found (install gnuplot-nox)") end
   check_flags(args.given)
   bbb.set_num_threads(args.threads)
   local gen = bbb.Generator(args.seed)

@@ -23,7 +23,7 @@ local recipe = require "bbb.app.recipe"
 local json = require "bbb.json"
 
 local grid = {}
-local sys = bbb.sys
+local sys = require "bbb.app.sys"
 local cores = sys.nproc
 
 -- A log sigma axis sets mnist.lua's sigma.

@@ -472,7 +472,7 @@ function mnist.plot(r)
     panels[#panels + 1] = { title = c[2], xlabel = "iteration", key = "off",
       series = { { x = curves.it, y = curves[c[1]], color = "#08519c" } } }
   end
-  print("wrote " .. bbb.plot.panels{ file = args.curves, size = { 1200, 800 }, layout = { 2, 2 },
+  print("wrote " .. require("bbb.app.plot").panels{ file = args.curves, size = { 1200, 800 }, layout = { 2, 2 },
     page_title = ("%s, %s: minibatch figures averaged over 20 iterations"):format(args.dataset,
       args.preset and ("preset " .. args.preset) or "bbb"), panels = panels })
 end

@@ -640,7 +640,7 @@ local function entropy_histogram(result, row, model_name)
   for _, set in ipairs(result.sets) do
     series[#series + 1] = { values = result.entropies[row.key][set.name], title = set.label }
   end
-  return bbb.plot.histogram { file = ("%s-entropy-%s.png"):format(result.config.out, row.key), bins = 40,
+  return require("bbb.app.plot").histogram { file = ("%s-entropy-%s.png"):format(result.config.out, row.key), bins = 40,
     density = true, title = ("Predictive entropy, %s (%s)"):format(row.label, model_name),
     xlabel = "predictive entropy (bits)", ylabel = "density", series = series }
 end
@@ -655,7 +655,7 @@ local function reliability_lines(result, model_name)
     rel[#rel + 1] = { x = xs, y = ys, style = "linespoints",
       title = ("%s (ECE %.4f)"):format(row.label, result.figures[row.key][result.sets[1].name].ece) }
   end
-  return bbb.plot.lines { file = result.config.out .. "-reliability.png", xrange = { 0, 1 }, yrange = { 0, 1 },
+  return require("bbb.app.plot").lines { file = result.config.out .. "-reliability.png", xrange = { 0, 1 }, yrange = { 0, 1 },
     title = ("Reliability on %s test, 15 bins (%s)"):format(NAMES[result.dataset], model_name),
     xlabel = "confidence (mean top probability in the bin)", ylabel = "accuracy in the bin", series = rel }
 end
@@ -668,7 +668,7 @@ local function noise_bars(result, model_name)
       { values = pb[i], title = ("BNN (mean of %d passes)"):format(result.config.test_samples) },
       { values = pm[i], title = "MLP" } } }
   end
-  return bbb.plot.bars { file = result.config.out .. "-noise-bars.png", size = { 1600, 700 }, layout = { 2, 4 },
+  return require("bbb.app.plot").bars { file = result.config.out .. "-noise-bars.png", size = { 1600, 700 }, layout = { 2, 4 },
     title = ("Class probabilities on N(0,1) noise, BNN vs MLP (%s, as seed 001)"):format(model_name),
     xlabel = "class", ylabel = "predicted probability", categories = result.classes, panels = panels }
 end
@@ -684,7 +684,7 @@ local function passes_bars(result)
         series = { { values = counts } } }
     end
   end
-  return bbb.plot.bars { file = result.config.out .. "-passes.png", size = { 2000, 800 }, layout = { 2, KEEP_PASSES },
+  return require("bbb.app.plot").bars { file = result.config.out .. "-passes.png", size = { 2000, 800 }, layout = { 2, KEEP_PASSES },
     title = ("Predicted class over %d passes of the BNN: %s test (top) and %s test (bottom), as seed 000")
       :format(result.config.test_samples, NAMES[result.dataset], NAMES[result.other]),
     xlabel = ("predicted %s class"):format(NAMES[result.dataset]), ylabel = "passes", categories = classes,
@@ -695,7 +695,7 @@ end
 -- histograms of every row, the reliability diagram, the class probabilities
 -- on noise and the BNN's passes.
 function ood.plot(result)
-  if not bbb.sys.find_program("gnuplot") then
+  if not require("bbb.app.sys").find_program("gnuplot") then
     print("gnuplot not found: no pictures (install gnuplot-nox)")
     return nil
   end

@@ -202,7 +202,7 @@ local function snr_histogram(r)
       series[#series + 1] = { x = { c, c }, y = { 0, peak }, title = ("cut %g%%"):format(100 * f) }
     end
   end
-  return bbb.plot.lines{ file = r.out .. "-snr-hist.png", title = "Signal-to-noise ratio |mu|/sigma of every weight",
+  return require("bbb.app.plot").lines{ file = r.out .. "-snr-hist.png", title = "Signal-to-noise ratio |mu|/sigma of every weight",
     xlabel = "log10 SNR", ylabel = "weights per bin", series = series }
 end
 
@@ -218,7 +218,7 @@ function prune.plot(r)
     xs[i], snr_err[i], mag_err[i] = 100 * row.fraction, row.snr_mc, row.magnitude_mc
     all_positive = all_positive and row.snr_mc > 0 and row.magnitude_mc > 0
   end
-  local file = bbb.plot.lines{ file = r.out .. "-error.png", title = "Test error after pruning",
+  local file = require("bbb.app.plot").lines{ file = r.out .. "-error.png", title = "Test error after pruning",
     xlabel = "weights removed (%)", ylabel = "test error, MC ensemble (%)", logy = all_positive,
     series = { { x = xs, y = snr_err, title = "by SNR |mu|/sigma", style = "linespoints" },
                { x = xs, y = mag_err, title = "by |mu|", style = "linespoints" } } }

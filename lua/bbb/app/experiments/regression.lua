@@ -630,13 +630,13 @@ function regression.plot(c)
   if #panels == 1 then
     local p = panels[1]
     p.file, p.size = args.out, { 1100, 650 }
-    file = bbb.plot.lines(p)
+    file = require("bbb.app.plot").lines(p)
   else
     local cols = #panels <= 3 and #panels or math.ceil(#panels / 2)
     local rows = math.ceil(#panels / cols)
     local key = cols <= 2 and "right" or "below"
     for _, p in ipairs(panels) do p.key = key end
-    file = bbb.plot.panels{ file = args.out, size = { (key == "right" and 900 or 650) * cols, 560 * rows },
+    file = require("bbb.app.plot").panels{ file = args.out, size = { (key == "right" and 900 or 650) * cols, 560 * rows },
       layout = { rows, cols },
       page_title = { ("Bayes by Backprop, %s%s: BBB %s, %d epochs, band of %s (%s)"):format(c.task.name,
         args.preset and (" (preset " .. args.preset .. ")") or "", arch(c.bnn_sizes, c.act_name), c.epochs,

@@ -700,7 +700,7 @@ local NAMES = { acc = "accuracy", nll = "NLL (nats)", brier = "Brier score", ece
 -- et al.'s layout, one panel per metric and shift, the intensity on x, a
 -- line per method (the seeds' mean).
 function shift.plot(result)
-  if not bbb.sys.find_program("gnuplot") then
+  if not require("bbb.app.sys").find_program("gnuplot") then
     print("gnuplot not found: no figure (install gnuplot-nox)")
     return nil
   end
@@ -720,7 +720,7 @@ function shift.plot(result)
         series = series, key = #panels == 0 and "inside" or "off" }
     end
   end
-  local file = bbb.plot.panels { file = result.out .. "/shift.png", size = { 2000, 900 }, layout = { 2, 4 },
+  local file = require("bbb.app.plot").panels { file = result.out .. "/shift.png", size = { 2000, 900 }, layout = { 2, 4 },
     page_title = ("Under dataset shift: %s, %d seed(s)"):format(result.config.dataset, #result.seeds), panels = panels }
   print("wrote " .. file)
   return file

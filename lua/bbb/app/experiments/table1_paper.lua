@@ -147,7 +147,7 @@ function paper.row(method, units, o)
   row.sigma_mean = best.sigma_mean
   -- the chosen run's checkpoint: its epochs, from which figure2.lua --from goes on
   local ck = g.checkpoint and g.checkpoint(best.key)
-  if ck and bbb.sys.kind(ck) then row.checkpoint = ck else ck = nil end
+  if ck and require("bbb.app.sys").kind(ck) then row.checkpoint = ck else ck = nil end
   if best.best_epoch then   -- --select val-error-min: the test error where validation was best
     row.best_epoch, row.test_error_at_best = best.best_epoch, 100 * (1 - best.test_acc_at_best)
   elseif ck then
