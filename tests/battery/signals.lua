@@ -3,7 +3,7 @@
 local LONG = {
   mnist = { "--limit", "300", "--test-limit", "100", "--hidden", "8", "--threads", "1", "--epochs", "100000" },
   fit = { "--data", "fx/small.csv", "--target", "y", "--epochs", "100000", "--patience", "100000", "--threads", "1" },
-  regression = { "--task", "toy", "--steps", "100000", "--no-plot", "--no-mlp", "--threads", "1" },
+  regression = { "--task", "toy", "--steps", "100000", "--no-mlp", "--threads", "1" },
   ood = { "--limit", "300", "--test-limit", "100", "--hidden", "8", "--base-hidden", "8", "--epochs", "100000", "--threads", "1" },
   grid = { "--epochs", "100000", "--limit", "300", "--val", "50", "--hidden", "8", "--jobs", "2", "--lr", "0.001,0.002",
     "--pi", "0.25", "--log-sigma1", "0", "--log-sigma2", "6", "--samples", "1" },
