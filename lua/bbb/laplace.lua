@@ -228,6 +228,57 @@ function Posterior:predict(features)
   return out, std
 end
 
+-- S draws of the last layer's outputs at these inputs, (S, N, C): the
+-- weights drawn from the posterior, one draw shared by every input as one
+-- network is. In the eigenbases of A and G the posterior of the weights
+-- is independent: Z (C, H+1) with variance d_ij = 1/(a_i g_j/N + delta),
+-- and the outputs are f + (psi Z^T) U_G^T, psi = [phi, 1] U_A.
+local function sample_outputs(self, features, S, gen, what)
+  check_features(features, self.weight:size(2), self.weight, self.bias, self.prior_precision, what)
+  local psi = core.matmul(with_ones(features:detach(), self.bias ~= nil), self.u_a)   -- (N, H+1)
+  local f = core.linear(features:detach(), self.weight, self.bias)                   -- (N, C)
+  local sd = {}
+  for j, g in ipairs(self.g) do
+    sd[j] = {}
+    for i, a in ipairs(self.a) do sd[j][i] = 1 / math.sqrt(a * g / self.n + self.prior_precision) end
+  end
+  local scale = core.tensor(sd)                                                      -- (C, H+1)
+  local draws = {}
+  for s = 1, S do
+    local z = core.randn(scale:size(), 0, 1, gen) * scale
+    draws[s] = (f + core.matmul(core.matmul(psi, z:t()), self.u_g:t())):reshape(1, f:size(1), f:size(2))
+  end
+  return core.cat(draws, 1)
+end
+
+local function check_draws(S, what)
+  if math.type(S) ~= "integer" or S < 1 then error(("%s: S must be a positive integer, got %s"):format(what, tostring(S)), 3) end
+end
+
+--- post:sample(features, S [, generator]) -> (S, N, C) tensor: S draws of
+-- the outputs at these inputs, each from one draw of the last layer's
+-- weights from the posterior (shared by all inputs, as one network).
+-- @raise sample: S must be a positive integer, got ...
+function Posterior:sample(features, S, gen)
+  check_draws(S, "sample")
+  local ok, out = pcall(sample_outputs, self, features, S, gen, "sample")
+  if not ok then error(out, 2) end
+  return out
+end
+
+--- post:predict_sampled(features, S [, generator]) -> (N, C): categorical:
+-- the class probabilities averaged over S draws of the last layer (the MC
+-- predictive, beside predict's probit approximation); gaussian: the mean
+-- of the drawn outputs.
+-- @raise predict_sampled: S must be a positive integer, got ...
+function Posterior:predict_sampled(features, S, gen)
+  check_draws(S, "predict_sampled")
+  local ok, draws = pcall(sample_outputs, self, features, S, gen, "predict_sampled")
+  if not ok then error(draws, 2) end
+  if self.likelihood == "gaussian" then return draws:mean(1) end
+  return core.softmax(draws, 3):mean(1)
+end
+
 -- The delta in [1e-6, 1e6] maximising the marginal likelihood: golden
 -- section on log delta.
 local function best_precision(post)

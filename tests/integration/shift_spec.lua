@@ -12,7 +12,7 @@ local tmp = os.tmpname()
 os.remove(tmp)
 os.execute("mkdir -p " .. tmp)
 local out_dir = tmp .. "/s"
-local METHODS = { "plain", "temperature", "dropout", "ensemble", "bbb", "bbb-ensemble", "laplace" }
+local METHODS = { "plain", "temperature", "dropout", "ensemble", "bbb", "bbb-ensemble", "laplace", "laplace-sampled" }
 local TINY = " --limit 600 --val 200 --test-limit 300 --epochs 1 --noise-n 50 --test-samples 3 --members 2 "
   .. "--threads 1 --methods " .. table.concat(METHODS, " ") .. " --out " .. out_dir
   .. " -- --cnn-hidden 16 --channels 2,4"
@@ -70,7 +70,7 @@ describe("shift.lua", function()
     for _, kind in ipairs { "rotate", "translate" } do
       local amounts = {}
       if kind == "rotate" then for a = 0, 180, 15 do amounts[#amounts + 1] = a end
-      else for k = 0, 14 do amounts[#amounts + 1] = k end end
+      else for k = 0, 26, 2 do amounts[#amounts + 1] = k end end   -- rolled, the default
       for _, m in ipairs(METHODS) do
         for _, a in ipairs(amounts) do
           local f = result[kind][m][tostring(a)]
@@ -132,4 +132,25 @@ describe("shift.lua", function()
       + bbb.softmax(models.plain_members[2].net:forward(x * (1 / 126)), 2)) * 0.5
     assert((probs - mean):abs():max():item() < 1e-6)
   end)
+  it("rolls the test images by default, and shifts them zero-filled with --translation zero", function()
+    assert.are.equal("roll", result.config.translation)
+    local x = bbb.tensor { { 1, 2, 3, 4, 5, 6 } }   -- 2 x 3 images
+    assert.are.same({ { 3, 1, 2, 6, 4, 5 } }, bbb.data.roll(x, 2, 3, 0, 1):totable())
+    assert.are.same({ { 4, 5, 6, 1, 2, 3 } }, bbb.data.roll(x, 2, 3, 1, 0):totable())
+    assert.are.same(x:totable(), bbb.data.roll(x, 2, 3, 4, -6):totable())   -- whole turns
+    local dir = tmp .. "/zero"
+    local status, out = run("--model mlp --methods plain --epochs 1 --limit 600 --val 100 --test-limit 200 "
+      .. "--noise-n 50 --threads 1 --translation zero --out " .. dir)
+    assert.are.equal(0, status, out)
+    local r = json.decode(helpers.read(dir .. "/shift.json"))
+    assert.is_table(r.translate.plain["14"])
+    assert.is_nil(r.translate.plain["16"])
+  end)
+
+  it("the sampled Laplace predictive is near the probit one on clean images", function()
+    local a, b = result.rotate.laplace["0"], result.rotate["laplace-sampled"]["0"]
+    assert.is_true(math.abs(a.acc - b.acc) < 0.03, ("%g %g"):format(a.acc, b.acc))
+    assert.is_true(math.abs(a.nll - b.nll) < 0.1 * a.nll, ("%g %g"):format(a.nll, b.nll))
+  end)
+
 end)

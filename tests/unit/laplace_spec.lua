@@ -298,3 +298,52 @@ describe("the eigendecomposition under it", function()
     assert.truthy(tostring(err):find("eigh: x holds", 1, true), tostring(err))
   end)
 end)
+
+describe("the sampled last layer", function()
+  local function fitted()
+    local g = bbb.Generator(1)
+    local x = bbb.randn({ 200, 3 }, 0, 1, g)
+    local w = bbb.randn({ 4, 3 }, 0, 1, g)
+    local y = {}
+    for i = 1, 200 do y[i] = 1 + (i % 4) end
+    return bbb.laplace.last_layer { features = x, weight = w, bias = bbb.zeros(4), labels = y },
+      bbb.randn({ 5, 3 }, 0, 1, g)
+  end
+
+  it("draws outputs whose variance is logit_variance, within Monte Carlo error", function()
+    local post, xt = fitted()
+    local S = 4000
+    local d = post:sample(xt, S, bbb.Generator(2))
+    assert.are.same({ S, 5, 4 }, d:size())
+    local mean = d:mean(1)
+    local var = ((d - mean:reshape(1, 5, 4)):square()):mean(1):totable()
+    local want = post:logit_variance(xt):totable()
+    local f = bbb.linear(xt, post.weight, post.bias):totable()
+    local m = mean:totable()
+    for i = 1, 5 do
+      for c = 1, 4 do
+        -- the sample variance of S normal draws has a standard error of var sqrt(2 / S)
+        assert.is_true(math.abs(var[i][c] - want[i][c]) < 4 * want[i][c] * math.sqrt(2 / S), ("%d,%d"):format(i, c))
+        assert.is_true(math.abs(m[i][c] - f[i][c]) < 4 * math.sqrt(want[i][c] / S), ("mean %d,%d"):format(i, c))
+      end
+    end
+  end)
+
+  it("gives an MC predictive that is probabilities, near the probit approximation", function()
+    local post, xt = fitted()
+    local p = post:predict_sampled(xt, 2000, bbb.Generator(3))
+    local rows = p:totable()
+    local probit = post:predict(xt):totable()
+    for i = 1, 5 do
+      local sum = 0
+      for c = 1, 4 do
+        sum = sum + rows[i][c]
+        assert.is_true(math.abs(rows[i][c] - probit[i][c]) < 0.05, ("%d,%d"):format(i, c))
+      end
+      assert.is_true(math.abs(sum - 1) < 1e-5)
+    end
+    local ok, err = pcall(post.predict_sampled, post, xt, 0)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("predict_sampled: S must be a positive integer, got 0", 1, true))
+  end)
+end)

@@ -421,6 +421,22 @@ function data.translate(x, height, width, dy, dx)
   return y
 end
 
+--- roll(x, height, width, dy, dx) -> the images moved dy pixels down and dx
+-- right with wrap-around: what leaves one edge comes back at the other, so
+-- no part of the digit is lost (Ovadia et al. 2019's translation).
+-- @usage
+--   local x = bbb.tensor { { 1, 2, 3, 4 } }
+--   assert(bbb.data.roll(x, 2, 2, 0, 1):totable()[1][1] == 2)
+function data.roll(x, height, width, dy, dx)
+  check_images(x, height, width, "roll")
+  if math.type(dy) ~= "integer" or math.type(dx) ~= "integer" then
+    error(("roll: dy and dx must be integers, got %s and %s"):format(tostring(dy), tostring(dx)), 2)
+  end
+  -- not a tail call: resample's error level counts this frame
+  local y = resample(x, height, width, function(r, c) return (r - dy) % height, (c - dx) % width end)
+  return y
+end
+
 data.load_mushroom = require("bbb.data.mushroom").load   -- the UCI Mushroom table (R data)
 data.read_csv = require("bbb.data.csv").read_csv         -- a table of your own (CSV)
 data.load_r = require("bbb.data.rdata").load_r           -- data sets of R packages (r-cran-*)

@@ -1,7 +1,8 @@
 --- bbb.app.experiments.shift: can you trust the model's uncertainty under
 -- dataset shift? The evaluation of Ovadia et al. (2019): each method's
 -- accuracy, NLL, Brier score and ECE on the test set rotated 0-180 degrees
--- and translated 0-14 pixels, and how well its confidence tells the test
+-- and translated (rolled 0-26 pixels, or shifted 0-14 with --translation
+-- zero), and how well its confidence tells the test
 -- set from another data set and from noise. scripts/shift.lua is its
 -- command line:
 --
@@ -23,11 +24,18 @@ local json = require "bbb.json"
 local shift = {}
 local metrics = bbb.metrics
 
-shift.METHODS = { "plain", "temperature", "dropout", "ensemble", "bbb", "bbb-ensemble", "laplace" }
-shift.DEFAULT_METHODS = { "plain", "temperature", "dropout", "ensemble", "bbb", "laplace" }
-shift.ANGLES, shift.PIXELS = {}, {}
+shift.METHODS = { "plain", "temperature", "dropout", "ensemble", "bbb", "bbb-ensemble", "laplace",
+  "laplace-sampled" }
+shift.DEFAULT_METHODS = { "plain", "temperature", "dropout", "ensemble", "bbb", "laplace", "laplace-sampled" }
+-- Translations: Ovadia et al.'s roll with wrap-around by 2-26 pixels, or
+-- the zero-filled shift by 0-14 pixels that cuts part of the digit off.
+shift.ANGLES, shift.PIXELS = {}, { roll = {}, zero = {} }
 for a = 0, 180, 15 do shift.ANGLES[#shift.ANGLES + 1] = a end
-for k = 0, 14 do shift.PIXELS[#shift.PIXELS + 1] = k end
+for k = 0, 26, 2 do shift.PIXELS.roll[#shift.PIXELS.roll + 1] = k end
+for k = 0, 14 do shift.PIXELS.zero[#shift.PIXELS.zero + 1] = k end
+-- Draws of the last layer for laplace-sampled: cheap (one product per draw),
+-- so never fewer than this whatever --test-samples says.
+local LAPLACE_DRAWS = 100
 local SIDE = 28
 local CHUNK = 1000   -- images per forward pass: bounds the convolutions' memory
 -- The ETA counts work in units of one evaluated shift of every method; a
@@ -38,14 +46,16 @@ local METRICS = { "acc", "nll", "brier", "ece" }
 -- scripts/mnist.lua's --model for each kind of network
 local MODEL_OF = { cnn = { plain = "cnn-plain", dropout = "cnn-dropout", bbb = "cnn" },
                    mlp = { plain = "mlp", dropout = "dropout", bbb = "bbb" } }
-local NEEDS = { plain = { "plain" }, temperature = { "plain" }, laplace = { "plain" }, dropout = { "dropout" },
+local NEEDS = { plain = { "plain" }, temperature = { "plain" }, laplace = { "plain" }, ["laplace-sampled"] = { "plain" },
+  dropout = { "dropout" },
   ensemble = { "plain_members" }, bbb = { "bbb" }, ["bbb-ensemble"] = { "bbb_members" } }
 
 local epilog = "Methods: plain (one net), temperature (plain, its logits divided by a temperature fitted "
   .. "on the validation rows), dropout (MC dropout), ensemble (--members plain nets of different seeds, "
   .. "their probabilities averaged; the first is the plain net), bbb (Bayes by Backprop, --estimator), "
   .. "bbb-ensemble (--members BBB nets), laplace (the plain net's last layer under a Kronecker-factored "
-  .. "Laplace posterior, prior precision by the marginal likelihood, probit predictive). Models are "
+  .. "Laplace posterior, prior precision by the marginal likelihood, probit predictive), laplace-sampled "
+  .. "(the same posterior, its predictive averaged over at least 100 draws of the last layer). Models are "
   .. "trained by scripts/mnist.lua on the training set less its last --val images, --jobs processes at "
   .. "a time, and kept in DIR/models: a rerun (or --from DIR) reuses them, a stopped one resumes. "
   .. "Every net sees the same training images (mnist.lua --shift 0 unless given after --). "
@@ -66,6 +76,8 @@ function shift.parser()
     :args("+"):convert(cli.choice(shift.METHODS))
   parser:option("--model", "cnn (LeNet-5-style bbb.nn.lenet) or mlp.", "cnn"):convert(cli.choice { "cnn", "mlp" })
   parser:option("--members", "Nets in each ensemble.", "5"):convert(cli.integer { min = 2, max = 100 })
+  parser:option("--translation", "roll (Ovadia et al.: wrap-around, 0-26 pixels by 2) or zero (zero-filled, "
+    .. "0-14 pixels: part of the digit is cut off).", "roll"):convert(cli.choice { "roll", "zero" })
   recipe.declare(parser, { "estimator", "epochs", "seed" })
   parser:option("--seeds", "Repeat everything for seeds --seed, --seed + 1, ...: the tables are means.", "1")
     :convert(cli.positive_integer { max = 100 })
@@ -342,11 +354,12 @@ end
 -- prediction is the mean of its members' probabilities. memo (a table
 -- kept for one raw) saves the plain nets' passes between methods.
 function shift.predict(models, method, raw, fitted, samples, memo)
-  if method == "plain" or method == "temperature" or method == "laplace" then
+  if method == "plain" or method == "temperature" or method:find("^laplace") then
     local feats, logits = plain_outputs(models.plain, raw, memo)
     if method == "plain" then return bbb.softmax(logits, 2) end
     if method == "temperature" then return bbb.calibration.apply(logits, fitted.temperature) end
-    return fitted.laplace:predict(feats)
+    if method == "laplace" then return fitted.laplace:predict(feats) end
+    return fitted.laplace:predict_sampled(feats, math.max(samples, LAPLACE_DRAWS), bbb.Generator(1))
   end
   local stack
   if method == "ensemble" then
@@ -445,9 +458,9 @@ local function evaluate_seed(config, s, data, tick, note)
   for _, set in ipairs(data.ood) do set.memo = {} end
   local clean = {}
   for _, kind in ipairs { "rotate", "translate" } do
-    for _, amount in ipairs(kind == "rotate" and shift.ANGLES or shift.PIXELS) do
+    for _, amount in ipairs(kind == "rotate" and shift.ANGLES or shift.PIXELS[config.translation]) do
       local x = kind == "rotate" and bbb.data.rotate(data.test.x, SIDE, SIDE, amount)
-        or bbb.data.translate(data.test.x, SIDE, SIDE, 0, amount)
+        or (config.translation == "roll" and bbb.data.roll or bbb.data.translate)(data.test.x, SIDE, SIDE, 0, amount)
       local memo = {}
       for _, method in ipairs(config.methods) do
         local probs, stack = shift.predict(models, method, x, fitted, config.test_samples, memo)
@@ -469,7 +482,7 @@ local function signature(config)
   return json.encode { methods = config.methods, members = config.members, test_samples = config.test_samples,
     test_limit = config.test_limit or false, noise_n = config.noise_n, epochs = config.epochs or false,
     model = config.model, dataset = config.dataset, estimator = config.estimator, val = config.val,
-    limit = config.limit or false, extra = config.mnist_flags }
+    limit = config.limit or false, extra = config.mnist_flags, translation = config.translation }
 end
 
 local function read_json(path)
@@ -534,7 +547,7 @@ local function headline(config, per_seed)
         local per = {}
         for i, r in ipairs(per_seed) do
           local total, n = 0, 0
-          for _, a in ipairs(kind == "rotate" and shift.ANGLES or shift.PIXELS) do
+          for _, a in ipairs(kind == "rotate" and shift.ANGLES or shift.PIXELS[config.translation]) do
             if a > 0 then total, n = total + r[kind][m][tostring(a)][metric], n + 1 end
           end
           per[i] = total / n
@@ -583,7 +596,7 @@ function shift.run(config)
   for _, s in ipairs(seeds) do
     for _, n in ipairs(nets_for(config, s)) do nets[#nets + 1] = n end
   end
-  local per_seed_units = #shift.ANGLES + #shift.PIXELS + 1
+  local per_seed_units = #shift.ANGLES + #shift.PIXELS[config.translation] + 1
   local progress = bbb.progress.new { total = #nets * NET_UNITS + #seeds * per_seed_units, label = "shift" }
   local done, counted, t0 = 0, 0, bbb.core.clock()
   -- units of work done; reused ones do not count toward the rate
@@ -630,14 +643,18 @@ end
 --------------------------------------------------------------------------
 -- The report and the figure.
 
-local function amounts_of(kind) return kind == "rotate" and shift.ANGLES or shift.PIXELS end
+-- The amounts a result holds of kind, in order.
+local function amounts_of(result, kind)
+  if kind == "rotate" then return shift.ANGLES end
+  return shift.PIXELS[result.config and result.config.translation or "zero"]
+end
 
 local function print_metric_table(result, kind, metric)
   local head = { ("%-8s"):format(kind == "rotate" and "degrees" or "pixels") }
   for _, m in ipairs(result.methods) do head[#head + 1] = ("%13s"):format(m) end
   print(("%s, %s (mean over %d seed(s), +- sd):"):format(kind, metric, #result.seeds))
   print(table.concat(head, " "))
-  for _, a in ipairs(amounts_of(kind)) do
+  for _, a in ipairs(amounts_of(result, kind)) do
     local row = { ("%-8d"):format(a) }
     for _, m in ipairs(result.methods) do
       local f = result[kind][m][tostring(a)]
@@ -710,7 +727,7 @@ function shift.plot(result)
       local series = {}
       for _, m in ipairs(result.methods) do
         local xs, ys = {}, {}
-        for _, a in ipairs(amounts_of(kind)) do
+        for _, a in ipairs(amounts_of(result, kind)) do
           xs[#xs + 1], ys[#ys + 1] = a, result[kind][m][tostring(a)][metric]
         end
         series[#series + 1] = { x = xs, y = ys, title = m, style = "linespoints" }
