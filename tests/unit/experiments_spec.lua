@@ -120,3 +120,57 @@ describe("regression.run", function()
     assert.are.equal(1, #q.nets)
   end)
 end)
+
+describe("uci.run", function()
+  local uci = require "bbb.app.experiments.uci"
+  it("returns a row per set and method, each score's mean and standard error over the splits", function()
+    local dir = tmpdir()
+    local r = uci.run(uci.parse { "--sets", "boston", "--methods", "mlp", "--splits", "2", "--epochs", "2",
+      "--pred-samples", "5", "--threads", "1", "--out", dir .. "/u" })
+    assert.are.equal(1, #r.rows)
+    assert.are.same({ "boston", "mlp", 2 }, { r.rows[1].set, r.rows[1].method, r.rows[1].splits })
+    assert.is_true(r.rows[1].rmse > 0 and r.rows[1].rmse_se >= 0)
+    assert.are.equal(dir .. "/u", r.out)
+    assert.truthy(io.open(dir .. "/u.csv"))
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
+
+describe("plot_run.run", function()
+  local plot_run = require "bbb.app.experiments.plot_run"
+  it("keeps the last record of each epoch, in epoch order, as the curves to draw", function()
+    local dir = tmpdir()
+    local f = assert(io.open(dir .. "/r.jsonl", "w"))
+    f:write('{"epoch": 2, "elbo_per_example": 3, "val_acc": 0.5}\n{"epoch": 1, "elbo_per_example": 4}\n',
+      '{"epoch": 2, "elbo_per_example": 2, "val_acc": 0.6}\n')
+    f:close()
+    local r = plot_run.run(plot_run.parse { dir .. "/r.jsonl", "--out", dir .. "/p" })
+    assert.are.equal(1, #r.losses)
+    assert.are.same({ { 1, 2 }, { 4, 2 } }, { r.losses[1].x, r.losses[1].y })
+    assert.are.same({ { 2 }, { 60 } }, { r.accs[1].x, r.accs[1].y })
+    assert.are.equal(dir .. "/p", r.prefix)
+    assert.is_nil(r.model)
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
+
+describe("bandit_ablation.run", function()
+  local ablation = require "bbb.app.experiments.bandit_ablation"
+  it("records each row and seed, and takes a recorded one from --results", function()
+    local dir = tmpdir()
+    local argv = { "--rows", "paper", "--seeds", "1,2", "--steps", "20", "--probes", "20", "--results", dir .. "/a.jsonl" }
+    local r = ablation.run(ablation.parse(argv))
+    for _, seed in ipairs { 1, 2 } do
+      local rec = r.done["paper/" .. seed]
+      assert.are.equal(20, rec.steps)
+      assert.is_true(rec.regret["20"] >= 0)
+      assert.truthy(rec.diag["20"])
+    end
+    local again = ablation.run(ablation.parse(argv))
+    assert.are.same(r.done["paper/2"].regret, again.done["paper/2"].regret)
+    local n = 0
+    for _ in io.lines(dir .. "/a.jsonl") do n = n + 1 end
+    assert.are.equal(2, n)   -- nothing played again
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
