@@ -1,7 +1,7 @@
 --- bbb: Bayes by Backprop on a C tensor core.
 -- The tensor functions come from the C module bbb.core; the submodules
 -- (nn, prior, elbo, optim, train, checkpoint, data, metrics, calibration, stats, progress,
--- testing, json, dist, bandit) load on first use: `bbb.nn.BayesLinear(784, 400)`.
+-- testing, json, dist, bandit, mcmc) load on first use: `bbb.nn.BayesLinear(784, 400)`.
 -- The application's modules (plot, cli, sys, the experiments) are not
 -- here: they are required by their own names, bbb.app.plot and the like.
 local core = require "bbb.core"
@@ -238,6 +238,7 @@ local submodules = {
   metrics = "bbb.metrics", progress = "bbb.progress", testing = "bbb.testing",
   checkpoint = "bbb.checkpoint", train = "bbb.train", json = "bbb.json", dist = "bbb.dist",
   bandit = "bbb.bandit", calibration = "bbb.calibration", laplace = "bbb.laplace", stats = "bbb.stats",
+  mcmc = "bbb.mcmc",
 }
 setmetatable(bbb, {
   __index = function(t, k)

@@ -1,0 +1,236 @@
+--- bbb.mcmc.kernel: one chain of Hamiltonian Monte Carlo on a target
+-- {dim, eval(q) -> log density, gradient} over a flat list of numbers q:
+-- leapfrog trajectories with a Metropolis correction, the step size tuned
+-- in warm-up by dual averaging (Hoffman and Gelman 2014, algorithm 5, with
+-- Stan's constants) and a diagonal inverse mass matrix estimated in
+-- Stan's doubling windows. Positions, momenta and energies are Lua
+-- doubles; only the target's own arithmetic is float32.
+local bbb = require "bbb"
+
+local K = {}
+
+-- Dual averaging's constants, as Stan and NumPyro set them.
+local GAMMA, T0, KAPPA = 0.05, 10, 0.75
+-- An energy error this large is a divergence: the trajectory left the
+-- region the step size can follow, and its proposal is rejected.
+K.DIVERGENCE = 1000
+
+-- A position this far out has run away (and would not fit a float32 tensor).
+local FAR = 1e30
+
+local function finite(v) return v == v and v < math.huge and v > -math.huge end
+
+local function copy(t) return table.move(t, 1, #t, 1, {}) end
+
+--- K.kinetic(p, inv_mass) -> p^T M^-1 p / 2, the kinetic energy of momentum p.
+function K.kinetic(p, inv_mass)
+  local k = 0
+  for i = 1, #p do k = k + p[i] * p[i] * inv_mass[i] end
+  return 0.5 * k
+end
+
+-- p ~ N(0, M), M = diag(1 / inv_mass).
+local function momentum(inv_mass, gen)
+  local z = bbb.randn({ #inv_mass }, 0, 1, gen):totable()
+  for i = 1, #z do z[i] = z[i] / math.sqrt(inv_mass[i]) end
+  return z
+end
+
+--- leapfrog(target, q, p, grad, eps, L, inv_mass [, h0]) -> q, p, lp, grad:
+-- L steps of the leapfrog (velocity Verlet) integrator from (q, p), grad
+-- the gradient of the log density at q; nil when the log density turned
+-- infinite or undefined or the position ran away, or (h0 given: the
+-- starting energy) the energy error passed the divergence bound on the way. q and p are not changed.
+function K.leapfrog(target, q, p, grad, eps, L, inv_mass, h0)
+  q, p = copy(q), copy(p)
+  local P, lp = #q, nil
+  for i = 1, P do p[i] = p[i] + 0.5 * eps * grad[i] end
+  for l = 1, L do
+    for i = 1, P do
+      q[i] = q[i] + eps * inv_mass[i] * p[i]
+      if not (math.abs(q[i]) < FAR) then return nil end
+    end
+    lp, grad = target.eval(q)
+    if not finite(lp) then return nil end
+    local w = l < L and eps or 0.5 * eps
+    for i = 1, P do p[i] = p[i] + w * grad[i] end
+    if h0 and not (-lp + K.kinetic(p, inv_mass) - h0 < K.DIVERGENCE) then return nil end
+  end
+  return q, p, lp, grad
+end
+
+--- transition(target, state, eps, L, inv_mass, gen) -> accept_prob,
+-- divergent: one HMC iteration from state {q, lp, grad}, updated in place
+-- when the proposal is accepted. The energy error -dH decides, min(1, e^-dH).
+function K.transition(target, st, eps, L, inv_mass, gen)
+  local p = momentum(inv_mass, gen)
+  local h0 = -st.lp + K.kinetic(p, inv_mass)
+  local q1, p1, lp1, g1 = K.leapfrog(target, st.q, p, st.grad, eps, L, inv_mass, h0)
+  local dh = q1 and (-lp1 + K.kinetic(p1, inv_mass)) - h0 or math.huge
+  local divergent = not (dh < K.DIVERGENCE)
+  local accept = divergent and 0 or math.min(1, math.exp(-dh))
+  if bbb.rand({ 1 }, 0, 1, gen):item() < accept then st.q, st.lp, st.grad = q1, lp1, g1 end
+  return accept, divergent
+end
+
+-- Stan's init_stepsize: doubles or halves eps until one leapfrog step's
+-- acceptance crosses 0.8, so dual averaging starts at the right scale.
+local function reasonable_step(target, st, eps, inv_mass, gen)
+  local log08 = math.log(0.8)
+  local function delta(e)
+    local p = momentum(inv_mass, gen)
+    local h0 = -st.lp + K.kinetic(p, inv_mass)
+    local q1, p1, lp1 = K.leapfrog(target, st.q, p, st.grad, e, 1, inv_mass)
+    return q1 and h0 - (-lp1 + K.kinetic(p1, inv_mass)) or -math.huge
+  end
+  local direction = delta(eps) > log08 and 1 or -1
+  for _ = 1, 100 do
+    local next_eps = direction == 1 and 2 * eps or 0.5 * eps
+    local d = delta(next_eps)
+    if (direction == 1 and not (d > log08)) or (direction == -1 and d > log08) then
+      return direction == 1 and eps or next_eps
+    end
+    eps = next_eps
+  end
+  error(("mcmc: the step size search ran off to %g without finding a sensible first step: is the log "
+    .. "density flat, or its gradient wrong?"):format(eps), 0)
+end
+
+local function dual_averaging(eps)
+  return { mu = math.log(10 * eps), s_bar = 0, x_bar = 0, count = 0 }
+end
+
+-- One dual-averaging update from an iteration's acceptance; the new step size.
+local function adapt_step(da, accept, delta)
+  da.count = da.count + 1
+  local eta = 1 / (da.count + T0)
+  da.s_bar = (1 - eta) * da.s_bar + eta * (delta - accept)
+  local x = da.mu - da.s_bar * math.sqrt(da.count) / GAMMA
+  local w = da.count ^ -KAPPA
+  da.x_bar = w * x + (1 - w) * da.x_bar
+  return math.exp(x)
+end
+
+--- windows(warmup) -> list of {first, last}: the warm-up iterations whose
+-- draws estimate the mass matrix, as Stan's windowed adaptation lays them
+-- out: a first buffer of 75 for the step size alone, windows of 25, 50,
+-- 100, ... (the last stretched to fill), and a last buffer of 50 where the
+-- step size settles for the final mass matrix. Short warm-ups scale the
+-- buffers to 15% and 10%; under 20 iterations no mass matrix is estimated.
+function K.windows(W)
+  if W < 20 then return {} end
+  local init, term, base = 75, 50, 25
+  if init + term + base > W then
+    init, term = math.floor(0.15 * W), math.floor(0.1 * W)
+    base = W - init - term
+  end
+  local out, start, size = {}, init, base
+  while true do
+    local stop = start + size
+    if stop + 2 * size > W - term then
+      out[#out + 1] = { start + 1, W - term }
+      return out
+    end
+    out[#out + 1] = { start + 1, stop }
+    start, size = stop, 2 * size
+  end
+end
+
+-- Welford's running mean and sum of squared deviations of the draws.
+local function welford(P)
+  local w = { n = 0, mean = {}, m2 = {} }
+  for i = 1, P do w.mean[i], w.m2[i] = 0, 0 end
+  return w
+end
+
+local function welford_add(w, q)
+  w.n = w.n + 1
+  for i = 1, #q do
+    local d = q[i] - w.mean[i]
+    w.mean[i] = w.mean[i] + d / w.n
+    w.m2[i] = w.m2[i] + d * (q[i] - w.mean[i])
+  end
+end
+
+-- The window's variances shrunk towards 1e-3 as Stan does, so a short
+-- window cannot make a coordinate's mass huge or zero.
+local function welford_variance(w)
+  local n, out = w.n, {}
+  for i = 1, #w.mean do
+    local v = n > 1 and w.m2[i] / (n - 1) or 1
+    out[i] = (n / (n + 5)) * v + 1e-3 * (5 / (n + 5))
+  end
+  return out
+end
+
+-- The number of leapfrog steps of one iteration, uniform on L/2 .. 3L/2:
+-- a fixed trajectory length can lock onto a period of the target and
+-- return where it started.
+local function steps(L, gen)
+  local lo, hi = math.max(1, L - L // 2), L + L // 2
+  if lo == hi then return lo end
+  return lo + math.floor(bbb.rand({ 1 }, 0, 1, gen):item() * (hi - lo + 1))
+end
+
+-- Warm-up: step size by dual averaging throughout, restarted after each
+-- mass-matrix window; the final step size is the averaged iterate.
+local function warmup(target, st, o, gen, report)
+  local P = #st.q
+  local inv_mass = o.inv_mass and copy(o.inv_mass) or {}
+  if not o.inv_mass then for i = 1, P do inv_mass[i] = 1 end end
+  local eps = o.step_size or reasonable_step(target, st, 0.1, inv_mass, gen)
+  local da = dual_averaging(eps)
+  local wins = o.adapt_mass == false and {} or K.windows(o.warmup)
+  local win, acc = 1, nil
+  for it = 1, o.warmup do
+    local accept = K.transition(target, st, eps, steps(o.leapfrog, gen), inv_mass, gen)
+    eps = adapt_step(da, accept, o.target_accept)
+    local w = wins[win]
+    if w and it >= w[1] then
+      acc = acc or welford(P)
+      welford_add(acc, st.q)
+      if it == w[2] then
+        inv_mass, acc, win = welford_variance(acc), nil, win + 1
+        eps = reasonable_step(target, st, eps, inv_mass, gen)
+        da = dual_averaging(eps)
+      end
+    end
+    report("warmup", it, eps, accept)
+  end
+  if o.warmup > 0 then eps = math.exp(da.x_bar) end
+  return eps, inv_mass
+end
+
+--- run_chain(target, q0, opts, gen [, report]) -> chain: warm-up, then
+-- opts.samples draws. opts: warmup, samples, leapfrog (mean steps per
+-- iteration), target_accept, adapt_mass (false: unit mass), step_size and
+-- inv_mass (start from these instead of searching). chain = {draws = (S, P)
+-- tensor, lp = {log density per draw}, accept_rate, divergences (after
+-- warm-up), step_size, inv_mass, gradients (evaluations made)}.
+-- report(phase, iteration, step_size, accept_prob) is called every iteration.
+function K.run_chain(target, q0, o, gen, report)
+  report = report or function() end
+  local evals = 0
+  local counted = { dim = target.dim, eval = function(q) evals = evals + 1; return target.eval(q) end }
+  local st = { q = copy(q0) }
+  st.lp, st.grad = counted.eval(st.q)
+  if not finite(st.lp) then
+    error(("mcmc: the log density at the initial point is %s: start where it is finite"):format(tostring(st.lp)), 0)
+  end
+  local eps, inv_mass = warmup(counted, st, o, gen, report)
+  local P, S = #st.q, o.samples
+  local draws = bbb.zeros { S, P }
+  local lps, acc_sum, divergences = {}, 0, 0
+  for s = 1, S do
+    local accept, divergent = K.transition(counted, st, eps, steps(o.leapfrog, gen), inv_mass, gen)
+    acc_sum = acc_sum + accept
+    if divergent then divergences = divergences + 1 end
+    draws:narrow(1, s, 1):copy(bbb.tensor(st.q):reshape(1, P))
+    lps[s] = st.lp
+    report("sampling", s, eps, accept)
+  end
+  return { draws = draws, lp = lps, accept_rate = S > 0 and acc_sum / S or 0, divergences = divergences,
+           step_size = eps, inv_mass = inv_mass, gradients = evals }
+end
+
+return K

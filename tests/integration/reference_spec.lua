@@ -1,0 +1,151 @@
+-- scripts/reference.lua end to end on a tiny table written here: the HMC
+-- reference of Bayesian linear regression (--hidden 0) against its closed
+-- form, the fields of reference.json for regression and classification, a
+-- second run that keeps the finished chains, and bad input refused before
+-- any work.
+local bbb = require "bbb"
+local helpers = require "helpers"
+local json = require "bbb.json"
+
+local tmp = os.tmpname()
+os.remove(tmp)
+os.execute("mkdir -p " .. tmp)
+
+-- 60 rows of two features: y = 1.5 a - 2 b + 0.5 + noise (sd 0.5), and a
+-- class that mostly follows the sign of a + b.
+local function write_table(path)
+  local g = bbb.Generator(5)
+  local x, e = bbb.randn({ 60, 2 }, 0, 1, g):totable(), bbb.randn({ 60 }, 0, 0.5, g):totable()
+  local lines = { "a,b,y,class" }
+  for i, r in ipairs(x) do
+    local y = 1.5 * r[1] - 2 * r[2] + 0.5 + e[i]
+    lines[#lines + 1] = ("%.6f,%.6f,%.6f,%s"):format(r[1], r[2], y, r[1] + r[2] + e[i] > 0 and "up" or "down")
+  end
+  helpers.write(path, table.concat(lines, "\n") .. "\n")
+end
+
+local csv = tmp .. "/table.csv"
+write_table(csv)
+local FIT = "-- --epochs 20 --tune off --pred-samples 20"
+
+local function run(args) return helpers.run("scripts/reference.lua " .. args, "BBB_PROGRESS=off") end
+
+local function read_json(path) return json.decode(assert(helpers.read(path), path), path) end
+
+-- The rows of part k of split.json, as a (n, 2) tensor of features and n targets.
+local function part(split, k, rows)
+  local xs, ys = {}, {}
+  for _, i in ipairs(split[k]) do xs[#xs + 1] = { rows[i][1], rows[i][2] }; ys[#ys + 1] = rows[i][3] end
+  return xs, ys
+end
+
+local function read_rows(path)
+  local rows = {}
+  for line in io.lines(path) do
+    local a, b, y = line:match("^([-%d.]+),([-%d.]+),([-%d.]+),")
+    if a then rows[#rows + 1] = { tonumber(a), tonumber(b), tonumber(y) } end
+  end
+  return rows
+end
+
+-- mean and sd (with n, as the scaler) of column j of the rows.
+local function scaler(list)
+  local m, v = 0, 0
+  for _, x in ipairs(list) do m = m + x / #list end
+  for _, x in ipairs(list) do v = v + (x - m) ^ 2 / #list end
+  return m, math.sqrt(v)
+end
+
+describe("reference.lua", function()
+  teardown(function() os.execute("rm -rf " .. tmp) end)
+
+  it("--help works", function()
+    helpers.ok("scripts/reference.lua --help", "--hidden", "--methods", "--warmup", "--chains")
+  end)
+
+  it("--hidden 0: the HMC predictive mean is the closed-form posterior predictive mean", function()
+    local out = tmp .. "/linear"
+    local status, text = run(("--data %s --target y --ignore class --out %s --hidden 0 --warmup 150 --samples 150 "
+      .. "--chains 2 --leapfrog 8 --noise-sigma 0.2 --methods mlp %s"):format(csv, out, FIT))
+    assert.are.equal(0, status, text)
+    local r = read_json(out .. "/reference.json")
+    for _, k in ipairs { "rhat_max", "ess_min", "test_ll", "seconds" } do
+      assert.are.equal("number", type(r.hmc[k]), k)
+    end
+    assert.truthy(r.hmc.rhat_max < 1.1, text)
+    assert.are.equal("number", type(r.methods.mlp.test_ll))
+    assert.truthy(r.methods.mlp.w1 > 0)
+    -- the closed form, in the standardised units the chains ran in
+    local split, rows = read_json(out .. "/split.json"), read_rows(csv)
+    local xs, ys = part(split, "train", rows)
+    local vx, vy = part(split, "validation", rows)
+    table.move(vx, 1, #vx, #xs + 1, xs)
+    table.move(vy, 1, #vy, #ys + 1, ys)
+    local ma, sa = scaler((function() local t = {} for i, r0 in ipairs(xs) do t[i] = r0[1] end return t end)())
+    local mb, sb = scaler((function() local t = {} for i, r0 in ipairs(xs) do t[i] = r0[2] end return t end)())
+    local my, sy = scaler(ys)
+    local function std(r0) return { (r0[1] - ma) / sa, (r0[2] - mb) / sb } end
+    local zx, zy = {}, {}
+    for i, r0 in ipairs(xs) do zx[i], zy[i] = std(r0), (ys[i] - my) / sy end
+    local mean = bbb.mcmc.linear_posterior(bbb.tensor(zx), bbb.tensor(zy), { noise_sigma = 0.2, prior_sigma = 1 })
+    local tensors = bbb.checkpoint.read(out .. "/predictive.safetensors")
+    local f = tensors.f
+    local hmc_mean, hmc_sd = f:mean(1):totable(), ((f - f:mean(1):reshape(1, -1)):square():mean(1)):sqrt():totable()
+    local tx = part(split, "test", rows)
+    for i, r0 in ipairs(tx) do
+      local z = std(r0)
+      local exact = (mean[1] * z[1] + mean[2] * z[2] + mean[3]) * sy + my
+      local mcse = hmc_sd[i] / math.sqrt(r.hmc.ess_min)
+      assert.truthy(math.abs(hmc_mean[i] - exact) < 4 * mcse + 1e-4,
+        ("test row %d: HMC %.4f, exact %.4f (Monte Carlo error %.4f)"):format(i, hmc_mean[i], exact, mcse))
+    end
+  end)
+
+  it("keeps the chains a finished run wrote, and runs only what changed", function()
+    local out = tmp .. "/again"
+    local args = ("--data %s --target y --ignore class --out %s --hidden 0 --warmup 50 --samples 20 --chains 2 "
+      .. "--leapfrog 4 --methods none"):format(csv, out)
+    local s1, t1 = run(args)
+    assert.are.equal(0, s1, t1)
+    local before = helpers.read(out .. "/hmc/chain-2.safetensors")
+    os.remove(out .. "/hmc/chain-1.safetensors")
+    local s2, t2 = run(args)
+    assert.are.equal(0, s2, t2)
+    helpers.has(t2, "1 of 2 chains done in an earlier run, kept")
+    assert.truthy(before == helpers.read(out .. "/hmc/chain-2.safetensors"))
+    local s3, t3 = run(args:gsub("%-%-samples 20", "--samples 24"))
+    assert.are.equal(0, s3, t3)
+    assert.falsy(t3:find("done in an earlier run", 1, true), t3)
+  end)
+
+  it("classification: agreement and total variation against the reference", function()
+    local out = tmp .. "/classes"
+    local status, text = run(("--data %s --target class --ignore y --out %s --hidden 0 --warmup 60 --samples 40 "
+      .. "--chains 2 --leapfrog 8 --methods mlp %s"):format(csv, out, FIT))
+    assert.are.equal(0, status, text)
+    local r = read_json(out .. "/reference.json")
+    assert.are.equal("classification", r.task)
+    local m = r.methods.mlp
+    assert.truthy(m.agreement >= 0 and m.agreement <= 1 and m.tv >= 0 and m.tv <= 1, text)
+    assert.truthy(r.hmc.test_ll < 0 and m.test_ll < 0)
+  end)
+
+  it("refuses bad input before any work", function()
+    local function refused(args, want)
+      local status, text = run(args)
+      assert.are.equal(2, status, text)
+      helpers.has(text, want)
+    end
+    local base = ("--data %s --target y --out %s/bad"):format(csv, tmp)
+    refused(base .. " --hidden 5,x", "--hidden: expected 0 or units per layer like 50 or 20,20, got '5,x'")
+    refused(base .. " --methods bbb,gp", "--methods: expected one of bbb, mlp, dropout, ensemble, got 'gp'")
+    refused(base .. " --noise-sigma -1", "--noise-sigma: expected infer or a positive number, got '-1'")
+    refused(base .. " -- --seed 3", "--seed after --: reference.lua sets it for every fit.lua run itself")
+    refused(base .. " --split " .. tmp .. "/nothing.json", "--split: " .. tmp .. "/nothing.json is not a file")
+    refused(("--data %s/missing.csv --target y --out %s/bad"):format(tmp, tmp), "missing.csv")
+    refused(("--data %s --target nope --out %s/bad"):format(csv, tmp), "nope")
+    refused(("--data %s --target class --ignore y --out %s/bad --noise-sigma 0.5"):format(csv, tmp),
+      "--noise-sigma is for regression")
+    assert.falsy(helpers.read(tmp .. "/bad/hmc/job.safetensors"))
+  end)
+end)
