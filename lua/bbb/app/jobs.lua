@@ -49,6 +49,7 @@ end
 
 --- jobs.run(tasks [, {jobs = 1, poll = 0.02, on_start = fn(task, i), on_done =
 -- fn(task, result, i), stop_on_failure = false, on_stop = fn()}]) -> results.
+-- on_start runs just before task i starts (it may fill in the task's argv).
 -- tasks[i] = {argv = {...} [, stdout =, stderr =, stdin =, env =, cwd =]}
 -- (files the worker appends to or reads); results[i] = {how = "exit" |
 -- "signal" | "error", code, ok, seconds}. With stop_on_failure the first
@@ -69,8 +70,8 @@ function jobs.run(tasks, o)
         error({ signal = sig, message = ("interrupted; %d running worker(s) stopped with it"):format(#running) }, 0)
       end
       while #running < width and next_i <= #tasks do
+        if o.on_start then o.on_start(tasks[next_i], next_i) end   -- it may fill in the task
         local r, failed = start(tasks[next_i], next_i)
-        if o.on_start then o.on_start(tasks[next_i], next_i) end
         if r then running[#running + 1] = r else results[next_i] = failed end
         next_i = next_i + 1
       end

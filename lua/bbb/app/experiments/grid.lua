@@ -24,6 +24,7 @@ local json = require "bbb.json"
 
 local grid = {}
 local sys = require "bbb.app.sys"
+local jobs = require "bbb.app.jobs"
 local cores = sys.nproc
 
 -- A log sigma axis sets mnist.lua's sigma.
@@ -399,15 +400,14 @@ local function rung_job(g, c, epochs, resume, ckpt)
   return config_job(g, c, { epochs = epochs, checkpoint = ckpt })
 end
 
--- The job runner: starts job's mnist.lua in a child process, its summary
--- in base.json and its output in base.log -> the process | nil, message.
-local function start_job(g, job, base)
+-- The task of job: its mnist.lua run as bbb.app.jobs takes it, its
+-- summary in base.json and its output in base.log.
+local function job_task(g, job, base)
   os.remove(base .. ".json")
   os.remove(base .. ".log")
   local config = { summary = base .. ".json" }
   for k, v in pairs(job.mnist) do config[k] = v end
-  return sys.start(grid.mnist_argv(g.mnist_script, config, job.extra),
-    { stdin = "/dev/null", stdout = base .. ".log", stderr = base .. ".log" })
+  return { argv = grid.mnist_argv(g.mnist_script, config, job.extra), stdout = base .. ".log", stderr = base .. ".log" }
 end
 
 -- The result line of a job that ended (how, code as process:wait() gives
@@ -423,11 +423,8 @@ end
 
 -- Runs a job to its end -> its result line.
 local function run_job(g, job, base)
-  local t0 = os.time()
-  local proc = start_job(g, job, base)
-  local how, code = "error", nil
-  if proc then how, code = proc:wait() end
-  return end_job(g, job, base, how, code, os.time() - t0)
+  local r = jobs.run({ job_task(g, job, base) })[1]
+  return end_job(g, job, base, r.how, r.code, math.floor(r.seconds + 0.5))
 end
 
 -- The line each finished run prints: "done i/n: NAME: status ...", where
@@ -438,56 +435,37 @@ local function done_line(n_done, n, name, r, where, left, eta)
     or (r.message and ("  " .. r.message) or ""), r.seconds, where, left, math.ceil(eta / 60))
 end
 
--- A signal (INT, TERM, HUP, QUIT) while jobs run: stops them, records
--- nothing for them, and ends the grid with status 128 + the signal.
-local function stop_all(g, running)
-  for _, j in ipairs(running) do j.proc:stop(9) end   -- their partial runs are not recorded
-  for _, j in ipairs(running) do j.proc:wait() end
-  io.stderr:write(("\ngrid.lua: interrupted; the configurations finished are in %s, rerun the same "
-    .. "command to go on\n"):format(g.args.results))
-  os.exit(128 + (bbb.core.interrupt_signal() or 2))
-end
-
 -- The local scheduler: runs items ({config =, label =, job =}), --jobs at
--- a time, each a child process polled twice a second; on_result(item, r)
--- for each one that ends. After Ctrl-C, rerunning the same command takes
--- up where it stopped.
+-- a time, each a child process; on_result(item, r) for each one that ends.
+-- A signal goes to the runs (each saves its checkpoint) and ends the grid
+-- with 128 + N; rerunning the same command takes up where it stopped.
 local function run_local(g, items, on_result)
-  local running, next_i, finished, t_start = {}, 1, 0, os.time()
-  bbb.core.sigint_trap(true)
-  while next_i <= #items or #running > 0 do
-    if bbb.core.sigint_pending() > 0 then stop_all(g, running) end
-    while #running < g.args.jobs and next_i <= #items do
-      local it = items[next_i]
-      print(("[%d/%d] start %s%s"):format(next_i, #items, it.config.key, it.label or ""))
-      io.stdout:flush()
-      local base = ("%s/%s-%d"):format(g.work, fnv1a(it.config.key), next_i)
-      local proc, err = start_job(g, it.job, base)
-      if not proc then
-        io.stderr:write(("grid.lua: %s\n"):format(err))
-        os.exit(1)
-      end
-      running[#running + 1] = { item = it, base = base, t0 = os.time(), proc = proc }
-      next_i = next_i + 1
-    end
-    sys.sleep(0.5)
-    if bbb.core.sigint_pending() > 0 then stop_all(g, running) end
-    for i = #running, 1, -1 do
-      local j = running[i]
-      local ended, how, code = j.proc:poll()
-      if ended then
-        table.remove(running, i)
-        local r = end_job(g, j.item.job, j.base, how, code, os.time() - j.t0)
-        on_result(j.item, r)
-        finished = finished + 1
-        local left = #items - finished
-        print(done_line(finished, #items, j.item.config.key .. (j.item.label or ""), r, "", left,
-          (os.time() - t_start) / finished * left))
-        io.stdout:flush()
-      end
-    end
+  local tasks, finished, t_start = {}, 0, os.time()
+  for i, it in ipairs(items) do
+    tasks[i] = { item = it, base = ("%s/%s-%d"):format(g.work, fnv1a(it.config.key), i) }
   end
-  bbb.core.sigint_trap(false)
+  local function on_start(task, i)
+    print(("[%d/%d] start %s%s"):format(i, #items, task.item.config.key, task.item.label or ""))
+    io.stdout:flush()
+    for k, v in pairs(job_task(g, task.item.job, task.base)) do task[k] = v end
+  end
+  local function on_done(task, res)
+    if res.how == "error" then error(tostring(res.code), 0) end
+    local r = end_job(g, task.item.job, task.base, res.how, res.code, math.floor(res.seconds + 0.5))
+    on_result(task.item, r)
+    finished = finished + 1
+    local left = #items - finished
+    print(done_line(finished, #items, task.item.config.key .. (task.item.label or ""), r, "", left,
+      (os.time() - t_start) / finished * left))
+    io.stdout:flush()
+  end
+  local ok, err = pcall(jobs.run, tasks, { jobs = g.args.jobs, poll = 0.5, on_start = on_start, on_done = on_done })
+  if ok then return end
+  if type(err) == "table" and err.signal then
+    err.message = ("interrupted; the configurations finished are in %s, rerun the same command to go on")
+      :format(g.args.results)
+  end
+  error(err, 0)
 end
 
 -- The MPI work queue, rank 0's side: hands the configurations left out one
