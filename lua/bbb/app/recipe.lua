@@ -668,21 +668,22 @@ function recipe.optimizer(args, net)
   return opt, args.lr_decay and optim.schedule.exponential(opt, args.lr_decay) or nil
 end
 
---- recipe.interrupted(script, result [, suffix, prefix]) prints where the
--- state was saved and how to resume (the command as it was invoked, with
--- prefix before it and suffix after it), and exits 128 + the signal (130
--- for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP).
+--- recipe.interrupted(script, result [, suffix, prefix]) raises the
+-- interrupt for recipe.main, which prints where the state was saved and
+-- how to resume (the command as it was invoked, with prefix before it and
+-- suffix after it), and exits 128 + the signal (130 for Ctrl-C, 143 for
+-- SIGTERM, 129 for SIGHUP).
 function recipe.interrupted(script, result, extra, prefix)
   local argv0 = (prefix or "") .. table.concat(require("bbb.app.sys").bbblua_argv(arg and arg[0] or script), " ")
+  local message
   if result.checkpoint then
-    io.stderr:write(("\ninterrupted in epoch %d after batch %d; the state is saved in %s.\n"
-      .. "Resume with: %s --resume %s%s\n"):format(result.epoch + 1, result.batch, result.checkpoint,
-      argv0, result.checkpoint, extra or ""))
+    message = ("interrupted in epoch %d after batch %d; the state is saved in %s.\n"
+      .. "Resume with: %s --resume %s%s"):format(result.epoch + 1, result.batch, result.checkpoint,
+      argv0, result.checkpoint, extra or "")
   else
-    io.stderr:write(("\ninterrupted in epoch %d after batch %d; nothing was saved.\n")
-      :format(result.epoch + 1, result.batch))
+    message = ("interrupted in epoch %d after batch %d; nothing was saved."):format(result.epoch + 1, result.batch)
   end
-  os.exit(128 + (result.signal or 2))
+  error({ signal = result.signal or 2, message = message }, 0)
 end
 
 --- recipe.interrupt_path(stem) -> a file name for the state of an

@@ -335,10 +335,9 @@ local function train_round(args, settings, m, done, target)
   mnist.report(r)
   if r.status == "interrupted" then
     write_outputs(args, settings)
-    io.stderr:write(("\nfigure2.lua: %s interrupted in epoch %d; %s. Run the same command again to "
-      .. "resume.\n"):format(m, r.epoch + 1, r.checkpoint and ("its state is saved in " .. r.checkpoint)
-      or "nothing was saved"))
-    os.exit(128 + (r.signal or 2))
+    error({ signal = r.signal or 2, message = ("%s interrupted in epoch %d; %s. Run the same command again to "
+      .. "resume."):format(m, r.epoch + 1, r.checkpoint and ("its state is saved in " .. r.checkpoint)
+      or "nothing was saved") }, 0)
   end
   done[m] = target
   local files = write_outputs(args, settings)

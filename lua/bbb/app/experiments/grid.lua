@@ -353,10 +353,9 @@ local function load_results(g)
         io.stderr:write(("grid.lua: warning: skipping line %d of %s: not a result line (%s)\n")
           :format(n, path, ok and "fields missing" or tostring(r):gsub("^.-:%d+: ", "")))
       elseif r.grid ~= g.id then
-        io.stderr:write(("grid.lua: %s holds results of a different grid (line %d: grid %s, %s);\n"
-          .. "this command's grid is %s (%s).\nGive another --results file, or the flags of that grid.\n")
-          :format(path, n, r.grid, tostring(r.grid_text), g.id, g.text))
-        os.exit(1)
+        error(("%s holds results of a different grid (line %d: grid %s, %s);\n"
+          .. "this command's grid is %s (%s).\nGive another --results file, or the flags of that grid.")
+          :format(path, n, r.grid, tostring(r.grid_text), g.id, g.text), 0)
       elseif not done[r.key .. (r.rung and ("@%d"):format(math.tointeger(r.rung) or 0) or "")] then
         r.rung = r.rung and math.tointeger(r.rung)
         done[r.key .. (r.rung and ("@" .. r.rung) or "")] = r
@@ -378,9 +377,8 @@ local function append(g, r)
   local ok, err = bbb.core.sys.write_file(g.args.results, g.lines)
   if not ok then
     g.lines[#g.lines] = nil
-    io.stderr:write(("grid.lua: cannot write the results file %s: %s\n"):format(g.args.results,
-      (tostring(err):gsub("^write: cannot write '[^']*': ", ""))))
-    os.exit(1)
+    error(("cannot write the results file %s: %s"):format(g.args.results,
+      (tostring(err):gsub("^write: cannot write '[^']*': ", ""))), 0)
   end
 end
 
@@ -716,8 +714,7 @@ local function open_grid(args, o)
     end
   end
   if not ok then
-    io.stderr:write(("grid.lua: --results: %s\n"):format(err))
-    os.exit(2)
+    error({ usage = ("--results: %s"):format(err) }, 0)
   end
   g.done, g.results, g.lines = load_results(g)
   g.todo = todo_of(g)
@@ -832,12 +829,11 @@ end
 
 --- grid.final(result): --final's step: retrains the best configuration on
 -- all the training images with --final-threads and tests it, its output
--- shown as it runs; exits 1 when there is none or the run fails.
+-- shown as it runs; raises when there is none or the run fails.
 function grid.final(result)
   local args = result.args
   if #result.ranked == 0 then
-    io.stderr:write("grid.lua: --final: no configuration finished well\n")
-    os.exit(1)
+    error("--final: no configuration finished well", 0)
   end
   local best = result.ranked[1]
   local c = { key = best.key }
@@ -850,8 +846,7 @@ function grid.final(result)
   local ok = sys.run(argv)
   local okj, sum = pcall(json.decode, read_file(summary) or "")
   if not ok or not okj or type(sum) ~= "table" then
-    io.stderr:write("grid.lua: --final: the run failed\n")
-    os.exit(1)
+    error("--final: the run failed", 0)
   end
   print(("final %s: test error %.2f%% (posterior means), %.2f%% (MC ensemble)"):format(best.key,
     100 * (1 - sum.test_acc_mean), 100 * (1 - sum.test_acc_mc)))

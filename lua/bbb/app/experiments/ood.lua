@@ -289,8 +289,7 @@ local function train_model(config, kind, k, train_set, raw_test)
     end,
   }
   if result.status == "interrupted" then
-    io.stderr:write("\ninterrupted while training " .. kind .. "\n")
-    os.exit(128 + (result.signal or 2))
+    error({ signal = result.signal or 2, message = "interrupted while training " .. kind }, 0)
   end
   if config.save_models then save_model(config, kind, net) end
   return { net = net, pixel_scale = config.pixel_scale }

@@ -61,10 +61,7 @@ function prune.parse(argv)
   return (recipe.parse(prune.parser(), argv))
 end
 
-local function fail(msg, ...)
-  io.stderr:write("prune.lua: " .. msg:format(...) .. "\n")
-  os.exit(1)
-end
+local function fail(msg, ...) error(msg:format(...), 0) end
 
 -- Without --from: the default model, trained by mnist.lua itself (the one
 -- training path); returns its checkpoint's path.

@@ -268,8 +268,7 @@ end
 -- status: a half-trained net's figures are not a result.
 local function stop_if_interrupted(fit)
   if fit.status ~= "interrupted" then return fit end
-  io.stderr:write(("\nregression.lua: interrupted in epoch %d; nothing was written\n"):format(#fit.history + 1))
-  os.exit(128 + (fit.signal or 2))
+  error({ signal = fit.signal or 2, message = ("interrupted in epoch %d; nothing was written"):format(#fit.history + 1) }, 0)
 end
 
 -- Trains one Bayesian net with KL weight w; returns the net, its ELBO and
