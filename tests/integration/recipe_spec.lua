@@ -165,7 +165,7 @@ describe("a full disk", function()
 
   it("makes a plot, a summary and a log an error naming the file, never a short file reported as written", function()
     if not fs then pending("this machine cannot mount a small tmpfs") return end
-    local status, out = h.run(("-e %s"):format(q(("require("bbb.app.plot").lines{file = %q, size = {2000, 2000}, series = {{y = {1, 5, 2}}}}")
+    local status, out = h.run(("-e %s"):format(q(("require('bbb.app.plot').lines{file = %q, size = {2000, 2000}, series = {{y = {1, 5, 2}}}}")
       :format(fs .. "/big.png"))))
     assert.are_not.equal(0, status, out)
     h.has(out, "big.png': the file came out incomplete")
