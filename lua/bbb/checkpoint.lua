@@ -43,15 +43,8 @@ local function public(fn)
   end
 end
 
--- The first entry of t that is NaN or inf (1-based, flat) and its value,
--- or nil: x - x is 0 for every finite x.
-local function first_nonfinite(t)
-  local d = t:detach()
-  if d:numel() == 0 or (d - d):sum():item() == 0 then return nil end
-  for i, v in ipairs(d:reshape(-1):totable()) do
-    if v ~= v or v == math.huge or v == -math.huge then return i, v end
-  end
-end
+-- The first entry of a tensor that is NaN or inf: the module contract's.
+local function first_nonfinite(t) return require("bbb.nn.module").first_nonfinite(t) end
 
 -- A file of NaN weights would load without a word and predict NaN: the
 -- run that made them has diverged, and saving hides it.

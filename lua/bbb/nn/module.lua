@@ -118,15 +118,19 @@ end
 
 local function size_str(t) return table.concat(t:size(), "x") end
 
--- The first entry of t that is NaN or inf (1-based, flat) and its value,
--- or nil: x - x is 0 for every finite x.
-local function first_nonfinite(t)
+--- Module.first_nonfinite(t) -> the first entry of tensor t that is NaN or
+-- inf (1-based, over its elements in order) and its value, or nil: what
+-- load_state_dict and the checkpoint writer refuse.
+-- @usage
+--   assert(bbb.nn.Module.first_nonfinite(bbb.tensor { 1, 0 / 0 }) == 2)
+function Module.first_nonfinite(t)
   local d = t:detach()
-  if d:numel() == 0 or (d - d):sum():item() == 0 then return nil end
+  if d:numel() == 0 or (d - d):sum():item() == 0 then return nil end   -- x - x is 0 for every finite x
   for i, v in ipairs(d:reshape(-1):totable()) do
     if v ~= v or v == math.huge or v == -math.huge then return i, v end
   end
 end
+local first_nonfinite = Module.first_nonfinite
 
 --- Copies the tensors of sd into the parameters of the same names. Every
 -- name, shape and value is checked before anything is written, so a
