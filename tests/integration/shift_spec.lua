@@ -147,6 +147,17 @@ describe("shift.lua", function()
     assert.is_nil(r.translate.plain["16"])
   end)
 
+  it("--eval validation scores half the held-out training images, for choosing a recipe", function()
+    local dir = tmp .. "/val"
+    local status, out = run("--model mlp --methods plain temperature --epochs 1 --limit 800 --val 300 "
+      .. "--noise-n 50 --threads 1 --eval validation --out " .. dir)
+    assert.are.equal(0, status, out)
+    local r = json.decode(helpers.read(dir .. "/shift.json"))
+    assert.are.equal("validation", r.config.eval)
+    in_unit(r.rotate.plain["0"].acc, "plain clean validation accuracy")
+    assert.is_table(r.rotate.temperature["90"])
+  end)
+
   it("the sampled Laplace predictive is near the probit one on clean images", function()
     local a, b = result.rotate.laplace["0"], result.rotate["laplace-sampled"]["0"]
     assert.is_true(math.abs(a.acc - b.acc) < 0.03, ("%g %g"):format(a.acc, b.acc))

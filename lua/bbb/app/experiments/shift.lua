@@ -76,6 +76,9 @@ function shift.parser()
     :args("+"):convert(cli.choice(shift.METHODS))
   parser:option("--model", "cnn (LeNet-5-style bbb.nn.lenet) or mlp.", "cnn"):convert(cli.choice { "cnn", "mlp" })
   parser:option("--members", "Nets in each ensemble.", "5"):convert(cli.integer { min = 2, max = 100 })
+  parser:option("--eval", "test (the report: the test images, read once) or validation (to choose a recipe: "
+    .. "half the --val images fit the temperature, the other half are shifted and scored; no test image of --dataset is read).",
+    "test"):convert(cli.choice { "test", "validation" })
   parser:option("--translation", "roll (Ovadia et al.: wrap-around, 0-26 pixels by 2) or zero (zero-filled, "
     .. "0-14 pixels: part of the digit is cut off).", "roll"):convert(cli.choice { "roll", "zero" })
   recipe.declare(parser, { "estimator", "epochs", "seed" })
@@ -388,7 +391,14 @@ local function load_data(config)
   local function load(o) return recipe.load_images(config.dataset, o) end
   local train = load { split = "train", scale = 1, limit = config.limit }
   local fit_rows, val = bbb.train.split_validation(train, config.val)
-  local data = { train = fit_rows, val = val, test = load { split = "test", scale = 1, limit = config.test_limit } }
+  local data = { train = fit_rows, val = val }
+  if config.eval == "validation" then
+    -- choosing a recipe: the validation rows' first half fits the
+    -- temperature, the second is scored; the test set is never read
+    data.val, data.test = bbb.train.split_validation(val, val.n // 2)
+  else
+    data.test = load { split = "test", scale = 1, limit = config.test_limit }
+  end
   local other = config.dataset == "mnist" and "fashion" or "mnist"
   data.ood = {
     { name = other, x = recipe.load_images(other, { split = "test", scale = 1, limit = config.test_limit }).x },
@@ -482,7 +492,7 @@ local function signature(config)
   return json.encode { methods = config.methods, members = config.members, test_samples = config.test_samples,
     test_limit = config.test_limit or false, noise_n = config.noise_n, epochs = config.epochs or false,
     model = config.model, dataset = config.dataset, estimator = config.estimator, val = config.val,
-    limit = config.limit or false, extra = config.mnist_flags, translation = config.translation }
+    limit = config.limit or false, extra = config.mnist_flags, translation = config.translation, eval = config.eval }
 end
 
 local function read_json(path)
