@@ -158,6 +158,15 @@ describe("shift.lua", function()
     assert.is_table(r.rotate.temperature["90"])
   end)
 
+  it("trains the BBB CNN by the uncertainty recipe unless --bbb-recipe accuracy", function()
+    local _, info = bbb.load(out_dir .. "/models/bbb-s1.ckpt")
+    local saved = info.meta.args
+    assert.are.same({ "cnn-uncertainty", "uniform", "gaussian", 1, "local", -3 },
+      { saved.preset, saved.kl_weight, saved.prior, saved.sigma1, saved.estimator, saved.rho_init })
+    local _, plain = bbb.load(out_dir .. "/models/plain-s1.ckpt")
+    assert.is_nil(plain.meta.args.preset)
+  end)
+
   it("the sampled Laplace predictive is near the probit one on clean images", function()
     local a, b = result.rotate.laplace["0"], result.rotate["laplace-sampled"]["0"]
     assert.is_true(math.abs(a.acc - b.acc) < 0.03, ("%g %g"):format(a.acc, b.acc))

@@ -70,12 +70,15 @@ function shift.parser()
   local parser = recipe.parser("shift.lua", "Uncertainty under dataset shift (Ovadia et al. 2019): "
     .. "accuracy, NLL, Brier and ECE of each method on rotated and translated test images, and "
     .. "out-of-distribution detection.", { flags = { "dataset" }, defaults = { epochs = false, val = "5000",
-    test_samples = "10" } })
+    test_samples = "10", estimator = false } })
   parser:epilog(epilog)
   parser:option("--methods", "Methods to compare: " .. table.concat(shift.METHODS, ", ") .. ".")
     :args("+"):convert(cli.choice(shift.METHODS))
   parser:option("--model", "cnn (LeNet-5-style bbb.nn.lenet) or mlp.", "cnn"):convert(cli.choice { "cnn", "mlp" })
   parser:option("--members", "Nets in each ensemble.", "5"):convert(cli.integer { min = 2, max = 100 })
+  parser:option("--bbb-recipe", "The BBB CNN's recipe: uncertainty (mnist.lua --preset cnn-uncertainty, chosen on "
+    .. "validation images under shift) or accuracy (mnist.lua --model cnn's own defaults).", "uncertainty")
+    :convert(cli.choice { "uncertainty", "accuracy" })
   parser:option("--eval", "test (the report: the test images, read once) or validation (to choose a recipe: "
     .. "half the --val images fit the temperature, the other half are shifted and scored; no test image of --dataset is read).",
     "test"):convert(cli.choice { "test", "validation" })
@@ -225,7 +228,10 @@ local function train_argv(config, net)
   end
   if config.epochs then table.move({ "--epochs", config.epochs }, 1, 2, #argv + 1, argv) end
   if config.limit then table.move({ "--limit", config.limit }, 1, 2, #argv + 1, argv) end
-  if net.kind == "bbb" then table.move({ "--estimator", config.estimator }, 1, 2, #argv + 1, argv) end
+  if net.kind == "bbb" and config.estimator then table.move({ "--estimator", config.estimator }, 1, 2, #argv + 1, argv) end
+  if net.kind == "bbb" and config.model == "cnn" and config.bbb_recipe == "uncertainty" then
+    table.move({ "--preset", "cnn-uncertainty" }, 1, 2, #argv + 1, argv)
+  end
   -- every net sees the same training images: mnist.lua's cnn recipe moves
   -- them by up to 2 pixels, which would favour one method under translation
   local shifted = false
@@ -266,6 +272,9 @@ local function load_net(config, dir, net)
   local saved = type(info.meta.args) == "table" and info.meta.args or {}
   local want = { model = MODEL_OF[config.model][net.kind], dataset = config.dataset, seed = net.seed,
     epochs = config.epochs, val = config.val, limit = config.limit }
+  if net.kind == "bbb" and config.model == "cnn" then
+    want.preset = config.bbb_recipe == "uncertainty" and "cnn-uncertainty" or nil
+  end
   for k, v in pairs(want) do
     if saved[k] ~= v then
       fail("%s was trained with --%s %s, this run asks for %s: remove it or choose another --out", path, k,
@@ -492,7 +501,8 @@ local function signature(config)
   return json.encode { methods = config.methods, members = config.members, test_samples = config.test_samples,
     test_limit = config.test_limit or false, noise_n = config.noise_n, epochs = config.epochs or false,
     model = config.model, dataset = config.dataset, estimator = config.estimator, val = config.val,
-    limit = config.limit or false, extra = config.mnist_flags, translation = config.translation, eval = config.eval }
+    limit = config.limit or false, extra = config.mnist_flags, translation = config.translation, eval = config.eval,
+    bbb_recipe = config.bbb_recipe }
 end
 
 local function read_json(path)
