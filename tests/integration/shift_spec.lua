@@ -132,6 +132,16 @@ describe("shift.lua", function()
       + bbb.softmax(models.plain_members[2].net:forward(x * (1 / 126)), 2)) * 0.5
     assert((probs - mean):abs():max():item() < 1e-6)
   end)
+  it("draws --test-samples from each member of the BBB ensemble", function()
+    local shift = require "bbb.app.experiments.shift"
+    local config = shift.options { limit = 600, val = 200, test_limit = 300, epochs = 1, members = 2,
+      methods = { "bbb-ensemble" }, out = out_dir, mnist_flags = { "--cnn-hidden", "16", "--channels", "2,4" } }
+    local models = shift.load_models(config, 1)
+    local x = bbb.data.load_mnist { split = "test", scale = 1, limit = 20 }.x
+    local _, stack = shift.predict(models, "bbb-ensemble", x, {}, 3)
+    assert.are.same({ 6, 20, 10 }, stack:size())
+  end)
+
   it("rolls the test images by default, and shifts them zero-filled with --translation zero", function()
     assert.are.equal("roll", result.config.translation)
     local x = bbb.tensor { { 1, 2, 3, 4, 5, 6 } }   -- 2 x 3 images

@@ -381,9 +381,10 @@ function shift.predict(models, method, raw, fitted, samples, memo)
   elseif method == "dropout" or method == "bbb" then
     stack = sampled(models[method], raw, samples)
   elseif method == "bbb-ensemble" then
-    local per = math.max(1, samples // #models.bbb_members)
+    -- each member's own posterior as well sampled as the single BBB net's:
+    -- the ensemble costs members x samples passes
     local list = {}
-    for _, m in ipairs(models.bbb_members) do list[#list + 1] = sampled(m, raw, per) end
+    for _, m in ipairs(models.bbb_members) do list[#list + 1] = sampled(m, raw, samples) end
     stack = bbb.cat(list, 1)
   else
     error("shift.predict: no method " .. tostring(method), 2)
