@@ -410,13 +410,18 @@ function data.rotate(x, height, width, degrees)
   return y
 end
 
+-- dy and dx of translate and roll: whole pixels.
+local function check_offsets(dy, dx, what)
+  if math.type(dy) ~= "integer" or math.type(dx) ~= "integer" then
+    error(("%s: dy and dx must be integers, got %s and %s"):format(what, tostring(dy), tostring(dx)), 3)
+  end
+end
+
 --- translate(x, height, width, dy, dx) -> the images moved dy pixels down
 -- and dx pixels right (integers, negative: up / left), zeros coming in.
 function data.translate(x, height, width, dy, dx)
   check_images(x, height, width, "translate")
-  if math.type(dy) ~= "integer" or math.type(dx) ~= "integer" then
-    error(("translate: dy and dx must be integers, got %s and %s"):format(tostring(dy), tostring(dx)), 2)
-  end
+  check_offsets(dy, dx, "translate")
   local y = resample(x, height, width, function(r, c) return r - dy, c - dx end)
   return y
 end
@@ -429,9 +434,7 @@ end
 --   assert(bbb.data.roll(x, 2, 2, 0, 1):totable()[1][1] == 2)
 function data.roll(x, height, width, dy, dx)
   check_images(x, height, width, "roll")
-  if math.type(dy) ~= "integer" or math.type(dx) ~= "integer" then
-    error(("roll: dy and dx must be integers, got %s and %s"):format(tostring(dy), tostring(dx)), 2)
-  end
+  check_offsets(dy, dx, "roll")
   -- not a tail call: resample's error level counts this frame
   local y = resample(x, height, width, function(r, c) return (r - dy) % height, (c - dx) % width end)
   return y

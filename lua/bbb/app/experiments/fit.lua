@@ -364,8 +364,7 @@ local function test_and_save(run, model, summary)
 end
 
 -- What became of missing cells, for the first line of the report.
-local function missing_note(ds)
-  local nums, cats, cols = tab.missing_cells(ds)
+local function missing_note(ds, nums, cats, cols)
   local parts = {}
   if ds.n_dropped > 0 then parts[#parts + 1] = ds.n_dropped .. " rows dropped for missing values" end
   if nums + cats > 0 then
@@ -443,8 +442,9 @@ function M.run(config)
   check_task_flags(model.task, args.given)
   run.te = test_rows(run.ds, model, run.rows, read)
   local ds, tr, va, te = run.ds, run.tr, run.va, run.te
+  local nums, cats, cols = tab.missing_cells(ds)   -- one pass over the rows, for the report and the summary
   print(("fit.lua: %s, %d rows x %d features (%s); %s of '%s'; train %d, validation %d, test %d"):format(args.data,
-    ds.n, ds.x:size(2), missing_note(ds), model.task, args.target, tr.n, va and va.n or 0, te and te.n or 0))
+    ds.n, ds.x:size(2), missing_note(ds, nums, cats, cols), model.task, args.target, tr.n, va and va.n or 0, te and te.n or 0))
   print(("model: %s %s"):format(args.model, tostring(model.net):gsub("\n%s*", " ")))
   io.stdout:flush()
   run.train_opts = { epochs = args.epochs, batch = args.batch, lr = args.lr, samples = args.samples,
@@ -457,7 +457,6 @@ function M.run(config)
   local summary = { data = args.data, target = args.target, task = model.task, model = args.model, seed = args.seed,
     noise = model.noise, likelihood = model.task == "regression" and args.likelihood or nil, df = model.df, tune = run.tuned, epochs = info.best_epoch, trained_epochs = info.epochs,
     rows = { train = tr.n, validation = va and va.n or 0, test = te and te.n or 0 } }
-  local nums, cats = tab.missing_cells(ds)
   summary.imputed = { numbers = nums, categories = cats, rows_dropped = ds.n_dropped }
   note_skipped(run, summary)
   if va then model = calibrate_and_refit(run, model, info, summary) end
