@@ -5,6 +5,7 @@
 -- bbblua scripts/bench_bandit.lua --help
 local bbb = require "bbb"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local cli = require "bbb.app.cli"
 local bandit = require "bbb.bandit"
 local bl = require "bbb.app.bench"
@@ -17,15 +18,14 @@ local parser = recipe.parser("bench_bandit.lua", "Time the bandit agents' miniba
   .. "the paper protocol's wall time on this machine. The machine may be shared: the numbers "
   .. "are medians, but still noisy.", { defaults = { threads = "1" } })
 recipe.declare(parser, { "threads" })
-parser:option("--updates", "Timed updates per network and way.", "2000"):convert(cli.positive_integer())
-parser:option("--steps", "Timed bandit steps (64 updates each) per agent.", "20")
+flags.option(parser, "--updates", "Timed updates per network and way.", "2000"):convert(cli.positive_integer())
+flags.option(parser, "--steps", "Timed bandit steps (64 updates each) per agent.", "20")
   :convert(cli.positive_integer())
-parser:option("--cores", "Cores to project the paper protocol on (default: this machine's).")
+flags.option(parser, "--cores", "Cores to project the paper protocol on (default: this machine's).")
   :convert(cli.positive_integer())
-parser:option("--late", "Steps each agent plays before its steps are timed again, late in training (sparser "
+flags.option(parser, "--late", "Steps each agent plays before its steps are timed again, late in training (sparser "
   .. "activations; the projection's step times).", "2000"):convert(cli.nonnegative_integer())
-parser:option("--json", "Also write the figures as JSON here (what the tests read).")
-  :convert(cli.output_path { ext = { "json" } })
+recipe.declare(parser, { "json" })
 local args = cli.parse(parser)
 local out = { updates = {}, environment = bbb.core.environment() }   -- the figures --json writes
 bbb.set_num_threads(args.threads)

@@ -6,6 +6,7 @@
 -- bbblua scripts/bench_bbb.lua --help
 local bbb = require "bbb"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local cli = require "bbb.app.cli"
 local bench = require "bbb.bench"
 local bl = require "bbb.app.bench"
@@ -17,16 +18,14 @@ local parser = recipe.parser("bench_bbb.lua", "Time full training steps (forward
   .. "python3 can import torch. Ratios are against floors measured in the same run.", {})
 recipe.declare(parser, { "threads" })
 recipe.declare(parser, { "batch" })
-parser:option("--steps", "Timed training steps per network.", "30"):convert(cli.positive_integer())
-parser:option("--infer-samples", "MC samples for the inference timing.", "100"):convert(cli.positive_integer())
-parser:option("--infer-images", "Images for the inference timing.", "10000"):convert(cli.positive_integer())
-parser:option("--estimator", "weight, local or flipout (the main table).", "weight")
-  :convert(cli.choice { "weight", "local", "flipout" })
-parser:flag("--no-table", "Skip the estimator x prior table, the thread scaling and the busy time.")
-parser:flag("--no-torch", "Skip the comparison with PyTorch (scripts/bench_torch.py).")
-parser:flag("--busy-child", "(internal) time steps for the busy-time measurement and print them."):hidden(true)
-parser:option("--json", "Also write the figures as JSON here (what the tests read).")
-  :convert(cli.output_path { ext = { "json" } })
+flags.option(parser, "--steps", "Timed training steps per network.", "30"):convert(cli.positive_integer())
+flags.option(parser, "--infer-samples", "MC samples for the inference timing.", "100"):convert(cli.positive_integer())
+flags.option(parser, "--infer-images", "Images for the inference timing.", "10000"):convert(cli.positive_integer())
+recipe.declare(parser, { "estimator" })
+flags.flag(parser, "--no-table", "Skip the estimator x prior table, the thread scaling and the busy time.")
+flags.flag(parser, "--no-torch", "Skip the comparison with PyTorch (scripts/bench_torch.py).")
+flags.flag(parser, "--busy-child", "(internal) time steps for the busy-time measurement and print them."):hidden(true)
+recipe.declare(parser, { "json" })
 local args = cli.parse(parser)
 local out = { networks = {}, lenet = {}, environment = bbb.core.environment() }   -- the figures --json writes
 local threads, B, steps = math.tointeger(args.threads), math.tointeger(args.batch), math.tointeger(args.steps)

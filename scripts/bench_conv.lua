@@ -6,16 +6,17 @@
 --   build/bbblua scripts/bench_conv.lua [--threads N] [--batch B] [--reps R]
 local bbb = require "bbb"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local core = require "bbb.core"
 local cli = require "bbb.app.cli"
 local bench = require "bbb.bench"
 
 local parser = recipe.parser("bench_conv.lua", "Times the ops of a LeNet training step one by one "
   .. "(forward, and forward plus backward), each BayesConv2d layer with each estimator, and the "
-  .. "step's phases. Medians of --reps calls, the best of three rounds.", {})
+  .. "step's phases. Medians of --reps calls, the best of three rounds.", { defaults = { reps = "15" } })
 recipe.declare(parser, { "threads", "batch" })
-parser:option("--reps", "Timed calls per measurement (1..1000).", "15"):convert(cli.integer { min = 1, max = 1000 })
-parser:option("--only", "Time only the ops, the layers or the step.", "all")
+recipe.declare(parser, { "reps" })
+flags.option(parser, "--only", "Time only the ops, the layers or the step.", "all")
   :convert(cli.choice { "all", "ops", "layers", "step" })
 local args = cli.parse(parser)
 bbb.set_num_threads(math.tointeger(args.threads))

@@ -7,6 +7,7 @@
 -- carry over between machines.
 --   build/bbblua scripts/bench_core.lua [--threads N] [--reps R] [--no-vmath]
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local bbb = require "bbb"
 local core = require "bbb.core"
 local cli = require "bbb.app.cli"
@@ -14,9 +15,8 @@ local bench = require "bbb.bench"
 
 local parser = recipe.parser("bench_core", "Times core ops against floors measured in the same run.", {})
 recipe.declare(parser, { "threads" })
-parser:option("--reps", "Timed repetitions per measurement; the median is reported (1..1000).", "20")
-  :convert(cli.integer { min = 1, max = 1000 })
-parser:flag("--no-vmath", "Skip the vector math table (its error sweeps take a few seconds).")
+recipe.declare(parser, { "reps" })
+flags.flag(parser, "--no-vmath", "Skip the vector math table (its error sweeps take a few seconds).")
 local args = cli.parse(parser)
 
 local clock = core.clock

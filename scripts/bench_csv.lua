@@ -5,14 +5,15 @@
 -- random rows, numbers printed with %.6g) and kept for later runs.
 --   build/bbblua scripts/bench_csv.lua [--rows 1000000] [--cols 50] [--file /tmp/bbb_bench.csv]
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local bbb = require "bbb"
 local core = require "bbb.core"
 local cli = require "bbb.app.cli"
 
 local parser = recipe.parser("bench_csv", "Times bbb.data.read_csv against a plain read of the same file.", { defaults = { threads = "1" } })
-parser:option("--rows", "Rows of the file (1..10^8).", "1000000"):convert(cli.integer { min = 1, max = 100000000 })
-parser:option("--cols", "Numeric columns (1..1000).", "50"):convert(cli.integer { min = 1, max = 1000 })
-parser:option("--file", "Where the CSV goes (kept: a second run reuses it).", "/tmp/bbb_bench.csv")
+flags.option(parser, "--rows", "Rows of the file (1..10^8).", "1000000"):convert(cli.integer { min = 1, max = 100000000 })
+flags.option(parser, "--cols", "Numeric columns (1..1000).", "50"):convert(cli.integer { min = 1, max = 1000 })
+flags.option(parser, "--file", "Where the CSV goes (kept: a second run reuses it).", "/tmp/bbb_bench.csv")
 recipe.declare(parser, { "threads" })
 local args = cli.parse(parser)
 bbb.set_num_threads(args.threads)

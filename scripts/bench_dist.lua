@@ -4,14 +4,15 @@
 --   mpirun -np 2 bbblua scripts/bench_dist.lua          # 2 ranks
 local bbb = require "bbb"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local cli = require "bbb.app.cli"
 
 local parser = recipe.parser("bench_dist.lua", "Time data-parallel training steps of a Bayesian MLP "
   .. "(784-H-H-10, global batch --batch) and the gradient all-reduce inside them, with the "
   .. "bytes all-reduced per step. Run it alone and under mpirun -np N to compare.", { defaults = { threads = "1" } })
-parser:option("--hidden", "Units per hidden layer.", "1200"):convert(cli.positive_integer { max = 1 << 14 })
+flags.option(parser, "--hidden", "Units per hidden layer.", "1200"):convert(cli.positive_integer { max = 1 << 14 })
 recipe.declare(parser, { "batch" })
-parser:option("--steps", "Timed steps.", "20"):convert(cli.positive_integer())
+flags.option(parser, "--steps", "Timed steps.", "20"):convert(cli.positive_integer())
 recipe.declare(parser, { "threads" })
 local args = cli.parse(parser)
 

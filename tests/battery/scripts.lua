@@ -26,7 +26,7 @@ local KINDS = {
 -- gives a name another meaning.
 local FLAG = {
   seed = "seed", threads = "pos_int", epochs = "int", samples = "pos_int", hidden = "pos_int", batch = "pos_int",
-  limit = "pos_int", ["test-limit"] = "pos_int", ["test-samples"] = "pos_int", ["pred-samples"] = "pos_int",
+  limit = "pos_int", ["test-limit"] = "pos_int", ["test-samples"] = "pos_int", ["test-samples"] = "pos_int",
   jobs = "pos_int", layers = "pos_int", splits = "pos_int", repeats = "pos_int", probes = "pos_int",
   ["noise-n"] = "pos_int", ["mlp-hidden"] = "pos_int", ["mlp-layers"] = "pos_int", ["decide-samples"] = "pos_int",
   ["cnn-hidden"] = "pos_int", chunk = "pos_int", bins = "pos_int", ["base-hidden"] = "pos_int", steps = "pos_int",
@@ -64,7 +64,7 @@ local SCRIPTS = {
     flags = "preset dataset sets from-bbb from-mlp from-dropout noise-n test-samples hidden layers activation prior pi sigma1 sigma2 rho-init mu-init reduction epochs lr lr-decay batch base-hidden base-activation base-epochs base-lr-decay dropout pixel-scale limit test-limit chunk seed threads out save-models",
     kinds = { out = "prefix" } },
   regression = { base = { "--task", "toy", "--steps", "3", "--no-plot", "--no-mlp", "--threads", "1" },
-    flags = "preset task n epochs steps optim lr schedule activation layers hidden samples prior-sigma noise-sigma mu-init rho-init kl kl-weight beta band band-of pred-samples xrange yrange mlp-layers mlp-hidden mlp-optim mlp-lr mlp-epochs seed threads out log" },
+    flags = "preset task n epochs steps optim lr schedule activation layers hidden samples prior-sigma noise-sigma mu-init rho-init kl kl-weight beta band band-of test-samples xrange yrange mlp-layers mlp-hidden mlp-optim mlp-lr mlp-epochs seed threads out log" },
   grid = { base = { "--epochs", "1", "--limit", "100", "--val", "50", "--hidden", "8", "--jobs", "1", "--lr", "0.001",
       "--pi", "0.25", "--log-sigma1", "0", "--log-sigma2", "6", "--samples", "1", "--results", "grid/g.jsonl" },
     flags = "lr pi log-sigma1 log-sigma2 samples kl-weight optim epochs val hidden limit seed jobs results top halving min-epochs select final-epochs final-threads",
@@ -81,19 +81,19 @@ local SCRIPTS = {
       "--round", "1", "--val", "50", "--dir", "f2" },
     flags = "units methods epochs round from val seed threads limit test-limit dir", kinds = { units = "pos_int" } },
   fit = { base = { "--data", "fx/small.csv", "--target", "y", "--epochs", "2", "--threads", "1" },
-    flags = "data target task test test-fraction val-fraction ignore categorical delimiter model estimator hidden epochs patience batch lr samples prior-sigma rho-init dropout kl-weight weight-decay pred-samples every seed threads save plot",
+    flags = "data target task test test-fraction val-fraction ignore categorical delimiter model estimator hidden epochs patience batch lr samples prior-sigma rho-init dropout kl-weight weight-decay test-samples every seed threads save plot",
     kinds = { target = "column", ignore = "column", categorical = "column", delimiter = "delimiter", hidden = "num_list" } },
   predict = { base = { "--model", "fx/model.ckpt", "--data", "fx/small.csv", "--threads", "1", "--out", "pred/p.csv" },
-    flags = "model data out delimiter pred-samples seed threads plot", kinds = { model = "input", delimiter = "delimiter" } },
+    flags = "model data out delimiter test-samples seed threads plot", kinds = { model = "input", delimiter = "delimiter" } },
   uci = { base = { "--sets", "fx/small.csv:y", "--splits", "1", "--epochs", "2", "--methods", "mlp", "--threads", "1",
       "--out", "uci/u" },
-    flags = "sets methods splits epochs patience val-fraction batch lr prior-sigma dropout kl-weight samples weight-decay pred-samples seed threads out",
+    flags = "sets methods splits epochs patience val-fraction batch lr prior-sigma dropout kl-weight samples weight-decay test-samples seed threads out",
     kinds = { out = "prefix" } },
   plot_run = { base = { "fx/run.jsonl", "fx/run.ckpt", "--out", "plots/r" }, flags = "out bins prior",
     kinds = { out = "prefix" } },
   bandit_ablation = { base = { "--rows", "paper", "--seeds", "1", "--steps", "5", "--results", "abl/a.jsonl" },
     flags = "rows seeds steps probes results causes-from data" },
-  bandit_inspect = { base = { "fx/missing.safetensors" }, flags = "samples data" },
+  bandit_inspect = { base = { "fx/missing.safetensors" }, flags = "test-samples data" },
 }
 KINDS.column = { "nope", "" }
 KINDS.delimiter = { "", "ab", "\n" }

@@ -26,7 +26,7 @@ end
 
 local csv = tmp .. "/table.csv"
 write_table(csv)
-local FIT = "-- --epochs 20 --tune off --pred-samples 20"
+local FIT = "-- --epochs 20 --tune off --test-samples 20"
 
 local function run(args) return helpers.run("scripts/reference.lua " .. args, "BBB_PROGRESS=off") end
 
@@ -65,7 +65,7 @@ describe("reference.lua", function()
 
   it("--hidden 0: the HMC predictive mean is the closed-form posterior predictive mean", function()
     local out = tmp .. "/linear"
-    local status, text = run(("--data %s --target y --ignore class --out %s --hidden 0 --warmup 150 --samples 150 "
+    local status, text = run(("--data %s --target y --ignore class --out %s --hidden 0 --warmup 150 --draws 150 "
       .. "--chains 2 --leapfrog 8 --noise-sigma 0.2 --methods mlp %s"):format(csv, out, FIT))
     assert.are.equal(0, status, text)
     local r = read_json(out .. "/reference.json")
@@ -103,7 +103,7 @@ describe("reference.lua", function()
 
   it("keeps the chains a finished run wrote, and runs only what changed", function()
     local out = tmp .. "/again"
-    local args = ("--data %s --target y --ignore class --out %s --hidden 0 --warmup 50 --samples 20 --chains 2 "
+    local args = ("--data %s --target y --ignore class --out %s --hidden 0 --warmup 50 --draws 20 --chains 2 "
       .. "--leapfrog 4 --methods none"):format(csv, out)
     local s1, t1 = run(args)
     assert.are.equal(0, s1, t1)
@@ -113,14 +113,14 @@ describe("reference.lua", function()
     assert.are.equal(0, s2, t2)
     helpers.has(t2, "1 of 2 chains done in an earlier run, kept")
     assert.truthy(before == helpers.read(out .. "/hmc/chain-2.safetensors"))
-    local s3, t3 = run(args:gsub("%-%-samples 20", "--samples 24"))
+    local s3, t3 = run(args:gsub("%-%-draws 20", "--draws 24"))
     assert.are.equal(0, s3, t3)
     assert.falsy(t3:find("done in an earlier run", 1, true), t3)
   end)
 
   it("classification: agreement and total variation against the reference", function()
     local out = tmp .. "/classes"
-    local status, text = run(("--data %s --target class --ignore y --out %s --hidden 0 --warmup 60 --samples 40 "
+    local status, text = run(("--data %s --target class --ignore y --out %s --hidden 0 --warmup 60 --draws 40 "
       .. "--chains 2 --leapfrog 8 --methods mlp %s"):format(csv, out, FIT))
     assert.are.equal(0, status, text)
     local r = read_json(out .. "/reference.json")

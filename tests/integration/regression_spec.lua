@@ -36,7 +36,7 @@ describe("regression.lua", function()
     for _, task in ipairs { "toy", "paper", "sine" } do
       local png = tmp .. "/" .. task .. ".png"
       local n = task == "toy" and "" or " --n 50"   -- the toy's points are fixed
-      local out = ok(("--task %s --epochs 60 --pred-samples 20%s --out %s"):format(task, n, png),
+      local out = ok(("--task %s --epochs 60 --test-samples 20%s --out %s"):format(task, n, png),
         "coverage of the 95% band inside the training range", "inside the training range", "wrote " .. png)
       local f = band_figures(out)
       assert.truthy(f.coverage and f.inside and f.outside, out)
@@ -47,16 +47,16 @@ describe("regression.lua", function()
   it("takes the architecture, the KL weight and the band method from flags", function()
     local png = tmp .. "/flags.png"
     local out = ok(("--task sine --activation relu --layers 3 --hidden 7 --beta 0.01 --band percentile "
-      .. "--band-of f --xrange -5:5 --epochs 30 --pred-samples 30 --n 40 --no-mlp --out %s"):format(png),
+      .. "--band-of f --xrange -5:5 --epochs 30 --test-samples 30 --n 40 --no-mlp --out %s"):format(png),
       "BBB 1-7-7-7-1 relu", "kl-weight 0.4 (beta 0.01)", "mean band width over [-5, 5]", "wrote " .. png)
     assert.falsy(out:find("MLP", 1, true), out)
     assert.truthy(is_png(png))
-    ok("--task toy --kl-weight 0.5 --epochs 20 --pred-samples 10 --no-plot", "kl-weight 0.5 (beta 0.0833333)")
+    ok("--task toy --kl-weight 0.5 --epochs 20 --test-samples 10 --no-plot", "kl-weight 0.5 (beta 0.0833333)")
   end)
 
   it("preset s1 runs seed 001's nets and prints the seed's numbers beside ours", function()
     local png = tmp .. "/s1.png"
-    local out = ok(("--preset s1 --epochs 50 --mlp-epochs 200 --pred-samples 20 --out %s"):format(png),
+    local out = ok(("--preset s1 --epochs 50 --mlp-epochs 200 --test-samples 20 --out %s"):format(png),
       "BBB 1-32-1 sigmoid, prior N(0, 10^2), noise sigma 0.1 (fixed), adam lr 0.1",
       "MLP 1-16-16-1 sigmoid, MSE, sgd lr 0.01, 200 epochs",
       "mean band width over [-5, 5]", "mean band width over [-100, 100]",
@@ -66,7 +66,7 @@ describe("regression.lua", function()
 
   it("preset s4 sweeps beta and tabulates ELBO, L2 and KL beside seed 004's", function()
     local png = tmp .. "/s4.png"
-    local out = ok(("--preset s4 --epochs 30 --pred-samples 20 --n 40 --out %s"):format(png),
+    local out = ok(("--preset s4 --epochs 30 --test-samples 20 --n 40 --out %s"):format(png),
       "BBB 1-10-10-1 tanh", "sweep: 5 nets", "-0.04507, -0.01688, 28.19")
     local rows = {}
     for beta, elbo, l2, kl in out:gmatch("\n(%S+)%s+(%-?[%d.]+)%s+(%-?[%d.]+)%s+([%d.]+)%s+[%d.]+%%") do
@@ -85,7 +85,7 @@ describe("regression.lua", function()
   -- Blundell et al.'s curve on a fixed seed: the band covers fresh points
   -- inside the data and widens away from it.
   it("paper: the band covers at least 90% inside the data and is at least 3x wider outside", function()
-    local out = ok("--task paper --seed 4 --pred-samples 200 --no-plot --no-mlp")
+    local out = ok("--task paper --seed 4 --test-samples 200 --no-plot --no-mlp")
     local f = band_figures(out)
     assert.truthy(f.coverage and f.inside and f.outside, out)
     assert.is_true(f.coverage >= 90, out)
@@ -97,7 +97,7 @@ describe("regression.lua", function()
   -- at the edge of the data), whatever the prior; ReLU units grow linearly
   -- away from the data and so does the band.
   it("sine: a tanh net's band does not widen outside the data, a ReLU net's does", function()
-    local common = "--task sine --seed 1 --band-of f --pred-samples 200 --no-plot --no-mlp"
+    local common = "--task sine --seed 1 --band-of f --test-samples 200 --no-plot --no-mlp"
     local tanh = band_figures(ok(common .. " --activation tanh"))
     local tanh_wide_prior = band_figures(ok(common .. " --activation tanh --prior-sigma 3"))
     local relu = band_figures(ok(common .. " --activation relu"))
@@ -135,8 +135,8 @@ describe("regression.lua", function()
         .. "is no longer finite" },
       { "--xrange 0:1e7", "--xrange: 0:1e7 reaches beyond [-1e6, 1e6]" },
       { "--xrange 1e5:100000.001", "--xrange: 1e5:100000.001 is too narrow for float32 to sample 400 points in it" },
-      { "--band percentile --pred-samples 1", "--pred-samples 1: a percentile band needs the spread of at least 2 samples" },
-      { "--pred-samples 1", "--pred-samples 1: a normal band needs the spread of at least 2 samples" },
+      { "--band percentile --test-samples 1", "--test-samples 1: a percentile band needs the spread of at least 2 samples" },
+      { "--test-samples 1", "--test-samples 1: a normal band needs the spread of at least 2 samples" },
       { "--n 50", "--n cannot act in this run: --task toy trains on its 6 fixed points" },
       { "--yrange 0:1", "--yrange cannot act in this run: --no-plot draws no plot" },
       { "--out " .. tmp .. "/no.png", "--out cannot act in this run: --no-plot writes no plot" },
@@ -153,7 +153,7 @@ describe("regression.lua", function()
 
   it("measures the band inside the data however wide the view, and a view beside the data too", function()
     for _, band in ipairs { "percentile", "normal" } do
-      local out = ok(("--task paper --epochs 5 --pred-samples 20 --no-mlp --no-plot --band %s --xrange -1e6:1e6 "
+      local out = ok(("--task paper --epochs 5 --test-samples 20 --no-mlp --no-plot --band %s --xrange -1e6:1e6 "
         .. "--xrange 2:3"):format(band), "mean band width over [-1e+06, 1e+06]: inside the training range ",
         "mean band width over [2, 3]: ", ", all of it outside the training range [0, 0.5]")
       local inside, outside = out:match("over %[%-1e%+06, 1e%+06%]: inside the training range ([%d.]+), outside ([%d.]+)")

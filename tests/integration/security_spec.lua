@@ -49,7 +49,7 @@ describe("plot file names and texts", function()
 
   it("regression.lua --out '|cmd' runs nothing and creates no folder", function()
     local dir = sandbox()
-    local status, out = run_in(dir, ("%s --task toy --steps 5 --pred-samples 3 --out %s")
+    local status, out = run_in(dir, ("%s --task toy --steps 5 --test-samples 3 --out %s")
       :format(sh_quote(root .. "/scripts/regression.lua"), sh_quote(PIPE)))
     assert.are_not.equal(0, status, out)
     assert.truthy(out:find("which gnuplot runs as a command", 1, true), out)

@@ -185,7 +185,7 @@ describe("fit.lua and predict.lua", function()
   end)
 
   it("uci.lua runs the protocol on tiny settings and writes its table", function()
-    local out = H.ok(("scripts/uci.lua --sets boston --methods bbb-local,mlp --splits 2 --epochs 3 --pred-samples 5 --out %s")
+    local out = H.ok(("scripts/uci.lua --sets boston --methods bbb-local,mlp --splits 2 --epochs 3 --test-samples 5 --out %s")
       :format(H.q(dir .. "/uci")), "ours bbb-local", "ours mlp", "pub. VI", "4.32 +- 0.29", "wrote ")
     local f = assert(io.open(dir .. "/uci.json"))
     local doc = bbb.json.decode(f:read("a"))

@@ -99,7 +99,7 @@ end)
 describe("regression.run", function()
   local regression = require "bbb.app.experiments.regression"
   it("returns each net's band over each range, the mean inside it, and the MLP's error", function()
-    local r = regression.run(regression.parse { "--task", "sine", "--steps", "40", "--pred-samples", "20",
+    local r = regression.run(regression.parse { "--task", "sine", "--steps", "40", "--test-samples", "20",
       "--beta", "1,0.01", "--threads", "1", "--no-plot", "--xrange", "-7:7", "--xrange", "-3:3" })
     assert.are.equal(2, #r.nets)
     assert.are.same({ 1, 0.01 }, { r.nets[1].beta, r.nets[2].beta })
@@ -114,7 +114,7 @@ describe("regression.run", function()
       assert.is_true(net.terms.kl > 0)
     end
     assert.is_true(r.mlp_mse > 0)
-    local q = regression.run(regression.parse { "--task", "toy", "--steps", "5", "--pred-samples", "5", "--no-mlp",
+    local q = regression.run(regression.parse { "--task", "toy", "--steps", "5", "--test-samples", "5", "--no-mlp",
       "--no-plot", "--threads", "1" })
     assert.is_nil(q.mlp_mse)
     assert.are.equal(1, #q.nets)
@@ -126,7 +126,7 @@ describe("uci.run", function()
   it("returns a row per set and method, each score's mean and standard error over the splits", function()
     local dir = tmpdir()
     local r = uci.run(uci.parse { "--sets", "boston", "--methods", "mlp", "--splits", "2", "--epochs", "2",
-      "--pred-samples", "5", "--threads", "1", "--out", dir .. "/u" })
+      "--test-samples", "5", "--threads", "1", "--out", dir .. "/u" })
     assert.are.equal(1, #r.rows)
     assert.are.same({ "boston", "mlp", 2 }, { r.rows[1].set, r.rows[1].method, r.rows[1].splits })
     assert.is_true(r.rows[1].rmse > 0 and r.rows[1].rmse_se >= 0)

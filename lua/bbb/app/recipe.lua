@@ -12,106 +12,18 @@
 --   local prior = recipe.prior(args)
 local cli = require "bbb.app.cli"
 local argparse = require "argparse"
+local flags = require "bbb.app.flags"
 
 local recipe = {}
 
-local E = math.exp
-local FLAGS = {}
+local FLAGS = flags.SHARED
+recipe.FLAGS = FLAGS
 
 -- Every flag written as it would be on a command line, for the converters.
 local function as_text(v)
   if math.type(v) == "float" then return ("%.17g"):format(v) end
   return tostring(v)
 end
-
-
--- name: the Lua key (underscores); the flag is --name with dashes.
-local function def(name, help, default, convert, extra)
-  local f = extra or {}
-  f.name, f.help, f.default, f.convert = name, help, default, convert
-  f.long = "--" .. name:gsub("_", "-")
-  FLAGS[name] = f
-end
-
--- A prior: a built-in name, or a Lua file that returns one.
-local function prior_choice()
-  local builtin = cli.choice { "mixture", "gaussian", "laplace" }
-  return function(s)
-    if type(s) == "string" and s:find("%.lua$") then return s end
-    local v, err = builtin(s)
-    if v == nil then return nil, err .. " (or a .lua file returning a prior)" end
-    return v
-  end
-end
-
--- The run
-def("seed", "Random seed.", "1", function() return cli.integer() end)
-def("threads", "Threads for GEMM and elementwise passes (every count gives the same numbers; default: the "
-  .. "cores).", tostring(require("bbb.app.sys").nproc()), function() return cli.threads() end)
-def("epochs", "Training epochs.", "30", function() return cli.nonnegative_integer { max = 100000 } end)
-def("batch", "Minibatch size.", "128", function() return cli.positive_integer() end)
--- Data
-def("dataset", "mnist or fashion.", "mnist", function() return cli.choice { "mnist", "fashion" } end)
-def("pixel_scale", "Divide pixels by this (the paper: 126).", "126",
-  function() return cli.positive_number { max = 1e9 } end)
-def("val", "Hold out the last N training images for validation.", nil, function() return cli.positive_integer() end)
-def("val_fraction", "Share of the training rows held out for early stopping.", "0.1",
-  function() return cli.number { above = 0, below = 1 } end)
-def("limit", "Use only the first N training images (smoke runs).", nil, function() return cli.positive_integer() end)
-def("test_limit", "Use only the first N test images.", nil, function() return cli.positive_integer() end)
--- The network
-def("hidden", "Units per hidden layer.", "400", function() return cli.positive_integer { max = 1 << 16 } end)
-def("layers", "Hidden layers.", "2", function() return cli.positive_integer { max = 64 } end)
-def("activation", "relu, sigmoid or tanh.", "relu", function() return cli.choice { "relu", "sigmoid", "tanh" } end)
-def("dropout", "Dropout probability of the dropout model.", "0.5", function() return cli.number { min = 0, below = 1 } end)
-def("rho_init", "Initial rho (sigma = softplus(rho)).", "-5", function() return cli.number { min = -100, max = 20 } end)
-def("mu_init", "Initial means uniform in [-s, s] (default 1/sqrt(fan-in)).", nil,
-  function() return cli.nonnegative_number() end)
-def("estimator", "weight (one weight sample per minibatch), local (local reparameterization) or flipout.",
-  "weight", function() return cli.choice { "weight", "local", "flipout" } end)
--- The prior
-def("prior", "Prior: mixture, gaussian, laplace, or a Lua file returning a prior (as examples/priors/student_t.lua).",
-  "mixture", prior_choice)
-def("pi", "Mixture weight of the wide component.", "0.25", function() return cli.probability() end)
-def("sigma1", "Wide component's sigma (gaussian: its sigma; laplace: its scale b).", "1",
-  function() return cli.positive_number() end)
-def("sigma2", "Narrow component's sigma (default e^-7).", tostring(E(-7)), function() return cli.positive_number() end)
-def("prior_sigma", "Sigma of the Gaussian prior.", "0.1", function() return cli.positive_number() end)
--- The free energy
-def("samples", "MC samples per minibatch in training.", "1", function() return cli.positive_integer { max = 1000 } end)
-def("kl_weight", "Weight of each minibatch's complexity term: uniform (1/M), blundell (2^(M-i)/(2^M-1)) "
-  .. "or a number >= 0.", "uniform", function() return cli.choice_or_number({ "uniform", "blundell" }, { min = 0 }) end)
-def("kl", "Complexity term: mc (log q - log p at the sample) or analytic (Gaussian prior only).", "mc",
-  function() return cli.choice { "mc", "analytic" } end)
-def("reduction", "mean (loss per example) or sum (summed over the minibatch).", "mean",
-  function() return cli.choice { "mean", "sum" } end)
-def("test_samples", "MC samples for the final ensemble.", "10", function() return cli.positive_integer { max = 100000 } end)
-def("pred_samples", "MC samples for predictions.", "100", function() return cli.positive_integer { max = 100000 } end)
--- The optimizer
-def("optim", "adam, sgd or rmsprop.", "adam", function() return cli.choice { "adam", "sgd", "rmsprop" } end)
-def("lr", "Learning rate.", "0.001", function() return cli.positive_number { max = 1e6 } end)
-def("lr_decay", "Learning rate multiplied by this after each epoch.", "0.95",
-  function() return cli.positive_number { max = 10 } end)
-def("momentum", "SGD momentum.", "0.9", function() return cli.number { min = 0, below = 1 } end)
-def("rho_lr_scale", "The learning rate of every rho (sigma = softplus(rho)) is --lr times this.", "1",
-  function() return cli.positive_number { max = 1e6 } end)
--- Outputs
-def("log", "Append one JSON line per epoch to this file (flushed each epoch).", nil,
-  function() return cli.output_path { ext = { "jsonl", "json", "log" } } end, { output = true })
-def("checkpoint", "Write the training state here (every --checkpoint-every epochs, at the end and on "
-  .. "Ctrl-C or SIGTERM).", nil, function() return cli.output_path() end, { output = true })
-def("checkpoint_every", "Epochs between checkpoints.", "1", function() return cli.positive_integer() end)
-def("resume", "Continue the run saved in this checkpoint (same flags, or none).", nil, nil)
-def("save", "Write the trained model as a checkpoint (safetensors) here.", nil,
-  function() return cli.output_path() end, { output = true })
-def("summary", "Write the final figures and the per-epoch history as JSON here.", nil,
-  function() return cli.output_path { ext = { "json" } } end, { output = true })
-def("distributed", "Data-parallel training over MPI: mpirun -np N bbblua SCRIPT --distributed. Each rank "
-  .. "takes a shard of every global batch (--batch is the global size); rank 0 prints, logs and writes "
-  .. "checkpoints.", nil, nil, { flag = true })
-def("debug", "Show a Lua traceback with errors.", nil, nil, { flag = true })
-
-recipe.FLAGS = FLAGS
 
 --- recipe.parser(script, about, spec) -> an argparse parser with the shared
 -- flags spec.flags (names as in recipe.FLAGS, in that order) declared, with
@@ -147,16 +59,9 @@ end
 function recipe.declare(parser, names)
   local spec = parser._bbb_spec or {}
   for _, name in ipairs(names) do
-    local f = FLAGS[name] or error(("recipe.declare: no shared flag %s"):format(tostring(name)), 2)
-    if f.flag then
-      parser:flag(f.long, f.help)
-    else
-      local default = f.default
-      if spec.defaults and spec.defaults[name] ~= nil then default = spec.defaults[name] or nil end
-      local names = f.long .. (spec.aliases and spec.aliases[name] and (" " .. spec.aliases[name]) or "")
-      local o = parser:option(names, f.help, default)
-      if f.convert then o:convert(f.convert()) end
-    end
+    if not FLAGS[name] then error(("recipe.declare: no shared flag %s"):format(tostring(name)), 2) end
+    local default = spec.defaults and spec.defaults[name]
+    flags.build(parser, name, default, spec.aliases and spec.aliases[name])
   end
 end
 
@@ -281,6 +186,8 @@ end
 function recipe.parse(parser, argv)
   local spec = parser._bbb_spec or {}
   argv = argv or arg
+  local renamed = flags.check_renamed(argv)
+  if renamed then usage_error(parser, renamed) end
   local args = cli.parse(parser, argv)
   local given = cli.given(parser, argv)
   if type(args.resume) == "string" then   -- the shared --resume FILE (a script's own --resume flag is its own)

@@ -11,6 +11,7 @@
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 
 local M = {}
 local bandit = require "bbb.bandit"
@@ -137,55 +138,55 @@ function M.parser()
     .. "(the poison coin averaged out) and, at the end, the realised one. Writes "
     .. "<out>/bandit_regret.png and <out>/bandit_curves.csv.",
     { defaults = { batch = "64", prior_sigma = false, rho_init = false, dropout = false } })
-  parser:option("--agents", "Comma-separated agents: " .. KNOWN .. ".",
+  flags.option(parser, "--agents", "Comma-separated agents: " .. KNOWN .. ".",
     "bbb,eps5,eps1,eps0,linear,uniform,dropout,neurallinear")
-  parser:option("--steps", ("Steps per agent (default %d: the whole default run takes a few "
+  flags.option(parser, "--steps", ("Steps per agent (default %d: the whole default run takes a few "
     .. "minutes on 2 cores)."):format(DEFAULT_STEPS)):convert(cli.positive_integer())
-  parser:flag("--paper", ("The paper's protocol: %d steps, 5 seeds (64 updates of 64 per step are the "
+  flags.flag(parser, "--paper", ("The paper's protocol: %d steps, 5 seeds (64 updates of 64 per step are the "
     .. "defaults); explicit --repeats wins."):format(PAPER_STEPS))
-  parser:flag("--paper-agent", "The network agents' settings before the ablation (doc/notebook/bandit.md): buffer "
+  flags.flag(parser, "--paper-agent", "The network agents' settings before the ablation (doc/notebook/bandit.md): buffer "
     .. "4096, KL / buffer size, likelihood noise 1 (fixed), N(0, 0.1^2) prior, rho -3, one weight sample per decision; explicit flags win.")
-  parser:option("--updates", "Minibatch updates after each step.", "64"):convert(cli.positive_integer())
+  flags.option(parser, "--updates", "Minibatch updates after each step.", "64"):convert(cli.positive_integer())
   recipe.declare(parser, { "batch" })
-  parser:option("--buffer", ("Replay buffer: the last N transitions (default %d)."):format(D.buffer))
+  flags.option(parser, "--buffer", ("Replay buffer: the last N transitions (default %d)."):format(D.buffer))
     :convert(cli.positive_integer())
   recipe.declare(parser, { "lr" })
-  parser:option("--sigma", ("Noise sigma of the Gaussian likelihood (default %g)."):format(D.sigma))
+  flags.option(parser, "--sigma", ("Noise sigma of the Gaussian likelihood (default %g)."):format(D.sigma))
     :convert(cli.positive_number())
-  parser:option("--sigma-final", ("BBB: the noise grows geometrically from --sigma to this over the first "
+  flags.option(parser, "--sigma-final", ("BBB: the noise grows geometrically from --sigma to this over the first "
     .. "--sigma-steps transitions (default %g; --sigma-final equal to --sigma keeps it fixed)."):format(D.sigma_final))
     :convert(cli.positive_number())
-  parser:option("--sigma-steps", ("BBB: transitions over which the noise grows (default %d)."):format(D.sigma_steps))
+  flags.option(parser, "--sigma-steps", ("BBB: transitions over which the noise grows (default %d)."):format(D.sigma_steps))
     :convert(cli.positive_integer())
-  parser:flag("--learn-sigma", "Learn the likelihood's noise sigma (starting from --sigma).")
-  parser:option("--noise-model", ("The likelihood's noise: fixed (one sigma for every reward) or hetero (the "
+  flags.flag(parser, "--learn-sigma", "Learn the likelihood's noise sigma (starting from --sigma).")
+  flags.option(parser, "--noise-model", ("The likelihood's noise: fixed (one sigma for every reward) or hetero (the "
     .. "network's second output, sigma = --sigma + softplus(it), learned for each mushroom and action); default %s.")
     :format(D.hetero and "hetero" or "fixed")):convert(cli.choice{ "fixed", "hetero" })
   recipe.declare(parser, { "prior_sigma" })
-  parser:option("--prior-sigma-in", "BBB: the input layer's prior N(0, S^2) instead of --prior-sigma's"
+  flags.option(parser, "--prior-sigma-in", "BBB: the input layer's prior N(0, S^2) instead of --prior-sigma's"
     .. (D.prior_sigma_in and (" (default %g)"):format(D.prior_sigma_in) or "") .. "; 0 gives it --prior-sigma's.")
     :convert(cli.nonnegative_number())
-  parser:option("--prior-mix", "The scale-mixture prior PI,SIGMA1,SIGMA2 instead of the Gaussian one.")
+  flags.option(parser, "--prior-mix", "The scale-mixture prior PI,SIGMA1,SIGMA2 instead of the Gaussian one.")
   recipe.declare(parser, { "rho_init" })
-  parser:option("--kl", ("The complexity term's divisor N: size (rows in the buffer), capacity, seen "
+  flags.option(parser, "--kl", ("The complexity term's divisor N: size (rows in the buffer), capacity, seen "
     .. "(every transition so far) or blundell (the paper's minibatch weighting); default %s."):format(D.kl))
     :convert(cli.choice{ "size", "capacity", "seen", "blundell" })
-  parser:option("--decide-samples", ("BBB's weight samples averaged per decision (default %d)."):format(D.decide_samples))
+  flags.option(parser, "--decide-samples", ("BBB's weight samples averaged per decision (default %d)."):format(D.decide_samples))
     :convert(cli.positive_integer())
   recipe.declare(parser, { "dropout" })
-  parser:option("--refit", ("NeuralLinear: steps between refits of its regression (default %d)."):format(D.refit))
+  flags.option(parser, "--refit", ("NeuralLinear: steps between refits of its regression (default %d)."):format(D.refit))
     :convert(cli.positive_integer())
   recipe.declare(parser, { "seed" })
-  parser:option("--repeats", "Runs per agent (seeds seed, seed+1, ...); curves are averaged (default 1; 5 with --paper).")
+  flags.option(parser, "--repeats", "Runs per agent (seeds seed, seed+1, ...); curves are averaged (default 1; 5 with --paper).")
     :convert(cli.positive_integer())
-  parser:option("--jobs", "Worker processes at once (default: the number of cores)."):convert(cli.positive_integer())
-  parser:option("--out", "Output directory.", "out/bandit"):convert(cli.output_dir())
-  parser:option("--data", "The Mushroom .rda file (default: data/mushroom/Mushroom.rda).")
-  parser:option("--checkpoint-every", "Steps between checkpoints of each run (0: none).", "500"):convert(cli.nonnegative_integer())
-  parser:flag("--resume", "Continue each run from its checkpoint in <out>/ckpt/ when there is one.")
-  parser:flag("--no-plot", "Skip the PNG.")
-  parser:option("--worker", "(internal) run one agent and write its curve."):hidden(true)
-  parser:option("--run", "(internal) the repeat index of --worker."):hidden(true):convert(cli.nonnegative_integer())
+  recipe.declare(parser, { "jobs" })
+  flags.option(parser, "--out", "Output directory.", "out/bandit"):convert(cli.output_dir())
+  flags.option(parser, "--data", "The Mushroom .rda file (default: data/mushroom/Mushroom.rda).")
+  flags.option(parser, "--checkpoint-every", "Steps between checkpoints of each run (0: none).", "500"):convert(cli.nonnegative_integer())
+  flags.flag(parser, "--resume", "Continue each run from its checkpoint in <out>/ckpt/ when there is one.")
+  recipe.declare(parser, { "no_plot" })
+  flags.option(parser, "--worker", "(internal) run one agent and write its curve."):hidden(true)
+  flags.option(parser, "--run", "(internal) the repeat index of --worker."):hidden(true):convert(cli.nonnegative_integer())
   return parser
 end
 

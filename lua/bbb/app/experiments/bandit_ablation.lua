@@ -7,6 +7,7 @@
 -- where it stopped. run(config) raises {usage = message} for bad input.
 local bbb = require "bbb"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local cli = require "bbb.app.cli"
 local json = require "bbb.json"
 local bandit = require "bbb.bandit"
@@ -29,19 +30,19 @@ function M.parser()
     .. "cumulative expected regret, its slope over the last fifth of the run and the posterior "
     .. "diagnostics (mean sigma per layer, spread of f(eat) - f(pass) over weight samples, the chance "
     .. "of eating a poisonous mushroom) per row and seed. Rows: " .. table.concat(names, ", ") .. ".")
-  parser:option("--rows", "Comma-separated rows.", "paper,unbounded"):convert(cli.list(cli.choice(names), { unique = true }))
-  parser:option("--seeds", "Comma-separated seeds (the bandit's --seed with one repeat).", "1")
+  flags.option(parser, "--rows", "Comma-separated rows.", "paper,unbounded"):convert(cli.list(cli.choice(names), { unique = true }))
+  flags.option(parser, "--seeds", "Comma-separated seeds (the bandit's --seed with one repeat).", "1")
     :convert(cli.list(cli.positive_integer(), { unique = true }))
-  parser:option("--steps", "Steps per run.", "10000"):convert(cli.positive_integer())
-  parser:option("--probes", "Steps at which to diagnose the posterior.", "2000,5000,10000")
+  flags.option(parser, "--steps", "Steps per run.", "10000"):convert(cli.positive_integer())
+  flags.option(parser, "--probes", "Steps at which to diagnose the posterior.", "2000,5000,10000")
     :convert(cli.list(cli.positive_integer(), { unique = true }))
-  parser:option("--results", "JSONL file of finished runs (appended; a row and seed found there with at "
+  flags.option(parser, "--results", "JSONL file of finished runs (appended; a row and seed found there with at "
     .. "least --steps steps is not rerun).",
     "out/bandit_ablation.jsonl"):convert(cli.output_path { ext = { "jsonl" } })
-  parser:option("--causes-from", "Count the costly decisions after this step by cause: the mean "
+  flags.option(parser, "--causes-from", "Count the costly decisions after this step by cause: the mean "
     .. "prediction over weight draws would have taken them too (a wrong fit) or not (exploration).", "1000")
     :convert(cli.positive_integer())
-  parser:option("--data", "The Mushroom .rda file.")
+  flags.option(parser, "--data", "The Mushroom .rda file.")
   return parser
 end
 

@@ -6,6 +6,7 @@
 -- for every poisonous mushroom the mean eats, what the replay buffer holds
 -- of it: only lucky meals, at least one -35, or none.
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 
@@ -16,11 +17,11 @@ local ROW = "%-40s %7s %7s %7s %7s %10s %6s %6s %6s"
 --- parser() -> bandit_inspect.lua's command line.
 function M.parser()
   local parser = recipe.parser("bandit_inspect.lua", "The costly decisions a saved bandit agent would take now, "
-    .. "and what its buffer holds of the poisonous mushrooms its mean eats.")
+    .. "and what its buffer holds of the poisonous mushrooms its mean eats.", { defaults = { test_samples = "64" } })
   parser:argument("checkpoints", "Checkpoints written by scripts/bandit.lua (<out>/ckpt/*.safetensors)."):args("+")
-  parser:option("--samples", "Weight draws per mushroom (BBB).", "64"):convert(cli.positive_integer { max = 100000 })
-  parser:option("--data", "The Mushroom .rda file (default: data/mushroom/Mushroom.rda).")
-  parser:flag("--shared", "Also list the feature values that all the edible mushrooms the mean passes share (and "
+  recipe.declare(parser, { "test_samples" })
+  flags.option(parser, "--data", "The Mushroom .rda file (default: data/mushroom/Mushroom.rda).")
+  flags.flag(parser, "--shared", "Also list the feature values that all the edible mushrooms the mean passes share (and "
     .. "all the poisonous ones it eats), with how many mushrooms have each, how many of those are poisonous, "
     .. "and how many meals of them the buffer holds.")
   return parser
@@ -48,7 +49,7 @@ function M.run(args)
     if not agent.buffer or not agent.predict_actions or meta.agent == "dropout" or meta.agent == "neurallinear" then
       error(("%s: agent %s: only BBB and the epsilon-greedy agents can be inspected"):format(path, meta.agent), 0)
     end
-    local m = experiment.mistakes(agent, data, { samples = args.samples })
+    local m = experiment.mistakes(agent, data, { samples = args.test_samples })
     local name = #path > 40 and "..." .. path:sub(-37) or path
     local step = math.tointeger(meta.env.t) or 0
     print(("%-40s %7d %7d %7d %7.1f %10.4f %6d %6d %6d"):format(name, step, m.poison_eaten, m.edible_passed,

@@ -10,6 +10,7 @@ local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local json = require "bbb.json"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local mnist = require "bbb.app.experiments.mnist"
 local paper = require "bbb.app.experiments.table1_paper"
 
@@ -50,23 +51,22 @@ function figure2.parser()
     .. "epochs for Bayes by Backprop, SGD and dropout nets of 2 x UNITS, trained by the paper's protocol "
     .. "(plain SGD on the summed cost, pixels / 126, 50,000 / 10,000 images, minibatch 128). The nets train "
     .. "in turn, --round epochs at a time, each from its checkpoint in --dir: run the same command again to "
-    .. "resume, or with a larger --epochs to go on.", { defaults = { epochs = "600" } })
-  parser:option("--units", "Units per hidden layer.", "1200"):convert(cli.positive_integer { max = 1 << 16 })
-  parser:option("--methods", "Nets to train: " .. table.concat(figure2.METHODS, ","), "bbb,sgd,dropout")
+    .. "resume, or with a larger --epochs to go on.", { defaults = { epochs = "600", val = "10000" } })
+  flags.option(parser, "--units", "Units per hidden layer.", "1200"):convert(cli.positive_integer { max = 1 << 16 })
+  flags.option(parser, "--methods", "Nets to train: " .. table.concat(figure2.METHODS, ","), "bbb,sgd,dropout")
     :convert(cli.list(cli.choice(figure2.METHODS), { unique = true }))
   recipe.declare(parser, { "epochs" })
-  parser:option("--round", "Epochs each net trains before the next one's turn.", "25")
+  flags.option(parser, "--round", "Epochs each net trains before the next one's turn.", "25")
     :convert(cli.positive_integer { max = 100000 })
-  parser:option("--from", "The rows of table1.lua --protocol paper (its --out JSON; a comma list for "
+  flags.option(parser, "--from", "The rows of table1.lua --protocol paper (its --out JSON; a comma list for "
     .. "several): each net takes the "
     .. "setting the protocol chose for its row at these units (default: lr 1e-3; BBB: 1 sample, pi 1/2, "
     .. "sigma1 1, sigma2 e^-6), and a net not started yet goes on from the chosen run's checkpoint "
     .. "(the same epochs it would train itself).")
     :convert(file_list)
-  parser:option("--val", "Validation images held out of the 60,000 (the paper: 10,000).", "10000")
-    :convert(cli.positive_integer())
+  recipe.declare(parser, { "val" })
   recipe.declare(parser, { "seed", "threads", "limit", "test_limit" })
-  parser:option("--dir", "Checkpoints, logs, the figure and its CSV go here.", "out/figure2")
+  flags.option(parser, "--dir", "Checkpoints, logs, the figure and its CSV go here.", "out/figure2")
     :convert(cli.output_dir())
   parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after -- (not the ones figure2.lua sets "
     .. "for each net: --epochs, --hidden, --lr, ...)."):args("*")

@@ -9,6 +9,7 @@
 -- checkpoint holding the model and its preprocessing for scripts/predict.lua.
 --   build/bbblua scripts/fit.lua --data table.csv --target price --save out/price.ckpt
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local tab = require "bbb.app.tabular"
@@ -31,52 +32,47 @@ end
 --- parser() -> fit.lua's command line.
 function M.parser()
   local parser = recipe.parser("fit.lua", "Fit a Bayesian MLP to a table and score how sure it is.",
-    { defaults = { estimator = "local", epochs = "1000", batch = "32", lr = "0.003", prior_sigma = "1", dropout = "0.05" },
+    { defaults = { estimator = "local", epochs = "1000", batch = "32", lr = "0.003", prior_sigma = "1", dropout = "0.05",
+      test_samples = "100" },
       outputs = { "plot", "save_split", "summary" } })
     :epilog("--data takes a CSV file with a header row, or FOLDER:NAME for data set NAME of an R package "
       .. "folder (scripts/bootstrap unpacks data/r/MASS, data/r/modeldata, data/r/mlbench), e.g. data/r/MASS:Boston.")
-  parser:option("--data", "The table (CSV, or FOLDER:NAME)."):args(1):count(1)
-  parser:option("--target", "The column to predict."):count(1)
-  parser:option("--task", "regression or classification (default: classification when the target holds categories).")
+  flags.option(parser, "--data", "The table (CSV, or FOLDER:NAME)."):args(1):count(1)
+  recipe.declare(parser, { "target" })
+  flags.option(parser, "--task", "regression or classification (default: classification when the target holds categories).")
     :convert(cli.choice { "regression", "classification" })
-  parser:option("--test", "A separate test table (default: --test-fraction of --data).")
-  parser:option("--test-fraction", "Share of rows held out for the test.", "0.1"):convert(cli.number { min = 0, below = 1 })
+  flags.option(parser, "--test", "A separate test table (default: --test-fraction of --data).")
+  recipe.declare(parser, { "test_fraction" })
   recipe.declare(parser, { "val_fraction" })
-  parser:option("--split", "Take the train/validation/test rows from this file (JSON, as --save-split writes it).")
-  parser:option("--save-split", "Write the train/validation/test row numbers here (JSON), to score another tool on them.")
+  recipe.declare(parser, { "split" })
+  flags.option(parser, "--save-split", "Write the train/validation/test row numbers here (JSON), to score another tool on them.")
     :convert(cli.output_path { ext = { "json" } })
-  parser:option("--ignore", "A column to leave out (repeat for more)."):count("*")
-  parser:option("--categorical", "A CSV column to read as categories, numbers or not (repeat for more)."):count("*")
-  parser:option("--missing", "A missing cell: impute (a number: the training median, plus a column saying it was "
-    .. "missing; a category: no level), drop (leave the row out) or error.", "impute")
-    :convert(cli.choice { "impute", "drop", "error" })
-  parser:option("--unseen", "A category of --test that the training rows never held: warn (read as no level, with "
-    .. "a count) or error.", "warn"):convert(cli.choice { "warn", "error" })
-  parser:option("--delimiter", "The CSV delimiter (one character).", ",")
-  parser:option("--model", "bbb (Bayes by Backprop), mlp (plain), dropout (MC dropout) or ensemble (--members plain "
+  recipe.declare(parser, { "ignore" })
+  flags.option(parser, "--categorical", "A CSV column to read as categories, numbers or not (repeat for more)."):count("*")
+  recipe.declare(parser, { "missing" })
+  recipe.declare(parser, { "unseen" })
+  recipe.declare(parser, { "delimiter" })
+  flags.option(parser, "--model", "bbb (Bayes by Backprop), mlp (plain), dropout (MC dropout) or ensemble (--members plain "
     .. "nets from different initialisations, trained --threads at a time, each in a process of its own).", "bbb")
     :convert(cli.choice { "bbb", "mlp", "dropout", "ensemble" })
-  parser:option("--members", "Nets in an ensemble.", "5"):convert(cli.integer { min = 2, max = 100 })
+  recipe.declare(parser, { "members" })
   recipe.declare(parser, { "estimator" })
-  parser:option("--hidden", "Units per hidden layer, comma-separated.", "50"):convert(hidden_list)
+  flags.option(parser, "--hidden", "Units per hidden layer, comma-separated.", "50"):convert(hidden_list)
   recipe.declare(parser, { "epochs" })
-  parser:option("--patience", "Stop after this many epochs without a better (smoothed) validation log-likelihood.", "100")
-    :convert(cli.positive_integer { max = 1000000 })
-  parser:option("--min-epochs", "Never stop before this many epochs.", "50"):convert(cli.nonnegative_integer { max = 1000000 })
-  parser:flag("--no-refit", "Keep the net trained on the training rows; by default a regression without --conformal "
-    .. "trains a second net on the training and validation rows for the number of epochs the first chose (a classifier's "
-    .. "temperature and --conformal's intervals hold only for the net they were fitted to, so those keep it).")
-  parser:option("--noise", "Regression noise: homo (one sd), hetero (an sd per row: a second output of the net) or "
+  recipe.declare(parser, { "patience" })
+  flags.option(parser, "--min-epochs", "Never stop before this many epochs.", "50"):convert(cli.nonnegative_integer { max = 1000000 })
+  recipe.declare(parser, { "no_refit" })
+  flags.option(parser, "--noise", "Regression noise: homo (one sd), hetero (an sd per row: a second output of the net) or "
     .. "auto (both trained, the better on the validation rows kept).", "auto"):convert(cli.choice { "homo", "hetero", "auto" })
-  parser:option("--likelihood", "Regression noise distribution: gaussian, or student-t (heavy tails: a few rows far "
+  flags.option(parser, "--likelihood", "Regression noise distribution: gaussian, or student-t (heavy tails: a few rows far "
     .. "off do not widen every interval; one scale, with --df degrees of freedom).", "gaussian")
     :convert(cli.choice { "gaussian", "student-t" })
-  parser:option("--df", ("Degrees of freedom of --likelihood student-t (%d to %d; fewer: heavier tails).")
+  flags.option(parser, "--df", ("Degrees of freedom of --likelihood student-t (%d to %d; fewer: heavier tails).")
     :format(tab.DF_MIN, tab.DF_MAX), "4"):convert(cli.integer { min = tab.DF_MIN, max = tab.DF_MAX })
-  parser:option("--tune", "Choose the learning rate, width and prior scale (those not given) on the validation rows: "
+  flags.option(parser, "--tune", "Choose the learning rate, width and prior scale (those not given) on the validation rows: "
     .. "on, off, or auto (on for tables of at most 200,000 training cells).", "auto")
     :convert(cli.choice { "on", "off", "auto" })
-  parser:flag("--conformal", "Regression: also give split-conformal intervals, calibrated on the validation rows.")
+  flags.flag(parser, "--conformal", "Regression: also give split-conformal intervals, calibrated on the validation rows.")
   recipe.declare(parser, { "batch" })
   recipe.declare(parser, { "lr" })
   recipe.declare(parser, { "samples" })
@@ -84,16 +80,15 @@ function M.parser()
   recipe.declare(parser, { "rho_init" })
   recipe.declare(parser, { "dropout" })
   recipe.declare(parser, { "kl_weight" })
-  parser:option("--weight-decay", "Adam's weight decay (mlp, dropout).", "0"):convert(cli.nonnegative_number())
-  recipe.declare(parser, { "pred_samples" })
-  parser:option("--every", "Print the validation figures every N epochs (0: never).", "50")
+  recipe.declare(parser, { "weight_decay" })
+  recipe.declare(parser, { "test_samples" })
+  flags.option(parser, "--every", "Print the validation figures every N epochs (0: never).", "50")
     :convert(cli.nonnegative_integer { max = 1000000 })
   recipe.declare(parser, { "seed" })
   recipe.declare(parser, { "threads" })
   recipe.declare(parser, { "save" })
-  parser:option("--plot", "PNG: predicted vs observed with 95% intervals, or the calibration curve.")
-    :convert(cli.output_path { ext = { "png", "svg" } })
-  parser:option("--summary", "Write the scores (validation and test) as JSON here."):convert(cli.output_path { ext = { "json" } })
+  recipe.declare(parser, { "plot" })
+  recipe.declare(parser, { "summary" })
   return parser
 end
 
@@ -301,10 +296,10 @@ end
 -- (a refit net is another, sharper one), so a calibrated model is kept.
 local function calibrate_and_refit(run, model, info, summary)
   local va = run.va
-  summary.validation = tab.score(model, va, args.pred_samples)
+  summary.validation = tab.score(model, va, args.test_samples)
   line(model.task, "validation", summary.validation)
   if model.task == "classification" then
-    local T, info = tab.fit_temperature(model, va, args.pred_samples)
+    local T, info = tab.fit_temperature(model, va, args.test_samples)
     summary.temperature, summary.temperature_fit = T, info
     if info.bound then
       print(("temperature %.3f: held at the floor %d validation rows with %d wrong can show "
@@ -313,7 +308,7 @@ local function calibrate_and_refit(run, model, info, summary)
       print(("temperature %.3f (fitted on the validation rows)"):format(T))
     end
   elseif args.conformal then
-    model.conformal = tab.conformal(model, va, args.pred_samples)
+    model.conformal = tab.conformal(model, va, args.test_samples)
     summary.conformal = model.conformal
     print(("conformal multipliers of the predictive sd, 50/90/95%%: %s / %s / %s (from %d validation rows)")
       :format(tostring(model.conformal["0.5"]), tostring(model.conformal["0.9"]), tostring(model.conformal["0.95"]), va.n))
@@ -338,7 +333,7 @@ end
 -- The test rows scored (and plotted) with the draws predict.lua --seed makes.
 local function score_test(run, model, summary)
   if run.te then
-    local s, p = tab.score(model, run.te, args.pred_samples, args.seed)   -- the draws predict.lua --seed makes
+    local s, p = tab.score(model, run.te, args.test_samples, args.seed)   -- the draws predict.lua --seed makes
     if model.task == "regression" then s.crps_mc = tab.crps_mc(model, p, run.te.y, args.seed) end
     summary.test = s
     line(model.task, "test", s)

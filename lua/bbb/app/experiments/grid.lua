@@ -20,6 +20,7 @@
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local json = require "bbb.json"
 
 local grid = {}
@@ -97,28 +98,23 @@ function grid.parser()
       .. "identity. The results file holds one JSON line per finished configuration; a file "
       .. "written by a different grid is refused.")
   for _, a in ipairs(AXES) do
-    local flag = a.name:gsub("_", "-")
-    parser:option("--" .. flag, "Axis: " .. a.help .. ".", a.default):convert(cli.list(a.convert, { drop_repeats = true }))
+    flags.axis(parser, a.name, "Axis: " .. a.help .. ".", a.default):convert(cli.list(a.convert, { drop_repeats = true }))
   end
   recipe.declare(parser, FIXED)
-  parser:option("--jobs", "Configurations trained at once (one thread each); default: the cores.")
-    :convert(cli.positive_integer { max = 256 })
-  parser:option("--results", "The results file (JSON lines).", "out/grid.jsonl")
+  recipe.declare(parser, { "jobs" })
+  flags.option(parser, "--results", "The results file (JSON lines).", "out/grid.jsonl")
     :convert(cli.output_path { ext = { "jsonl" } })
-  parser:option("--top", "Configurations shown in the ranking.", "10"):convert(cli.positive_integer())
-  parser:option("--halving", "Successive halving: train every configuration for --min-epochs, keep the "
+  flags.option(parser, "--top", "Configurations shown in the ranking.", "10"):convert(cli.positive_integer())
+  flags.option(parser, "--halving", "Successive halving: train every configuration for --min-epochs, keep the "
     .. "best 1/ETA on the validation error, train those ETA times longer (resuming their checkpoints), "
     .. "and so on up to --epochs.")
     :convert(cli.integer { min = 2, max = 100 })
-  parser:option("--min-epochs", "Epochs of the first rung of --halving.", "1"):convert(cli.positive_integer())
-  parser:option("--select", "What ranks the configurations: val-error (the validation error after the "
-    .. "last epoch) or val-error-min (the lowest validation error over the epochs, i.e. early stopping; the "
-    .. "results then hold that epoch and its test error).", "val-error")
-    :convert(cli.choice(grid.SELECT))
-  parser:flag("--final", "Retrain the best configuration on all 60,000 images and test it.")
-  parser:option("--final-epochs", "Epochs of the --final run (default: --epochs).")
+  flags.option(parser, "--min-epochs", "Epochs of the first rung of --halving.", "1"):convert(cli.positive_integer())
+  recipe.declare(parser, { "select" })
+  flags.flag(parser, "--final", "Retrain the best configuration on all 60,000 images and test it.")
+  flags.option(parser, "--final-epochs", "Epochs of the --final run (default: --epochs).")
     :convert(cli.positive_integer { max = 100000 })
-  parser:option("--final-threads", "Threads of the --final run (default: the cores).")
+  flags.option(parser, "--final-threads", "Threads of the --final run (default: the cores).")
     :convert(cli.threads())
   parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
   return parser

@@ -11,6 +11,7 @@
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 
 local mnist = {}
 
@@ -109,24 +110,24 @@ function mnist.parser()
     .. "with posterior means and an MC ensemble.", {
     presets = mnist.PRESETS, run_flags = mnist.RUN_FLAGS,
     flags = { "dataset" } })
-  parser:option("--model", "bbb (Bayes by Backprop: 2x400, 30 epochs, about 98.3% in about 40 s on 2 cores; "
+  flags.option(parser, "--model", "bbb (Bayes by Backprop: 2x400, 30 epochs, about 98.3% in about 40 s on 2 cores; "
     .. "a plain mlp gets about 98.5%, see README), mlp or dropout; cnn, cnn-plain or cnn-dropout: "
     .. "the LeNet-5-style bbb.nn.lenet (cnn: 20 epochs, --shift 2, --kl-weight 0.0002 unless given, "
     .. "99.39% on MNIST in about 5 minutes on 2 cores; cnn-plain and cnn-dropout: 10 epochs).", "bbb")
     :convert(cli.choice { "bbb", "mlp", "dropout", "cnn", "cnn-plain", "cnn-dropout" })
-  parser:option("--shift", "Move each training image by its own random offset of up to N pixels "
+  flags.option(parser, "--shift", "Move each training image by its own random offset of up to N pixels "
     .. "in each direction, every step (augmentation; 0: off).", "0")
     :convert(cli.integer { min = 0, max = 8 })
-  parser:option("--cnn-hidden", "Units of the CNN's dense layer (default: --hidden when that is given, "
+  flags.option(parser, "--cnn-hidden", "Units of the CNN's dense layer (default: --hidden when that is given, "
     .. "else 256).")
     :convert(cli.positive_integer { max = 1 << 16 })
-  parser:option("--channels", "The CNN's two convolutions' channels, A,B.", "16,32")
+  flags.option(parser, "--channels", "The CNN's two convolutions' channels, A,B.", "16,32")
     :convert(cli.int_list(2, { max = 1024 }))
   recipe.declare(parser, { "hidden", "layers", "activation", "dropout", "prior", "pi", "sigma1", "sigma2",
     "samples", "estimator", "kl_weight", "reduction", "optim", "lr", "lr_decay", "momentum", "rho_init",
     "rho_lr_scale", "mu_init", "batch", "epochs", "seed", "threads", "test_samples", "pixel_scale", "val", "limit",
     "test_limit", "log", "checkpoint", "checkpoint_every", "resume", "save" })
-  parser:option("--curves", "Plot the minibatch ELBO, log-likelihood, KL and accuracy against iterations "
+  flags.option(parser, "--curves", "Plot the minibatch ELBO, log-likelihood, KL and accuracy against iterations "
     .. "here (seed 004's four curves; ELBO = mean log-likelihood - beta KL).")
     :convert(cli.output_path { ext = { "png", "svg" } })
   recipe.declare(parser, { "summary", "distributed" })

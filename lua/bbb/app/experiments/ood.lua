@@ -11,6 +11,7 @@
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 
 local ood = {}
 local metrics = bbb.metrics
@@ -67,28 +68,28 @@ function ood.parser()
     defaults = { epochs = "20", test_samples = "100", threads = "2", prior = "gaussian", sigma1 = "1" },
     flags = { "dataset" } })
   parser:epilog(table.concat(epilog, "\n") .. "\n" .. parser._epilog)
-  parser:option("--sets", "Out-of-distribution sets to evaluate (the other data set, normal, uniform).")
+  flags.option(parser, "--sets", "Out-of-distribution sets to evaluate (the other data set, normal, uniform).")
     :args("+"):convert(cli.choice(SET_NAMES))
-  parser:option("--from-bbb", "Load the Bayes-by-Backprop model from this checkpoint instead of training it.")
-  parser:option("--from-mlp", "Load the plain MLP from this checkpoint.")
-  parser:option("--from-dropout", "Load the dropout MLP from this checkpoint.")
-  parser:option("--noise-n", "Images in each noise set.", "1000"):convert(cli.positive_integer { max = 1000000 })
+  flags.option(parser, "--from-bbb", "Load the Bayes-by-Backprop model from this checkpoint instead of training it.")
+  flags.option(parser, "--from-mlp", "Load the plain MLP from this checkpoint.")
+  flags.option(parser, "--from-dropout", "Load the dropout MLP from this checkpoint.")
+  recipe.declare(parser, { "noise_n" })
   recipe.declare(parser, { "test_samples", "hidden", "layers", "activation", "prior", "pi", "sigma1", "sigma2",
     "rho_init", "mu_init", "reduction", "epochs", "lr", "lr_decay", "batch" })
-  parser:option("--base-hidden", "Baselines' units per hidden layer (default --hidden).")
+  flags.option(parser, "--base-hidden", "Baselines' units per hidden layer (default --hidden).")
     :convert(cli.positive_integer { max = 1 << 16 })
-  parser:option("--base-activation", "Baselines' activation (default --activation).")
+  flags.option(parser, "--base-activation", "Baselines' activation (default --activation).")
     :convert(cli.choice { "relu", "sigmoid", "tanh" })
-  parser:option("--base-epochs", "Baselines' training epochs (default --epochs).")
+  flags.option(parser, "--base-epochs", "Baselines' training epochs (default --epochs).")
     :convert(cli.nonnegative_integer { max = 100000 })
-  parser:option("--base-lr-decay", "Baselines' learning-rate decay (default --lr-decay).")
+  flags.option(parser, "--base-lr-decay", "Baselines' learning-rate decay (default --lr-decay).")
     :convert(cli.positive_number())
   recipe.declare(parser, { "dropout", "pixel_scale", "limit", "test_limit" })
-  parser:option("--chunk", "Images per prediction pass (bounds memory: samples x chunk x classes).", "2500")
+  flags.option(parser, "--chunk", "Images per prediction pass (bounds memory: samples x chunk x classes).", "2500")
     :convert(cli.positive_integer())
   recipe.declare(parser, { "seed", "threads" })
-  parser:option("--out", "Prefix of the PNG files.", "out/ood"):convert(cli.output_path())
-  parser:option("--save-models", "Write each trained model to PREFIX-<model>.safetensors.")
+  flags.option(parser, "--out", "Prefix of the PNG files.", "out/ood"):convert(cli.output_path())
+  flags.option(parser, "--save-models", "Write each trained model to PREFIX-<model>.safetensors.")
     :convert(cli.output_path())
   return parser
 end

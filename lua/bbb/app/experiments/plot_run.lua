@@ -4,27 +4,27 @@
 -- run(config) reads the run, plot(result) draws it; every failure is a
 -- message (exit status 1, as for a log or checkpoint that cannot be read).
 local bbb = require "bbb"
-local argparse = require "argparse"
 local cli = require "bbb.app.cli"
 local json = require "bbb.json"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 
 local M = {}
 
 --- parser() -> plot_run.lua's command line.
 function M.parser()
-  local parser = argparse("plot_run.lua", "Plot a training run: ELBO, complexity and NLL per "
+  local parser = recipe.parser("plot_run.lua", "Plot a training run: ELBO, complexity and NLL per "
     .. "example and train/validation/test accuracy against epochs from the JSONL log that "
-    .. "--log wrote; with a checkpoint, histograms of mu, sigma and |mu|/sigma per layer.")
+    .. "--log wrote; with a checkpoint, histograms of mu, sigma and |mu|/sigma per layer.", {})
   parser:argument("log", "The run's JSONL log (scripts/mnist.lua --log).")
   parser:argument("checkpoint", "A checkpoint of the model (optional).")
     :args("?")
-  parser:option("--out", "Prefix of the PNG files (default: out/<log name>).")
+  flags.option(parser, "--out", "Prefix of the PNG files (default: out/<log name>).")
     :convert(function(s)
       if s == "" or s:sub(-1) == "/" then return nil, "--out: expected a file name prefix, got '" .. s .. "'" end
       return s
     end)
-  parser:option("--bins", "Histogram bins.", "60"):convert(cli.positive_integer { max = 10000 })
+  flags.option(parser, "--bins", "Histogram bins.", "60"):convert(cli.positive_integer { max = 10000 })
   recipe.declare_model_prior(parser)
   return parser
 end

@@ -3,6 +3,7 @@
 -- line of predictions with their uncertainty per row, scored when the rows
 -- hold the target. run(config) raises {usage = message} for bad input.
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local sys = require "bbb.app.sys"
@@ -14,24 +15,20 @@ local M = {}
 --- parser() -> predict.lua's command line.
 function M.parser()
   local parser = recipe.parser("predict.lua", "Predict with uncertainty from a model saved by scripts/fit.lua --save.",
-    { outputs = { "out", "plot", "summary" } })
-  parser:option("--model", "The checkpoint written by fit.lua --save."):count(1)
-  parser:option("--data", "The rows to predict (CSV, or FOLDER:NAME for an R data set)."):count(1)
-  parser:option("--out", "Where the predictions go (CSV).", "out/predictions.csv"):convert(cli.output_path { ext = { "csv" } })
-  parser:option("--delimiter", "The CSV delimiter of --data (one character).", ",")
-  parser:option("--missing", "A missing cell: impute (as the model was trained to), drop (no prediction for the row) "
-    .. "or error.", "impute"):convert(cli.choice { "impute", "drop", "error" })
-  parser:option("--id", "A column of --data (an id) to copy, as written, beside each row's prediction.")
-  parser:flag("--keep-columns", "Copy every column of --data, as written, beside each row's prediction.")
-  parser:option("--unseen", "A category the training rows never held: warn (read as no level, with a count) or error.", "warn")
-    :convert(cli.choice { "warn", "error" })
-  recipe.declare(parser, { "pred_samples" })
+    { outputs = { "out", "plot", "summary" }, defaults = { test_samples = "100" } })
+  flags.option(parser, "--model", "The checkpoint written by fit.lua --save."):count(1)
+  flags.option(parser, "--data", "The rows to predict (CSV, or FOLDER:NAME for an R data set)."):count(1)
+  flags.option(parser, "--out", "Where the predictions go (CSV).", "out/predictions.csv"):convert(cli.output_path { ext = { "csv" } })
+  recipe.declare(parser, { "delimiter" })
+  recipe.declare(parser, { "missing" })
+  flags.option(parser, "--id", "A column of --data (an id) to copy, as written, beside each row's prediction.")
+  flags.flag(parser, "--keep-columns", "Copy every column of --data, as written, beside each row's prediction.")
+  recipe.declare(parser, { "unseen" })
+  recipe.declare(parser, { "test_samples" })
   recipe.declare(parser, { "seed" })
   recipe.declare(parser, { "threads" })
-  parser:option("--plot", "PNG (needs the target in --data): predicted vs observed with 95% intervals, or calibration.")
-    :convert(cli.output_path { ext = { "png", "svg" } })
-  parser:option("--summary", "Write the scores (when --data holds the target) as JSON here.")
-    :convert(cli.output_path { ext = { "json" } })
+  recipe.declare(parser, { "plot" })
+  recipe.declare(parser, { "summary" })
   return parser
 end
 
@@ -87,11 +84,11 @@ local function predict_and_score(args, model, ds)
   end
   local s, p, ps
   if ds.y and no_target == 0 then
-    s, p = tab.score(model, ds, args.pred_samples, args.seed)
+    s, p = tab.score(model, ds, args.test_samples, args.seed)
     ps = p
   else
-    p = tab.seeded(model, args.seed, tab.predict, model, ds.x, args.pred_samples)
-    if ds.y then s, ps = tab.score(model, scored, args.pred_samples, args.seed) end
+    p = tab.seeded(model, args.seed, tab.predict, model, ds.x, args.test_samples)
+    if ds.y then s, ps = tab.score(model, scored, args.test_samples, args.seed) end
   end
   if s and model.task == "regression" then s.crps_mc = tab.crps_mc(model, ps, scored.y, args.seed) end
   return s, p
@@ -143,7 +140,7 @@ function M.run(args)
     print(("predict.lua: %d missing cells imputed as the model was trained: %d numbers by the training median, "
       .. "%d categories as no level"):format(nums + cats, nums, cats))
   end
-  local summary = { model = args.model, data = args.data, rows = ds.n, seed = args.seed, pred_samples = args.pred_samples,
+  local summary = { model = args.model, data = args.data, rows = ds.n, seed = args.seed, test_samples = args.test_samples,
     scores = s or json.null, imputed = { numbers = nums, categories = cats } }
   if args.summary then cli.write_file(args.summary, json.encode(summary) .. "\n") end
   report(args, model, ds, s, p)

@@ -6,6 +6,7 @@
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 
 local prune = {}
 
@@ -39,20 +40,20 @@ function prune.parser()
       .. "PREFIX-error.png (test error against fraction removed) and PREFIX-pruned.ckpt "
       .. "(the model pruned by SNR at --save-fraction).\n"
       .. "Example: bbblua scripts/prune.lua --out out/p -- --preset adam-400 --epochs 20")
-  parser:option("--from", "A checkpoint of a trained Bayesian model (bbb.save, mnist.lua --save).")
+  flags.option(parser, "--from", "A checkpoint of a trained Bayesian model (bbb.save, mnist.lua --save).")
   recipe.declare_model_prior(parser)
-  parser:option("--fractions", "Fractions of the weights to remove.", DEFAULT_FRACTIONS)
+  flags.option(parser, "--fractions", "Fractions of the weights to remove.", DEFAULT_FRACTIONS)
     :convert(fraction_list)
-  parser:option("--save-fraction", "Fraction for the pruned checkpoint (below 1: a model keeps a weight).", "0.95")
+  flags.option(parser, "--save-fraction", "Fraction for the pruned checkpoint (below 1: a model keeps a weight).", "0.95")
     :convert(cli.number { min = 0, below = 1 })
   recipe.declare(parser, { "test_samples" })
   recipe.declare(parser, { "test_limit" })
-  parser:option("--out", "Prefix of the files written.", "out/prune/run"):convert(cli.output_path())
+  flags.option(parser, "--out", "Prefix of the files written.", "out/prune/run"):convert(cli.output_path())
   recipe.declare(parser, { "threads" })
   recipe.declare(parser, { "seed" })
   parser:argument("mnist_flags", "Without --from: flags for scripts/mnist.lua after --, "
     .. "e.g. -- --preset adam-400 --epochs 20 (default: its defaults).", nil):args("*")
-  parser:flag("--no-plot", "Skip the plots.")
+  recipe.declare(parser, { "no_plot" })
   return parser
 end
 

@@ -14,6 +14,7 @@
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local sys = require "bbb.app.sys"
 local tab = require "bbb.app.tabular"
 local json = require "bbb.json"
@@ -58,37 +59,36 @@ end
 function M.parser()
   local parser = recipe.parser("reference.lua", "A Hamiltonian Monte Carlo reference posterior for a table, "
     .. "and how far the predictive of each method fit.lua fits is from it.",
-    { outputs = {} })
+    { outputs = {}, defaults = { test_samples = "100", jobs = "1", prior_sigma = "1" } })
     :epilog("Flags after -- go to every fit.lua run (e.g. -- --epochs 200 --tune off). --data takes a CSV "
       .. "file with a header row, or FOLDER:NAME for an R data set, e.g. data/r/MASS:Boston.")
-  parser:option("--data", "The table (CSV, or FOLDER:NAME)."):count(1)
-  parser:option("--target", "The column to predict."):count(1)
-  parser:option("--out", "The folder for the samples, the fits and reference.json."):count(1):convert(cli.output_dir())
-  parser:option("--task", "regression or classification (default: classification when the target holds categories).")
+  flags.option(parser, "--data", "The table (CSV, or FOLDER:NAME)."):count(1)
+  recipe.declare(parser, { "target" })
+  flags.option(parser, "--out", "The folder for the samples, the fits and reference.json."):count(1):convert(cli.output_dir())
+  flags.option(parser, "--task", "regression or classification (default: classification when the target holds categories).")
     :convert(cli.choice { "regression", "classification" })
-  parser:option("--hidden", "Units per hidden layer of the sampled net and of the methods, comma-separated; 0: none "
+  flags.option(parser, "--hidden", "Units per hidden layer of the sampled net and of the methods, comma-separated; 0: none "
     .. "(Bayesian linear or softmax regression; the methods then keep fit.lua's default).", "50")
     :convert(hidden_list)
-  parser:option("--methods", "Methods to fit with fit.lua and compare: bbb, mlp, dropout, ensemble (comma-separated), "
+  flags.option(parser, "--methods", "Methods to fit with fit.lua and compare: bbb, mlp, dropout, ensemble (comma-separated), "
     .. "or none.", "bbb,dropout,ensemble"):convert(method_list)
-  parser:option("--warmup", "HMC warm-up iterations per chain (step size and mass matrix tuned).", "500")
+  flags.option(parser, "--warmup", "HMC warm-up iterations per chain (step size and mass matrix tuned).", "500")
     :convert(cli.nonnegative_integer { max = 1000000 })
-  parser:option("--samples", "HMC draws kept per chain.", "500"):convert(cli.integer { min = 4, max = 1000000 })
-  parser:option("--chains", "HMC chains (R-hat needs at least 2).", "4"):convert(cli.positive_integer { max = 64 })
-  parser:option("--leapfrog", "Mean leapfrog steps per iteration.", "64"):convert(cli.positive_integer { max = 100000 })
-  parser:option("--target-accept", "The acceptance rate warm-up tunes the step size for.", "0.8")
+  flags.option(parser, "--draws", "HMC draws kept per chain (after --warmup).", "500"):convert(cli.integer { min = 4, max = 1000000 })
+  flags.option(parser, "--chains", "HMC chains (R-hat needs at least 2).", "4"):convert(cli.positive_integer { max = 64 })
+  flags.option(parser, "--leapfrog", "Mean leapfrog steps per iteration.", "64"):convert(cli.positive_integer { max = 100000 })
+  flags.option(parser, "--target-accept", "The acceptance rate warm-up tunes the step size for.", "0.8")
     :convert(cli.probability())
-  parser:option("--prior-sigma", "The N(0, s^2) prior of every weight of the sampled net.", "1")
-    :convert(cli.positive_number())
-  parser:option("--noise-sigma", "Regression noise sd in standardised target units, or infer (sampled, half-Cauchy(0, 1) "
+  recipe.declare(parser, { "prior_sigma" })
+  flags.option(parser, "--noise-sigma", "Regression noise sd in standardised target units, or infer (sampled, half-Cauchy(0, 1) "
     .. "prior).", "infer"):convert(noise_value)
-  parser:option("--jobs", "Chains run at once, each in a process of its own.", "1"):convert(cli.positive_integer { max = 64 })
-  parser:option("--test-fraction", "Share of rows held out for the test.", "0.1"):convert(cli.number { above = 0, below = 1 })
+  recipe.declare(parser, { "jobs" })
+  recipe.declare(parser, { "test_fraction" })
   recipe.declare(parser, { "val_fraction" })
-  parser:option("--split", "Take the train/validation/test rows from this file (JSON, as fit.lua --save-split writes it).")
-  parser:option("--ignore", "A column to leave out (repeat for more)."):count("*")
-  parser:option("--delimiter", "The CSV delimiter (one character).", ",")
-  recipe.declare(parser, { "pred_samples", "seed", "threads" })
+  recipe.declare(parser, { "split" })
+  recipe.declare(parser, { "ignore" })
+  recipe.declare(parser, { "delimiter" })
+  recipe.declare(parser, { "test_samples", "seed", "threads" })
   parser:argument("fit_flags", "Flags for every scripts/fit.lua run, after --."):args("*")
   return parser
 end
@@ -179,7 +179,7 @@ local function setup(c)
     x = tab.inputs(m, all.x), y = reg and tab.targets(m, all.y):reshape(-1, 1) or all.y:reshape(-1),
     xt = tab.inputs(m, te.x), n_fit = all.n }
   job.settings = { sizes = sizes, likelihood = reg and "gaussian" or "categorical", prior_sigma = c.prior_sigma,
-    noise_sigma = reg and c.noise_sigma or nil, warmup = c.warmup, samples = c.samples, leapfrog = c.leapfrog,
+    noise_sigma = reg and c.noise_sigma or nil, warmup = c.warmup, samples = c.draws, leapfrog = c.leapfrog,
     target_accept = c.target_accept, seed = c.seed }
   local parts = { json.encode(job.settings) }
   for _, t in ipairs { job.x, job.y } do
@@ -232,7 +232,7 @@ end
 
 -- One chain in this process, with a progress bar on a terminal.
 local function run_here(dir, k, c)
-  local bar = bbb.progress.new { total = c.warmup + c.samples, label = ("chain %d"):format(k) }
+  local bar = bbb.progress.new { total = c.warmup + c.draws, label = ("chain %d"):format(k) }
   M.chain_job(dir, k, function(p)
     bar:update(p.iteration + (p.phase == "sampling" and c.warmup or 0), ("step %.2g"):format(p.step_size))
   end)
@@ -269,7 +269,7 @@ local function hmc_chains(c, job)
   for k = 1, c.chains do
     chains[k] = assert(finished_chain(dir, k, job.key), "chain file missing after its run")
     local m = chains[k].meta
-    print(("chain %d: %d draws, step size %.3g, acceptance %.2f, %d divergences, %.1f s"):format(k, c.samples,
+    print(("chain %d: %d draws, step size %.3g, acceptance %.2f, %d divergences, %.1f s"):format(k, c.draws,
       m.step_size, m.accept_rate, math.tointeger(m.divergences) or m.divergences, m.seconds))
   end
   return chains
@@ -328,7 +328,7 @@ end
 -- uses) and of the weights (pessimistic for hidden layers: chains may hold
 -- the same function with the units permuted); saved to predictive.safetensors.
 local function hmc_predictive(c, job, chains)
-  local list, sigmas, C, S = {}, {}, #chains, c.samples
+  local list, sigmas, C, S = {}, {}, #chains, c.draws
   for k, ch in ipairs(chains) do
     list[k] = ch.tensors.draws
     local sg = ch.tensors.sigma and ch.tensors.sigma:totable()
@@ -416,7 +416,7 @@ end
 -- One method's predictive at the test rows against the reference.
 local function compare(c, job, pred, name, ckpt, summary)
   local model = tab.load(ckpt)
-  local p = tab.seeded(model, c.seed, tab.predict, model, job.te.x, c.pred_samples)
+  local p = tab.seeded(model, c.seed, tab.predict, model, job.te.x, c.test_samples)
   local out = { test_ll = summary.test and summary.test.ll }
   if job.task == "regression" then
     local n, z = #pred.ydraws[1], {}
@@ -455,14 +455,14 @@ function M.run(c)
   end
   print(("reference.lua: %s, %d rows x %d features; %s of '%s'; HMC on %d rows (training and validation), net %s, "
     .. "%d chains x (%d warm-up + %d draws), %d leapfrog steps"):format(c.data, job.ds.n, job.ds.x:size(2), job.task,
-    c.target, job.n_fit, table.concat(job.sizes, "-"), c.chains, c.warmup, c.samples, c.leapfrog))
+    c.target, job.n_fit, table.concat(job.sizes, "-"), c.chains, c.warmup, c.draws, c.leapfrog))
   io.stdout:flush()
   local chains = hmc_chains(c, job)
   local pred = hmc_predictive(c, job, chains)
   local hmc = { rhat_max = pred.rhat_max, ess_min = pred.ess_min, rhat_max_weights = pred.rhat_max_weights,
     ess_min_weights = pred.ess_min_weights, test_ll = pred.test_ll, seconds = pred.seconds,
     gradients = pred.gradients, accept_rate = pred.accept_rate, divergences = pred.divergences,
-    noise_sigma = pred.noise_sigma, chains = c.chains, warmup = c.warmup, samples = c.samples,
+    noise_sigma = pred.noise_sigma, chains = c.chains, warmup = c.warmup, samples = c.draws,
     leapfrog = c.leapfrog, hidden = #c.hidden > 0 and c.hidden or json.empty_array, prior_sigma = c.prior_sigma }
   local result = { data = c.data, target = c.target, task = job.task, seed = c.seed, hmc = hmc, methods = {},
     rows = { train = job.rows.train:numel(), validation = job.rows.validation and job.rows.validation:numel() or 0,
@@ -486,7 +486,7 @@ function M.report(r)
     h.divergences, h.seconds, h.test_ll))
   if not (h.rhat_max < 1.01) or not (h.ess_min >= 100) then
     print("reference.lua: the chains have not mixed (R-hat above 1.01 or ESS below 100): run longer "
-      .. "(--warmup, --samples, --leapfrog, --chains) before trusting the reference")
+      .. "(--warmup, --draws, --leapfrog, --chains) before trusting the reference")
   end
   local names = {}
   for name in pairs(r.methods) do names[#names + 1] = name end

@@ -6,6 +6,7 @@
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 
 local regression = {}
 
@@ -17,7 +18,7 @@ regression.PRESETS = {
          .. "MLP 1-16-16-1 sigmoid, MSE, SGD lr 0.01, 30000 epochs",
          flags = { task = "toy", activation = "sigmoid", layers = 1, hidden = 32, prior_sigma = 10,
                    noise_sigma = 0.1, mu_init = 0, rho_init = 0, optim = "adam", lr = 0.1, schedule = "none",
-                   epochs = 2000, samples = 1, band = "percentile", pred_samples = 100,
+                   epochs = 2000, samples = 1, band = "percentile", test_samples = 100,
                    xrange = { "-5:5", "-100:100" }, kl_weight = 1, band_of = "f",
                    mlp_layers = 2, mlp_hidden = 16, mlp_optim = "sgd", mlp_lr = 0.01, mlp_epochs = 30000 },
          seed = { "seed 001 reports: BNN loss (-ELBO, summed, 1 sample) 278.1 at epoch 1991; "
@@ -82,45 +83,44 @@ function regression.parser()
     .. "deterministic MLP to 1-d data; plot the true function, the data, the posterior predictive mean "
     .. "and its 95% band, and report the band's coverage inside the training range and its width inside "
     .. "and outside it.", { aliases = { epochs = "--steps" },
-    defaults = { epochs = false, lr = "0.01", activation = false, hidden = false, samples = "4",
+    defaults = { test_samples = "300", epochs = false, lr = "0.01", activation = false, hidden = false, samples = "4",
                  prior_sigma = false, kl_weight = false, layers = "2" } })
   parser:epilog(table.concat(preset_help, "\n"))
-  parser:option("--preset", "A seed's setup (see below)."):convert(cli.choice(PRESET_NAMES))
-  parser:option("--task", "toy, paper or sine.", "paper"):convert(cli.choice { "toy", "paper", "sine" })
-  parser:option("--n", "Training points (paper, sine).", "200"):convert(cli.positive_integer { max = 1000000 })
+  flags.option(parser, "--preset", "A seed's setup (see below)."):convert(cli.choice(PRESET_NAMES))
+  flags.option(parser, "--task", "toy, paper or sine.", "paper"):convert(cli.choice { "toy", "paper", "sine" })
+  flags.option(parser, "--n", "Training points (paper, sine).", "200"):convert(cli.positive_integer { max = 1000000 })
   recipe.declare(parser, { "epochs", "optim", "lr" })
-  parser:option("--schedule", "cosine (decay to lr/20 over the run) or none.", "cosine")
+  flags.option(parser, "--schedule", "cosine (decay to lr/20 over the run) or none.", "cosine")
     :convert(cli.choice { "cosine", "none" })
   recipe.declare(parser, { "activation", "layers", "hidden", "samples", "prior_sigma" })
-  parser:option("--noise-sigma", "Fix the likelihood's noise sigma (default: the task's; paper and sine learn it).")
+  flags.option(parser, "--noise-sigma", "Fix the likelihood's noise sigma (default: the task's; paper and sine learn it).")
     :convert(cli.positive_number())
   recipe.declare(parser, { "mu_init", "rho_init", "kl", "kl_weight" })
-  parser:option("--beta", "Weight of the complexity term against the mean log-likelihood per point "
+  flags.option(parser, "--beta", "Weight of the complexity term against the mean log-likelihood per point "
     .. "(seed 004's beta = kl-weight / n); a comma-separated list trains one net per value.")
     :convert(beta_list)
-  parser:option("--band", "percentile (2.5th and 97.5th of the samples) or normal (mean +- 1.96 sd).", "normal")
+  flags.option(parser, "--band", "percentile (2.5th and 97.5th of the samples) or normal (mean +- 1.96 sd).", "normal")
     :convert(cli.choice { "percentile", "normal" })
-  parser:option("--band-of", "y (the posterior predictive of y: weights and noise) or f (of the "
+  flags.option(parser, "--band-of", "y (the posterior predictive of y: weights and noise) or f (of the "
     .. "function f(x, w): weights only).", "y"):convert(cli.choice { "y", "f" })
-  parser:option("--pred-samples", "MC samples for the predictive band (at least 2).", "300")
-    :convert(cli.positive_integer { max = 100000 })
-  parser:option("--xrange", "Plot range lo:hi within [-1e6, 1e6] (default: the task's); repeat for one panel "
+  recipe.declare(parser, { "test_samples" })
+  flags.option(parser, "--xrange", "Plot range lo:hi within [-1e6, 1e6] (default: the task's); repeat for one panel "
     .. "per range.")
     :count("*"):convert(range_converter)
-  parser:option("--yrange", "Plot y range lo:hi (default: the data and the truth over the training range).")
+  flags.option(parser, "--yrange", "Plot y range lo:hi (default: the data and the truth over the training range).")
     :convert(range_of("--yrange"))
-  parser:flag("--no-mlp", "Skip the MLP baseline.")
-  parser:option("--mlp-layers", "MLP hidden layers (default: --layers)."):convert(cli.positive_integer { max = 16 })
-  parser:option("--mlp-hidden", "MLP units per hidden layer (default: --hidden).")
+  flags.flag(parser, "--no-mlp", "Skip the MLP baseline.")
+  flags.option(parser, "--mlp-layers", "MLP hidden layers (default: --layers)."):convert(cli.positive_integer { max = 16 })
+  flags.option(parser, "--mlp-hidden", "MLP units per hidden layer (default: --hidden).")
     :convert(cli.positive_integer { max = 1 << 16 })
-  parser:option("--mlp-optim", "MLP optimizer, adam or sgd (default: --optim).")
+  flags.option(parser, "--mlp-optim", "MLP optimizer, adam or sgd (default: --optim).")
     :convert(cli.choice { "adam", "sgd" })
-  parser:option("--mlp-lr", "MLP learning rate (default: --lr)."):convert(cli.positive_number())
-  parser:option("--mlp-epochs", "MLP epochs (default: --epochs)."):convert(cli.positive_integer { max = 10000000 })
+  flags.option(parser, "--mlp-lr", "MLP learning rate (default: --lr)."):convert(cli.positive_number())
+  flags.option(parser, "--mlp-epochs", "MLP epochs (default: --epochs)."):convert(cli.positive_integer { max = 10000000 })
   recipe.declare(parser, { "seed", "threads" })
-  parser:option("--out", "PNG file to write.", "out/regression.png"):convert(cli.output_path { ext = { "png", "svg" } })
+  flags.option(parser, "--out", "PNG file to write.", "out/regression.png"):convert(cli.output_path { ext = { "png", "svg" } })
   recipe.declare(parser, { "log" })
-  parser:flag("--no-plot", "Skip the plot.")
+  recipe.declare(parser, { "no_plot" })
   return parser
 end
 
@@ -179,8 +179,8 @@ function regression.parse(raw)
   local why = idle_flag(args, given)
   if why then parser:error(why) end
   -- one sample has no spread: its band would have no width
-  if args.pred_samples < 2 then
-    parser:error(("--pred-samples %d: a %s band needs the spread of at least 2 samples"):format(args.pred_samples,
+  if args.test_samples < 2 then
+    parser:error(("--test-samples %d: a %s band needs the spread of at least 2 samples"):format(args.test_samples,
       args.band))
   end
   local ok, err = recipe.prepare_outputs(args, { "out" })
@@ -335,13 +335,13 @@ local function band(c, net, sigma, xq)
   local args, N = c.args, xq:size(1)
   if args.band_of == "f" then sigma = 0 end
   if args.band == "normal" then
-    local mean, sd = net:predict(xq, { samples = args.pred_samples, likelihood = "gaussian", noise_sigma = sigma })
+    local mean, sd = net:predict(xq, { samples = args.test_samples, likelihood = "gaussian", noise_sigma = sigma })
     local m, s = mean:reshape(-1):totable(), sd:reshape(-1):totable()
     local lo, hi = {}, {}
     for i = 1, N do lo[i], hi[i] = m[i] - 1.96 * s[i], m[i] + 1.96 * s[i] end
     return m, lo, hi
   end
-  local mean, _, outs = net:predict(xq, { samples = args.pred_samples, likelihood = "gaussian", keep_samples = true })
+  local mean, _, outs = net:predict(xq, { samples = args.test_samples, likelihood = "gaussian", keep_samples = true })
   local cols = {}
   for s, o in ipairs(outs) do
     cols[s] = (sigma > 0 and o:reshape(-1) + bbb.randn({ N }, 0, sigma, c.gen) or o:reshape(-1)):totable()

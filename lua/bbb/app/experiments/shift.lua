@@ -18,6 +18,7 @@
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local sys = require "bbb.app.sys"
 local json = require "bbb.json"
 
@@ -71,32 +72,30 @@ function shift.parser()
   local parser = recipe.parser("shift.lua", "Uncertainty under dataset shift (Ovadia et al. 2019): "
     .. "accuracy, NLL, Brier and ECE of each method on rotated and translated test images, and "
     .. "out-of-distribution detection.", { flags = { "dataset" }, defaults = { epochs = false, val = "5000",
-    test_samples = "100", estimator = false } })
+    test_samples = "100", estimator = false, jobs = "1" } })
   parser:epilog(epilog)
-  parser:option("--methods", "Methods to compare: " .. table.concat(shift.METHODS, ", ") .. ".")
+  flags.option(parser, "--methods", "Methods to compare: " .. table.concat(shift.METHODS, ", ") .. ".")
     :args("+"):convert(cli.choice(shift.METHODS))
-  parser:option("--model", "cnn (LeNet-5-style bbb.nn.lenet) or mlp.", "cnn"):convert(cli.choice { "cnn", "mlp" })
-  parser:option("--members", "Nets in each ensemble.", "5"):convert(cli.integer { min = 2, max = 100 })
-  parser:option("--bbb-recipe", "The BBB CNN's recipe: uncertainty (mnist.lua --preset cnn-uncertainty, chosen on "
+  flags.option(parser, "--model", "cnn (LeNet-5-style bbb.nn.lenet) or mlp.", "cnn"):convert(cli.choice { "cnn", "mlp" })
+  recipe.declare(parser, { "members" })
+  flags.option(parser, "--bbb-recipe", "The BBB CNN's recipe: uncertainty (mnist.lua --preset cnn-uncertainty, chosen on "
     .. "validation images under shift) or accuracy (mnist.lua --model cnn's own defaults).", "uncertainty")
     :convert(cli.choice { "uncertainty", "accuracy" })
-  parser:option("--eval", "test (the report: the test images, read once) or validation (to choose a recipe: "
+  flags.option(parser, "--eval", "test (the report: the test images, read once) or validation (to choose a recipe: "
     .. "half the --val images fit the temperature, the other half are shifted and scored; no test image of --dataset is read).",
     "test"):convert(cli.choice { "test", "validation" })
-  parser:option("--translation", "roll (Ovadia et al.: wrap-around, 0-26 pixels by 2) or zero (zero-filled, "
+  flags.option(parser, "--translation", "roll (Ovadia et al.: wrap-around, 0-26 pixels by 2) or zero (zero-filled, "
     .. "0-14 pixels: part of the digit is cut off).", "roll"):convert(cli.choice { "roll", "zero" })
   recipe.declare(parser, { "estimator", "epochs", "seed" })
-  parser:option("--seeds", "Repeat everything for seeds --seed, --seed + 1, ...: the tables are means.", "1")
+  flags.option(parser, "--seeds", "Repeat everything for seeds --seed, --seed + 1, ...: the tables are means.", "1")
     :convert(cli.positive_integer { max = 100 })
   recipe.declare(parser, { "val", "limit", "test_limit", "test_samples" })
-  parser:option("--noise-n", "Uniform-noise images for out-of-distribution detection.", "1000")
-    :convert(cli.positive_integer { max = 100000 })
-  parser:option("--jobs", "Training processes at a time (each gets --threads / --jobs threads).", "1")
-    :convert(cli.positive_integer { max = 64 })
+  recipe.declare(parser, { "noise_n" })
+  recipe.declare(parser, { "jobs" })
   recipe.declare(parser, { "threads" })
-  parser:option("--out", "Folder of shift.json, the figure and the trained models.", "out/shift")
+  flags.option(parser, "--out", "Folder of shift.json, the figure and the trained models.", "out/shift")
     :convert(cli.output_dir())
-  parser:option("--from", "Take the trained models from this folder's models/ (as written by --out); "
+  flags.option(parser, "--from", "Take the trained models from this folder's models/ (as written by --out); "
     .. "none is trained."):convert(cli.output_dir())
   parser:argument("mnist_flags", "Flags for every scripts/mnist.lua training run, after --.") :args("*")
   return parser

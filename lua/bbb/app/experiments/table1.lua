@@ -11,6 +11,7 @@ local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local json = require "bbb.json"
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local mnist = require "bbb.app.experiments.mnist"
 
 local M = {}
@@ -40,31 +41,29 @@ function M.parser()
     .. "of 2-hidden-layer networks, ours beside the paper's. --protocol recipe: every row is a scripts/mnist.lua "
     .. "run with the adam-N preset; --protocol paper: the paper's search on the validation split.", { defaults = { epochs = "30" }, outputs = { "out" } })
     :epilog(table.concat(about, "\n") .. "\nFlags after -- go to every mnist.lua run (e.g. -- --limit 1000).")
-  parser:option("--units", "Units per hidden layer (400, 800, 1200 in the paper).", "400")
+  flags.option(parser, "--units", "Units per hidden layer (400, 800, 1200 in the paper).", "400")
     :convert(cli.list(cli.positive_integer { max = 1 << 16 }, { unique = true }))
-  parser:option("--methods", "Methods: " .. table.concat(METHOD_NAMES, ","), "bbb-mixture")
+  flags.option(parser, "--methods", "Methods: " .. table.concat(METHOD_NAMES, ","), "bbb-mixture")
     :convert(cli.list(cli.choice(METHOD_NAMES), { unique = true }))
   recipe.declare(parser, { "epochs" })
   recipe.declare(parser, { "threads" })
   recipe.declare(parser, { "seed" })
-  parser:option("--protocol", "recipe: one run per row with the adam-N preset; paper: the paper's protocol "
+  flags.option(parser, "--protocol", "recipe: one run per row with the adam-N preset; paper: the paper's protocol "
     .. "(SGD on the summed cost, 50,000/10,000 images, lr, samples and prior chosen on the validation error by "
     .. "grid.lua's successive halving; the test error of the setting chosen).", "recipe")
     :convert(cli.choice { "recipe", "paper" })
-  parser:option("--halving", "paper protocol: keep the best 1/ETA at each rung.", "3"):convert(cli.integer { min = 2, max = 100 })
-  parser:option("--min-epochs", "paper protocol: epochs of the first rung.", "1"):convert(cli.positive_integer())
-  parser:option("--jobs", "paper protocol: settings trained at once (default: the cores)."):convert(cli.positive_integer { max = 256 })
-  parser:option("--select", "paper protocol: val-error (the validation error after the last epoch) or "
-    .. "val-error-min (its lowest over the epochs: early stopping, with the test error of that epoch).", "val-error")
-    :convert(cli.choice(require("bbb.app.experiments.grid").SELECT))
-  parser:option("--lr", "paper protocol: search only these learning rates (a comma list; each method's own grid "
+  flags.option(parser, "--halving", "paper protocol: keep the best 1/ETA at each rung.", "3"):convert(cli.integer { min = 2, max = 100 })
+  flags.option(parser, "--min-epochs", "paper protocol: epochs of the first rung.", "1"):convert(cli.positive_integer())
+  recipe.declare(parser, { "jobs" })
+  recipe.declare(parser, { "select" })
+  flags.axis(parser, "lr", "paper protocol: search only these learning rates (a comma list; each method's own grid "
     .. "otherwise), e.g. what a smaller width chose, where the whole grid costs too much.")
     :convert(cli.list(cli.positive_number(), { unique = true }))
-  parser:option("--samples", "paper protocol: search only these samples per minibatch (Bayes by Backprop's rows; "
+  flags.axis(parser, "samples", "paper protocol: search only these samples per minibatch (Bayes by Backprop's rows; "
     .. "a comma list).")
     :convert(cli.list(cli.positive_integer { max = 1000 }, { unique = true }))
   recipe.declare(parser, { "limit" })
-  parser:option("--out", "Write the rows as JSON here.", "out/table1.json"):convert(cli.output_path { ext = { "json" } })
+  flags.option(parser, "--out", "Write the rows as JSON here.", "out/table1.json"):convert(cli.output_path { ext = { "json" } })
   parser:argument("mnist_flags", "Flags for every scripts/mnist.lua run, after --."):args("*")
   return parser
 end

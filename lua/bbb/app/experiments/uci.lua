@@ -9,6 +9,7 @@
 -- run(config) raises {usage = message} for bad input, {signal = N} when
 -- stopped by a signal.
 local recipe = require "bbb.app.recipe"
+local flags = require "bbb.app.flags"
 local bbb = require "bbb"
 local cli = require "bbb.app.cli"
 local tab = require "bbb.app.tabular"
@@ -38,29 +39,29 @@ local SCRIPT = "build/bbblua scripts/uci.lua"
 --- parser() -> uci.lua's command line.
 function M.parser()
   local parser = recipe.parser("uci.lua", "The UCI regression benchmark (20 random 90/10 splits, 50 hidden units).",
-    { defaults = { epochs = "2000", batch = "32", lr = "0.003", prior_sigma = "1", dropout = "0.05" }, outputs = { "out" } })
-  parser:option("--sets", "Comma-separated: boston, concrete (regression), breastcancer, pima, sonar, ionosphere "
+    { defaults = { epochs = "2000", batch = "32", lr = "0.003", prior_sigma = "1", dropout = "0.05", test_samples = "100",
+      patience = "200", weight_decay = "1e-4" }, outputs = { "out" } })
+  flags.option(parser, "--sets", "Comma-separated: boston, concrete (regression), breastcancer, pima, sonar, ionosphere "
     .. "(classification), or FILE.csv:TARGET.", "boston,concrete")
     :convert(cli.list(function(s) return s end, { unique = true }))
-  parser:option("--methods", "Comma-separated, of " .. table.concat(M.METHODS, ", ") .. ".", table.concat(M.METHODS, ","))
+  flags.option(parser, "--methods", "Comma-separated, of " .. table.concat(M.METHODS, ", ") .. ".", table.concat(M.METHODS, ","))
     :convert(cli.list(cli.choice(M.METHODS), { unique = true }))
-  parser:option("--splits", "Random splits.", "20"):convert(cli.positive_integer { max = 1000 })
+  flags.option(parser, "--splits", "Random splits.", "20"):convert(cli.positive_integer { max = 1000 })
   recipe.declare(parser, { "epochs" })
-  parser:option("--patience", "Epochs without a better validation log-likelihood before stopping.", "200")
-    :convert(cli.positive_integer { max = 1000000 })
+  recipe.declare(parser, { "patience" })
   recipe.declare(parser, { "val_fraction" })
-  parser:flag("--no-refit", "Keep the early-stopped model instead of training again on the whole training part.")
+  recipe.declare(parser, { "no_refit" })
   recipe.declare(parser, { "batch" })
   recipe.declare(parser, { "lr" })
   recipe.declare(parser, { "prior_sigma" })
   recipe.declare(parser, { "dropout" })
   recipe.declare(parser, { "kl_weight" })
   recipe.declare(parser, { "samples" })
-  parser:option("--weight-decay", "Adam weight decay of the dropout net.", "1e-4"):convert(cli.nonnegative_number())
-  recipe.declare(parser, { "pred_samples" })
+  recipe.declare(parser, { "weight_decay" })
+  recipe.declare(parser, { "test_samples" })
   recipe.declare(parser, { "seed" })
   recipe.declare(parser, { "threads" })
-  parser:option("--out", "Write OUT.json and OUT.csv (table, command, commit)."):convert(cli.output_path())
+  flags.option(parser, "--out", "Write OUT.json and OUT.csv (table, command, commit)."):convert(cli.output_path())
   return parser
 end
 
@@ -118,7 +119,7 @@ local function one_split(args, ds, method, k)
     m = tab.new(ds, full.x, full.y, kind, o)
     stop_if_interrupted(tab.train(m, full, nil, o))
   end
-  local s = tab.score(m, te, args.pred_samples)
+  local s = tab.score(m, te, args.test_samples)
   return s, info.best_epoch
 end
 
