@@ -7,15 +7,23 @@ local core = require "bbb.core"
 
 local prior = {}
 
+-- The C priors, from the registry the core was built with (BBB_PRIORS in
+-- src/bayes/bayes.h): {kind =, label =, params = {names}, rules =}, in its
+-- order, and by kind. Descriptions, configs and from_config follow it, so a
+-- prior added there needs nothing here.
+local KINDS = core.prior_kinds()
+local KIND = {}
+for _, k in ipairs(KINDS) do KIND[k.kind] = k end
+
 local CPrior = {}
 CPrior.__index = CPrior
 
 function CPrior:log_prob(w) return core.prior_log_prob(self, w) end
 
 function CPrior:__tostring()
-  if self.kind == "gaussian" then return ("Gaussian{sigma=%g}"):format(self.sigma) end
-  if self.kind == "laplace" then return ("Laplace{b=%g}"):format(self.b) end
-  return ("ScaleMixture{pi=%g, sigma1=%g, sigma2=%g}"):format(self.pi, self.sigma1, self.sigma2)
+  local k, parts = KIND[self.kind], {}
+  for i, name in ipairs(k.params) do parts[i] = ("%s=%g"):format(name, self[name]) end
+  return ("%s{%s}"):format(k.label, table.concat(parts, ", "))
 end
 
 -- Called from the constructors, never as a tail call: its error level
@@ -98,7 +106,7 @@ end
 function prior.config(p)
   if prior.is_fused(p) then
     local c = { kind = p.kind }
-    for _, k in ipairs { "sigma", "pi", "sigma1", "sigma2", "b" } do c[k] = p[k] end
+    for _, name in ipairs(KIND[p.kind].params) do c[name] = p[name] end
     return c
   end
   return { kind = "lua", name = prior.describe(p), file = p.file, file_hash = p.file_hash }
@@ -151,7 +159,28 @@ function prior.from_file(path, hash)
   return p
 end
 
-local BUILDERS = { gaussian = "Gaussian", mixture = "ScaleMixture", laplace = "Laplace" }
+-- A constructor for a C prior of the registry that has none written above
+-- (with defaults and examples of its own): prior[label], taking every
+-- parameter by name.
+local function constructor(k)
+  --- A C prior of the registry (BBB_PRIORS in src/bayes/bayes.h) that has
+  -- no constructor of its own here: named by its row's label, it takes the
+  -- row's parameters by name, every one of them given.
+  return function(opts)
+    opts = opts or {}
+    local fields = { kind = k.kind }
+    for _, name in ipairs(k.params) do fields[name] = num(opts, name, nil, k.label) end
+    local p = make(fields)
+    return p
+  end
+end
+
+-- kind -> the name of its constructor in prior, for from_config.
+local BUILDERS = {}
+for _, k in ipairs(KINDS) do
+  if prior[k.label] == nil then prior[k.label] = constructor(k) end
+  BUILDERS[k.kind] = k.label
+end
 
 -- given_for(c, given) -> given, checked against the Lua prior config c
 -- describes; an error that says how to pass the prior when given is nil.

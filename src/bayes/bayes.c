@@ -15,101 +15,21 @@
 
 #define HALF_LOG_2PI 0.91893853320467274178
 
-int bbb_prior_check(const bbb_prior *p) {
-  const char *names[] = { "none", "Gaussian", "ScaleMixture", "Laplace" };
-  if (p->kind < BBB_PRIOR_NONE || p->kind > BBB_PRIOR_LAPLACE)
-    return bbb_error(BBB_EARG, "prior: unknown kind %d", p->kind);
-  if (p->kind == BBB_PRIOR_NONE) return BBB_OK;
-  const char *s1 = p->kind == BBB_PRIOR_LAPLACE ? "b" : p->kind == BBB_PRIOR_MIXTURE ? "sigma1" : "sigma";
-  if (!(p->sigma1 > 0) || !isfinite(p->sigma1))
-    return bbb_error(BBB_EARG, "%s prior: %s must be positive and finite, got %g",
-                     names[p->kind], s1, p->sigma1);
-  if (p->kind == BBB_PRIOR_MIXTURE) {
-    if (!(p->sigma2 > 0) || !isfinite(p->sigma2))
-      return bbb_error(BBB_EARG, "ScaleMixture prior: sigma2 must be positive and finite, got %g",
-                       p->sigma2);
-    if (!(p->pi > 0 && p->pi < 1))
-      return bbb_error(BBB_EARG, "ScaleMixture prior: pi must be in (0, 1), got %g", p->pi);
-  }
-  return BBB_OK;
-}
-
-/* Per-element constants of a prior, in float for the vector loops. */
+/* Per-element constants of a prior, in float for the vector loops, which
+** each kind's name_consts fills for its own name_logp and name_dlogp (the
+** comments give the Gaussian kinds' use); and off, the part of log p(w)
+** that is the same for every w, added once per call in double. */
 typedef struct {
   int kind;
   float c1, c2;         /* log weight - log sigma (- log 2 for Laplace) */
   float h1, h2;         /* 1 / (2 sigma^2), or 1 / b for Laplace */
   float p1, p2;         /* 1 / sigma^2 */
+  double off;           /* -0.5 log 2 pi for the Gaussian kinds */
 } prior_k;
 
-static prior_k prior_consts(const bbb_prior *p) {
-  prior_k k = { p->kind, 0, 0, 0, 0, 0, 0 };
-  double s1 = p->sigma1, s2 = p->sigma2;
-  switch (p->kind) {
-  case BBB_PRIOR_GAUSSIAN:
-    k.c1 = (float)(-log(s1)); k.h1 = (float)(0.5 / (s1 * s1)); k.p1 = (float)(1 / (s1 * s1));
-    break;
-  case BBB_PRIOR_MIXTURE:
-    k.c1 = (float)(log(p->pi) - log(s1)); k.h1 = (float)(0.5 / (s1 * s1)); k.p1 = (float)(1 / (s1 * s1));
-    k.c2 = (float)(log1p(-p->pi) - log(s2)); k.h2 = (float)(0.5 / (s2 * s2)); k.p2 = (float)(1 / (s2 * s2));
-    break;
-  case BBB_PRIOR_LAPLACE:
-    k.c1 = (float)(-log(2 * s1)); k.h1 = (float)(1 / s1);
-    break;
-  }
-  return k;
-}
-
-/* The mixture's log p(w) is m + log1p(t): returns m, stores t = e^-|a1 - a2|
-** and, in ts, t with the sign of a1 - a2. |a1 - a2| is clamped at 80: beyond
-** it t adds less than 1e-34 to m, and the clamp keeps e^-|x| out of the
-** subnormals, which cost a microcode assist per element. */
-static inline __attribute__((always_inline)) float mixture_parts(const prior_k *k, float w, float *t,
-                                                                 float *ts) {
-  float w2 = w * w, a1 = k->c1 - w2 * k->h1, a2 = k->c2 - w2 * k->h2;
-  float x = a1 - a2, m = bbb_self(a1 > a2, a1, a2), d = -bbb_absf(x);
-  d = bbb_self(d < -80.0f, -80.0f, d);
-  *t = bbb_expf_neg(d);
-  *ts = bbb_self(x >= 0.0f, *t, -*t);
-  return m;
-}
-
-/* The mixture's d log p / d w from mixture_parts' signed t. Responsibilities
-** r1 = sigmoid(x) (wide) and r2 = sigmoid(-x) (narrow), x = a1 - a2, both
-** from t = e^-|x|: the small one is t / (1 + t) directly, never 1 - (the
-** large one), which cancels in float where the narrow one falls through
-** 1e-5..1e-9 and is then multiplied by the huge 1/sigma2^2. */
-static inline __attribute__((always_inline)) float mixture_dlogp_t(const prior_k *k, float w, float ts) {
-  float t = bbb_absf(ts), big = 1.0f / (1.0f + t), small = t * big;
-  float r1 = bbb_self(ts >= 0.0f, big, small), r2 = bbb_self(ts >= 0.0f, small, big);
-  return -w * (r1 * k->p1 + r2 * k->p2);
-}
-
-/* log p(w) without the -0.5 log 2 pi of the Gaussian kinds. */
-static inline __attribute__((always_inline)) float prior_logp(const prior_k *k, float w) {
-  float t, ts;
-  switch (k->kind) {
-  case BBB_PRIOR_GAUSSIAN: return k->c1 - w * w * k->h1;
-  case BBB_PRIOR_MIXTURE: return mixture_parts(k, w, &t, &ts) + bbb_log1p_unit(t);
-  case BBB_PRIOR_LAPLACE: return k->c1 - bbb_absf(w) * k->h1;
-  }
-  return 0;
-}
-
-/* d log p / d w */
-static inline __attribute__((always_inline)) float prior_dlogp(const prior_k *k, float w) {
-  float t, ts;
-  switch (k->kind) {
-  case BBB_PRIOR_GAUSSIAN: return -w * k->p1;
-  case BBB_PRIOR_MIXTURE: mixture_parts(k, w, &t, &ts); return mixture_dlogp_t(k, w, ts);
-  case BBB_PRIOR_LAPLACE: return bbb_self(w > 0, -k->h1, 0) + bbb_self(w < 0, k->h1, 0);
-  }
-  return 0;
-}
-
-static double prior_offset(const bbb_prior *p) {
-  return p->kind == BBB_PRIOR_GAUSSIAN || p->kind == BBB_PRIOR_MIXTURE ? -HALF_LOG_2PI : 0;
-}
+/* The loops take the prior kind as a constant (always inlined into a switch)
+** so the compiler drops the dispatch and vectorises them. */
+#define INLINE static inline __attribute__((always_inline))
 
 /* Sums of logs as logs of products. Over a block of PBLOCK weights the
 ** factors log1p(t) / t of log sigma (each in [log 2, 1]) and 3/4 (1 + t) of
@@ -171,16 +91,196 @@ typedef struct {
   int64_t n;
   double *logq, *logp;
   int fresh;            /* backward: gmu and grho are new, write them */
-  bbb_float *tm;        /* mixture: the forward's signed e^-|a1 - a2|, for the backward */
+  bbb_float *tm;        /* a kind that keeps: its float per weight (the mixture's signed e^-|a1 - a2|) */
   double *sq;           /* backward by chunks: per chunk, sums of squares of gmu then grho */
   int64_t nch;
   bbb_float *o;         /* BBB_SAMPLE_VAR / _DELTA: the output (w goes to a chunk's scratch) */
   int out;              /* bbb_sample_out */
 } fused_ctx;
 
-/* The loops take the prior kind as a constant (always inlined into a switch)
-** so the compiler drops the dispatch and vectorises them. */
-#define INLINE static inline __attribute__((always_inline))
+/* ---- The priors of BBB_PRIORS (bayes.h). Each defines, with its name as
+** the stem: name_consts (prior_k from the parameters, once per call),
+** name_logp (log p(w)) and name_dlogp (d log p / d w), inlined into the
+** loops; a prior with keeps = 1 also defines name_logp_sum (log p summed
+** over a chunk of the sample pass, storing its float per weight in u->tm
+** when keep is 1) and name_dlogp_kept (d log p / d w from that float). ---- */
+
+/* N(0, sigma^2) */
+static void gaussian_consts(prior_k *k, const double *par) {
+  double s1 = par[0];
+  k->c1 = (float)(-log(s1)); k->h1 = (float)(0.5 / (s1 * s1)); k->p1 = (float)(1 / (s1 * s1));
+  k->off = -HALF_LOG_2PI;
+}
+
+INLINE float gaussian_logp(const prior_k *k, float w) { return k->c1 - w * w * k->h1; }
+
+INLINE float gaussian_dlogp(const prior_k *k, float w) { return -w * k->p1; }
+
+/* pi N(0, sigma1^2) + (1 - pi) N(0, sigma2^2) */
+static void mixture_consts(prior_k *k, const double *par) {
+  double pi = par[0], s1 = par[1], s2 = par[2];
+  k->c1 = (float)(log(pi) - log(s1)); k->h1 = (float)(0.5 / (s1 * s1)); k->p1 = (float)(1 / (s1 * s1));
+  k->c2 = (float)(log1p(-pi) - log(s2)); k->h2 = (float)(0.5 / (s2 * s2)); k->p2 = (float)(1 / (s2 * s2));
+  k->off = -HALF_LOG_2PI;
+}
+
+/* The mixture's log p(w) is m + log1p(t): returns m, stores t = e^-|a1 - a2|
+** and, in ts, t with the sign of a1 - a2. |a1 - a2| is clamped at 80: beyond
+** it t adds less than 1e-34 to m, and the clamp keeps e^-|x| out of the
+** subnormals, which cost a microcode assist per element. */
+INLINE float mixture_parts(const prior_k *k, float w, float *t, float *ts) {
+  float w2 = w * w, a1 = k->c1 - w2 * k->h1, a2 = k->c2 - w2 * k->h2;
+  float x = a1 - a2, m = bbb_self(a1 > a2, a1, a2), d = -bbb_absf(x);
+  d = bbb_self(d < -80.0f, -80.0f, d);
+  *t = bbb_expf_neg(d);
+  *ts = bbb_self(x >= 0.0f, *t, -*t);
+  return m;
+}
+
+/* The mixture's d log p / d w from mixture_parts' signed t. Responsibilities
+** r1 = sigmoid(x) (wide) and r2 = sigmoid(-x) (narrow), x = a1 - a2, both
+** from t = e^-|x|: the small one is t / (1 + t) directly, never 1 - (the
+** large one), which cancels in float where the narrow one falls through
+** 1e-5..1e-9 and is then multiplied by the huge 1/sigma2^2. */
+INLINE float mixture_dlogp_kept(const prior_k *k, float w, float ts) {
+  float t = bbb_absf(ts), big = 1.0f / (1.0f + t), small = t * big;
+  float r1 = bbb_self(ts >= 0.0f, big, small), r2 = bbb_self(ts >= 0.0f, small, big);
+  return -w * (r1 * k->p1 + r2 * k->p2);
+}
+
+INLINE float mixture_logp(const prior_k *k, float w) {
+  float t, ts;
+  return mixture_parts(k, w, &t, &ts) + bbb_log1p_unit(t);
+}
+
+INLINE float mixture_dlogp(const prior_k *k, float w) {
+  float t, ts;
+  mixture_parts(k, w, &t, &ts);
+  return mixture_dlogp_kept(k, w, ts);
+}
+
+/* The mixture's log p summed over the chunk: m per weight, log1p(t) as
+** the log of a product; keep: the signed t stored for the backward pass. */
+INLINE double mixture_logp_sum(int keep, fused_ctx *u, int64_t a, int64_t b) {
+  const bbb_float *wv = u->w;
+  bbb_float *tm = u->tm;
+  prior_k k = u->k;
+  logprod lp = { 1.0, 0, 0 };
+  double lin = 0;
+  BLOCK_LOOP(a, b, lin, lp, {
+    float t, ts;
+    s1 += mixture_parts(&k, wv[i], &t, &ts);
+    if (keep) tm[i] = ts;
+    pr *= BBB_FMAF(0.75f, t, 0.75f);
+  });
+  return lin + logprod_log(&lp) + (double)(b - a) * LOG_4_3;
+}
+
+/* Laplace(0, b): no -0.5 log 2 pi, its log 2 b is in c1. */
+static void laplace_consts(prior_k *k, const double *par) {
+  double s1 = par[0];
+  k->c1 = (float)(-log(2 * s1)); k->h1 = (float)(1 / s1);
+}
+
+INLINE float laplace_logp(const prior_k *k, float w) { return k->c1 - bbb_absf(w) * k->h1; }
+
+INLINE float laplace_dlogp(const prior_k *k, float w) {
+  return bbb_self(w > 0, -k->h1, 0) + bbb_self(w < 0, k->h1, 0);
+}
+
+/* ---- The registry: its rows, and the dispatch over the kind. ---- */
+
+#define NPAR_(...) ((int)(sizeof((bbb_prior_param[]){ __VA_ARGS__ }) / sizeof(bbb_prior_param)))
+#define INFO_(ID, name, label, keeps, ...) \
+  [BBB_PRIOR_##ID] = { #name, label, keeps, NPAR_(__VA_ARGS__), { __VA_ARGS__ } },
+static const bbb_prior_info prior_infos[BBB_PRIOR_COUNT] = { BBB_PRIORS(INFO_) };
+#undef INFO_
+
+#define MAXPAR_(ID, name, label, keeps, ...) \
+  _Static_assert(NPAR_(__VA_ARGS__) <= BBB_PRIOR_MAXPAR, #name ": more parameters than BBB_PRIOR_MAXPAR");
+BBB_PRIORS(MAXPAR_)
+#undef MAXPAR_
+
+const bbb_prior_info *bbb_prior_info_of(int kind) {
+  return kind > BBB_PRIOR_NONE && kind < BBB_PRIOR_COUNT ? &prior_infos[kind] : NULL;
+}
+
+int bbb_prior_kind_named(const char *name) {
+  if (strcmp(name, "none") == 0) return BBB_PRIOR_NONE;
+  for (int k = BBB_PRIOR_NONE + 1; k < BBB_PRIOR_COUNT; k++)
+    if (strcmp(prior_infos[k].name, name) == 0) return k;
+  return -1;
+}
+
+int bbb_prior_param_at(const bbb_prior_info *in, int i) {
+  for (int rule = BBB_PAR_SCALE; rule <= BBB_PAR_UNIT; rule++)
+    for (int j = 0; j < in->npar; j++)
+      if (in->par[j].rule == rule && i-- == 0) return j;
+  return -1;
+}
+
+int bbb_prior_check(const bbb_prior *p) {
+  if (p->kind == BBB_PRIOR_NONE) return BBB_OK;
+  const bbb_prior_info *in = bbb_prior_info_of(p->kind);
+  if (!in) return bbb_error(BBB_EARG, "prior: unknown kind %d", p->kind);
+  for (int i = 0; i < in->npar; i++) {
+    int j = bbb_prior_param_at(in, i);
+    double v = p->par[j];
+    if (in->par[j].rule == BBB_PAR_SCALE && (!(v > 0) || !isfinite(v)))
+      return bbb_error(BBB_EARG, "%s prior: %s must be positive and finite, got %g", in->label,
+                       in->par[j].name, v);
+    if (in->par[j].rule == BBB_PAR_UNIT && !(v > 0 && v < 1))
+      return bbb_error(BBB_EARG, "%s prior: %s must be in (0, 1), got %g", in->label, in->par[j].name, v);
+  }
+  return BBB_OK;
+}
+
+static prior_k prior_consts(const bbb_prior *p) {
+  prior_k k = { p->kind, 0, 0, 0, 0, 0, 0, 0 };
+  switch (p->kind) {
+#define CONSTS_(ID, name, ...) case BBB_PRIOR_##ID: name##_consts(&k, p->par); break;
+  BBB_PRIORS(CONSTS_)
+#undef CONSTS_
+  }
+  return k;
+}
+
+static int prior_keeps(const bbb_prior *p) {
+  const bbb_prior_info *in = bbb_prior_info_of(p->kind);
+  return in && in->keeps;
+}
+
+/* log p(w) without the kind's off. */
+INLINE float prior_logp(int kind, const prior_k *k, float w) {
+  switch (kind) {
+#define LOGP_(ID, name, ...) case BBB_PRIOR_##ID: return name##_logp(k, w);
+  BBB_PRIORS(LOGP_)
+#undef LOGP_
+  }
+  return 0;
+}
+
+/* d log p / d w */
+INLINE float prior_dlogp(int kind, const prior_k *k, float w) {
+  switch (kind) {
+#define DLOGP_(ID, name, ...) case BBB_PRIOR_##ID: return name##_dlogp(k, w);
+  BBB_PRIORS(DLOGP_)
+#undef DLOGP_
+  }
+  return 0;
+}
+
+/* d log p / d w from what the sample pass kept (kinds with keeps = 1). */
+#define DLOGP_KEPT_0(name)
+#define DLOGP_KEPT_1(name) return name##_dlogp_kept(k, w, kept);
+INLINE float prior_dlogp_kept(int kind, const prior_k *k, float w, float kept) {
+  switch (kind) {
+#define DKEPT_(ID, name, label, keeps, ...) case BBB_PRIOR_##ID: DLOGP_KEPT_##keeps(name) break;
+  BBB_PRIORS(DKEPT_)
+#undef DKEPT_
+  }
+  return 0;
+}
 
 /* A chunk is sampled in two loops: the weights with log q, then log p over
 ** the weights just written (still in cache). One loop doing both held more
@@ -228,28 +328,24 @@ INLINE double sample_any(int out, fused_ctx *u, int64_t a, int64_t b) {
 INLINE double prior_loop(int kind, fused_ctx *u, int64_t a, int64_t b) {
   const bbb_float *wv = u->w;
   prior_k k = u->k;
-  k.kind = kind;
   float lp = 0;
   #pragma omp simd reduction(+:lp)
-  for (int64_t i = a; i < b; i++) lp += prior_logp(&k, wv[i]);
+  for (int64_t i = a; i < b; i++) lp += prior_logp(kind, &k, wv[i]);
   return lp;
 }
 
-/* The mixture's log p summed over the chunk: m per weight, log1p(t) as
-** the log of a product; keep: the signed t stored for the backward pass. */
-INLINE double mixture_loop(int keep, fused_ctx *u, int64_t a, int64_t b) {
-  const bbb_float *wv = u->w;
-  bbb_float *tm = u->tm;
-  prior_k k = u->k;
-  logprod lp = { 1.0, 0, 0 };
-  double lin = 0;
-  BLOCK_LOOP(a, b, lin, lp, {
-    float t, ts;
-    s1 += mixture_parts(&k, wv[i], &t, &ts);
-    if (keep) tm[i] = ts;
-    pr *= BBB_FMAF(0.75f, t, 0.75f);
-  });
-  return lin + logprod_log(&lp) + (double)(b - a) * LOG_4_3;
+/* log p summed over a chunk of the sample pass: the kind's own sum where it
+** keeps a float per weight (then stored when u->tm is given), else
+** prior_loop. */
+#define LOGP_SUM_0(name, kind) prior_loop(kind, u, a, b)
+#define LOGP_SUM_1(name, kind) (u->tm ? name##_logp_sum(1, u, a, b) : name##_logp_sum(0, u, a, b))
+INLINE double prior_logp_sum(int kind, fused_ctx *u, int64_t a, int64_t b) {
+  switch (kind) {
+#define LSUM_(ID, name, label, keeps, ...) case BBB_PRIOR_##ID: return LOGP_SUM_##keeps(name, BBB_PRIOR_##ID);
+  BBB_PRIORS(LSUM_)
+#undef LSUM_
+  }
+  return 0;
 }
 
 INLINE void sample_kind(int kind, fused_ctx *u0, int64_t ch) {
@@ -280,18 +376,16 @@ INLINE void sample_kind(int kind, fused_ctx *u0, int64_t ch) {
   default: lq = mx <= 0.0f ? sample_neg(BBB_SAMPLE_W, u, a, b) : sample_any(BBB_SAMPLE_W, u, a, b); break;
   }
   u0->logq[ch] = lq;
-  if (kind == BBB_PRIOR_NONE) u0->logp[ch] = 0;
-  else if (kind == BBB_PRIOR_MIXTURE) u0->logp[ch] = u->tm ? mixture_loop(1, u, a, b) : mixture_loop(0, u, a, b);
-  else u0->logp[ch] = prior_loop(kind, u, a, b);
+  u0->logp[ch] = kind == BBB_PRIOR_NONE ? 0 : prior_logp_sum(kind, u, a, b);
 }
 
 static void sample_chunk(void *c, int64_t lo, int64_t hi) {
   fused_ctx *u = c;
   for (int64_t ch = lo; ch < hi; ch++) {
     switch (u->k.kind) {
-    case BBB_PRIOR_GAUSSIAN: sample_kind(BBB_PRIOR_GAUSSIAN, u, ch); break;
-    case BBB_PRIOR_MIXTURE: sample_kind(BBB_PRIOR_MIXTURE, u, ch); break;
-    case BBB_PRIOR_LAPLACE: sample_kind(BBB_PRIOR_LAPLACE, u, ch); break;
+#define SAMPLE_(ID, ...) case BBB_PRIOR_##ID: sample_kind(BBB_PRIOR_##ID, u, ch); break;
+    BBB_PRIORS(SAMPLE_)
+#undef SAMPLE_
     default: sample_kind(BBB_PRIOR_NONE, u, ch); break;
     }
   }
@@ -309,7 +403,6 @@ INLINE void backward_loop(int out, int kind, int fresh, int stored, fused_ctx *u
   const bbb_float *mu = u->mu, *rho = u->rho, *eps = u->eps, *gw = u->gw, *tm = u->tm;
   bbb_float *gmu = u->gmu, *grho = u->grho;
   prior_k k = u->k;
-  k.kind = kind;
   float gkl = u->gkl;
   double s1 = 0, s2 = 0;
   #pragma omp simd reduction(+:s1, s2)
@@ -319,8 +412,8 @@ INLINE void backward_loop(int out, int kind, int fresh, int stored, fused_ctx *u
     float s = bbb_self(r > 0.0f, r, 0.0f) + bbb_log1p_unit(x);
     float sg = bbb_self(r < 0.0f, x, 1.0f) / (1.0f + x);
     float t = out == BBB_SAMPLE_W ? gw[i] : 0.0f;
-    if (stored) t -= gkl * mixture_dlogp_t(&k, mu[i] + s * e, tm[i]);
-    else if (kind != BBB_PRIOR_NONE) t -= gkl * prior_dlogp(&k, mu[i] + s * e);
+    if (stored) t -= gkl * prior_dlogp_kept(kind, &k, mu[i] + s * e, tm[i]);
+    else if (kind != BBB_PRIOR_NONE) t -= gkl * prior_dlogp(kind, &k, mu[i] + s * e);
     float inv = bbb_self(r < -20, 1.0f, sg / s);   /* sigmoid/softplus -> 1 as rho -> -inf */
     float dr;
     if (out == BBB_SAMPLE_VAR) dr = (t * e + 2.0f * gw[i] * s) * sg - gkl * inv;
@@ -333,18 +426,26 @@ INLINE void backward_loop(int out, int kind, int fresh, int stored, fused_ctx *u
   if (fresh == 2) { sq[0] = s1; sq[1] = s2; }
 }
 
-#define BACKWARD_PRIORS(out, fresh, lo, hi, sq) switch (u->k.kind) {                              \
-  case BBB_PRIOR_GAUSSIAN: backward_loop(out, BBB_PRIOR_GAUSSIAN, fresh, 0, u, lo, hi, sq); break;     \
-  case BBB_PRIOR_MIXTURE:                                                                         \
-    if (u->tm) backward_loop(out, BBB_PRIOR_MIXTURE, fresh, 1, u, lo, hi, sq);                         \
-    else backward_loop(out, BBB_PRIOR_MIXTURE, fresh, 0, u, lo, hi, sq);                               \
-    break;                                                                                        \
-  case BBB_PRIOR_LAPLACE: backward_loop(out, BBB_PRIOR_LAPLACE, fresh, 0, u, lo, hi, sq); break;       \
-  default: backward_loop(out, BBB_PRIOR_NONE, fresh, 0, u, lo, hi, sq); break; }
+/* backward_loop with the kind as a constant, and stored where the kind
+** keeps a float per weight and the forward kept it (u->tm). */
+#define BACKWARD_KEPT_0(out, kind, fresh, lo, hi, sq) backward_loop(out, kind, fresh, 0, u, lo, hi, sq)
+#define BACKWARD_KEPT_1(out, kind, fresh, lo, hi, sq)             \
+  if (u->tm) backward_loop(out, kind, fresh, 1, u, lo, hi, sq); \
+  else backward_loop(out, kind, fresh, 0, u, lo, hi, sq)
+INLINE void backward_prior(int out, int fresh, fused_ctx *u, int64_t lo, int64_t hi, double *sq) {
+  switch (u->k.kind) {
+#define BACK_(ID, name, label, keeps, ...) \
+  case BBB_PRIOR_##ID: BACKWARD_KEPT_##keeps(out, BBB_PRIOR_##ID, fresh, lo, hi, sq); break;
+  BBB_PRIORS(BACK_)
+#undef BACK_
+  default: backward_loop(out, BBB_PRIOR_NONE, fresh, 0, u, lo, hi, sq); break;
+  }
+}
+
 #define BACKWARD_KINDS(fresh, lo, hi, sq) switch (u->out) {                                      \
-  case BBB_SAMPLE_VAR: BACKWARD_PRIORS(BBB_SAMPLE_VAR, fresh, lo, hi, sq) break;                  \
-  case BBB_SAMPLE_DELTA: BACKWARD_PRIORS(BBB_SAMPLE_DELTA, fresh, lo, hi, sq) break;              \
-  default: BACKWARD_PRIORS(BBB_SAMPLE_W, fresh, lo, hi, sq) break; }
+  case BBB_SAMPLE_VAR: backward_prior(BBB_SAMPLE_VAR, fresh, u, lo, hi, sq); break;               \
+  case BBB_SAMPLE_DELTA: backward_prior(BBB_SAMPLE_DELTA, fresh, u, lo, hi, sq); break;           \
+  default: backward_prior(BBB_SAMPLE_W, fresh, u, lo, hi, sq); break; }
 
 static void sample_backward_range(void *c, int64_t lo, int64_t hi) {
   fused_ctx *u = c;
@@ -445,7 +546,7 @@ static bbb_float sample_pass(bbb_float *w, const bbb_float *mu, const bbb_float 
   fused_ctx u = { prior_consts(p), mu, rho, eps, NULL, w, NULL, NULL, 0, n, part, part + nch, 0, kept,
                   NULL, 0, out == BBB_SAMPLE_W ? NULL : w, out };
   bbb_parallel_for(nch, 1, sample_chunk, &u);
-  double lq = -HALF_LOG_2PI * (double)n, lp = prior_offset(p) * (double)n;
+  double lq = -HALF_LOG_2PI * (double)n, lp = u.k.off * (double)n;
   for (int64_t c = 0; c < nch; c++) { lq += part[c]; lp += part[nch + c]; }
   return (bbb_float)(p->kind == BBB_PRIOR_NONE ? lq : lq - lp);
 }
@@ -457,7 +558,7 @@ int bbb_bayes_sample_into(bbb_float *w, bbb_float *kl, const bbb_float *mu, cons
   if (nch > MAXCHUNKS) return bbb_error(BBB_ESHAPE, "bayes_sample: %lld weights is too many", (long long)n);
   double part[2 * 64], *pt = nch <= 64 ? part : malloc(2 * (size_t)nch * sizeof *pt);
   if (!pt) return bbb_error(BBB_EMEM, "bayes_sample: out of memory");
-  *kl = sample_pass(w, mu, rho, eps, p->kind == BBB_PRIOR_MIXTURE ? kept : NULL, n, p, BBB_SAMPLE_W, pt);
+  *kl = sample_pass(w, mu, rho, eps, prior_keeps(p) ? kept : NULL, n, p, BBB_SAMPLE_W, pt);
   if (pt != part) free(pt);
   return bbb_interrupted() ? bbb_error(BBB_EINTR, "bayes_sample: interrupted") : BBB_OK;
 }
@@ -471,7 +572,7 @@ int bbb_bayes_backward_into(bbb_float *gmu, bbb_float *grho, double *sqmu, doubl
   double sq[2 * 64], *s = nch <= 64 ? sq : malloc(2 * (size_t)nch * sizeof *s);
   if (!s) return bbb_error(BBB_EMEM, "bayes_sample backward: out of memory");
   fused_ctx u = { prior_consts(p), mu, rho, eps, gw, NULL, gmu, grho, gkl, n, NULL, NULL, 1,
-                  p->kind == BBB_PRIOR_MIXTURE ? (bbb_float *)kept : NULL, s, nch, NULL, BBB_SAMPLE_W };
+                  prior_keeps(p) ? (bbb_float *)kept : NULL, s, nch, NULL, BBB_SAMPLE_W };
   backward_with_sums(&u, sqmu, sqrho);
   if (s != sq) free(s);
   return bbb_interrupted() ? bbb_error(BBB_EINTR, "bayes_sample backward: interrupted") : BBB_OK;
@@ -495,8 +596,9 @@ int bbb_bayes_sample(bbb_tensor **wout, bbb_tensor **klout, bbb_tensor *mu, bbb_
   if (nch > MAXCHUNKS) return bbb_error(BBB_ESHAPE, "bayes_sample: %lld weights is too many", (long long)n);
   bbb_tensor *e = eps ? bbb_tensor_clone(eps) : bbb_tensor_new(mu->ndim, mu->shape);
   bbb_tensor *w = bbb_tensor_new(mu->ndim, mu->shape), *kl = bbb_tensor_new(0, NULL);
-  /* the mixture's exponential, kept for the backward pass when there is one */
-  int keep = p->kind == BBB_PRIOR_MIXTURE && bbb_grad_enabled()
+  /* the prior's float per weight (the mixture's exponential), kept for the
+  ** backward pass when there is one */
+  int keep = prior_keeps(p) && bbb_grad_enabled()
              && (bbb_tensor_requires_grad(mu) || bbb_tensor_requires_grad(rho));
   bbb_tensor *kept = keep ? bbb_tensor_new(mu->ndim, mu->shape) : NULL;
   double *part = malloc(2 * (size_t)(nch ? nch : 1) * sizeof *part);
@@ -530,11 +632,10 @@ typedef struct { prior_k k; const bbb_float *w; const bbb_float *g; bbb_float *g
 INLINE void logp_loop(int kind, lp_ctx *u, int64_t ch) {
   int64_t a = ch * CHUNK, b = a + CHUNK < u->n ? a + CHUNK : u->n;
   prior_k k = u->k;
-  k.kind = kind;
   const bbb_float *w = u->w;   /* hoisted: through u the loads became gathers */
   float s = 0;
   #pragma omp simd reduction(+:s)
-  for (int64_t i = a; i < b; i++) s += prior_logp(&k, w[i]);
+  for (int64_t i = a; i < b; i++) s += prior_logp(kind, &k, w[i]);
   u->part[ch] = s;
 }
 
@@ -542,27 +643,26 @@ static void logp_chunk(void *c, int64_t lo, int64_t hi) {
   lp_ctx *u = c;
   for (int64_t ch = lo; ch < hi; ch++) {
     switch (u->k.kind) {
-    case BBB_PRIOR_GAUSSIAN: logp_loop(BBB_PRIOR_GAUSSIAN, u, ch); break;
-    case BBB_PRIOR_MIXTURE: logp_loop(BBB_PRIOR_MIXTURE, u, ch); break;
-    default: logp_loop(BBB_PRIOR_LAPLACE, u, ch); break;
+#define LOGP_LOOP_(ID, ...) case BBB_PRIOR_##ID: logp_loop(BBB_PRIOR_##ID, u, ch); break;
+    BBB_PRIORS(LOGP_LOOP_)
+#undef LOGP_LOOP_
     }
   }
 }
 
 INLINE void dlogp_loop(int kind, lp_ctx *u, int64_t lo, int64_t hi) {
   prior_k k = u->k;
-  k.kind = kind;
   float g = u->g[0];
   #pragma omp simd
-  for (int64_t i = lo; i < hi; i++) u->gw[i] += g * prior_dlogp(&k, u->w[i]);
+  for (int64_t i = lo; i < hi; i++) u->gw[i] += g * prior_dlogp(kind, &k, u->w[i]);
 }
 
 static void logp_backward_range(void *c, int64_t lo, int64_t hi) {
   lp_ctx *u = c;
   switch (u->k.kind) {
-  case BBB_PRIOR_GAUSSIAN: dlogp_loop(BBB_PRIOR_GAUSSIAN, u, lo, hi); break;
-  case BBB_PRIOR_MIXTURE: dlogp_loop(BBB_PRIOR_MIXTURE, u, lo, hi); break;
-  default: dlogp_loop(BBB_PRIOR_LAPLACE, u, lo, hi); break;
+#define DLOGP_LOOP_(ID, ...) case BBB_PRIOR_##ID: dlogp_loop(BBB_PRIOR_##ID, u, lo, hi); break;
+  BBB_PRIORS(DLOGP_LOOP_)
+#undef DLOGP_LOOP_
   }
 }
 
@@ -587,7 +687,7 @@ int bbb_prior_log_prob(bbb_tensor **out, const bbb_prior *p, bbb_tensor *w) {
   if (!part || !y) { free(part); bbb_tensor_release(y); return bbb_error(BBB_EMEM, "prior_log_prob: out of memory"); }
   lp_ctx u = { prior_consts(p), bbb_data(w), NULL, NULL, w->numel, part };
   bbb_parallel_for(nch, 1, logp_chunk, &u);
-  double s = prior_offset(p) * (double)w->numel;
+  double s = u.k.off * (double)w->numel;
   for (int64_t c = 0; c < nch; c++) s += part[c];
   free(part);
   bbb_data(y)[0] = (bbb_float)s;

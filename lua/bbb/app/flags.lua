@@ -28,7 +28,9 @@ end
 
 -- A prior: a built-in name, or a Lua file that returns one.
 local function prior_choice()
-  local builtin = cli.choice { "mixture", "gaussian", "laplace" }
+  local kinds = {}
+  for i, k in ipairs(require("bbb.core").prior_kinds()) do kinds[i] = k.kind end
+  local builtin = cli.choice(kinds)
   return function(s)
     if type(s) == "string" and s:find("%.lua$") then return s end
     local v, err = builtin(s)

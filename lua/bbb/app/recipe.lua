@@ -537,8 +537,11 @@ function recipe.prior(args)
     return prior.ScaleMixture{ pi = args.pi, sigma1 = args.sigma1, sigma2 = args.sigma2 }
   elseif kind == "gaussian" then
     return prior.Gaussian{ sigma = args.prior_sigma or args.sigma1 }
+  elseif kind == "laplace" then
+    return prior.Laplace{ b = args.sigma1 }
   end
-  return prior.Laplace{ b = args.sigma1 }
+  -- another C prior of the registry: each parameter from the flag of its name
+  return prior.from_config(setmetatable({ kind = kind }, { __index = args }))
 end
 
 --- recipe.activation(args) -> the activation module class of --activation.
