@@ -124,6 +124,30 @@ local function paired_cell(r, o, file)
   return stats.format(d, o.digits or 3)
 end
 
+-- A method's metric averaged over the shifted steps (every amount but 0)
+-- of one seed of a shift.lua result: the seed's headline.
+local function seed_headline(seed, kind, method, metric, file)
+  local total, n = 0, 0
+  for amount, m in pairs(at(seed, { kind, method }, file)) do
+    if amount ~= "0" then total, n = total + m[metric], n + 1 end
+  end
+  return total / n
+end
+
+-- The paired interval over the seeds of a shift.lua result of o.metric
+-- between methods a and b (o.kind: rotate or translate): bbb.stats' t, the
+-- seeds being independent repeats.
+local function paired_seeds_cell(r, o, file)
+  local stats = require "bbb.stats"
+  local a, b = {}, {}
+  for i, s in ipairs(at(r, { "seeds" }, file)) do
+    local seed = at(r, { "per_seed", tostring(s) }, file)
+    a[i] = seed_headline(seed, o.kind, o.a, o.metric, file)
+    b[i] = seed_headline(seed, o.kind, o.b, o.metric, file)
+  end
+  return stats.format(stats.paired(a, b, { method = "t" }), o.digits or 3)
+end
+
 local function row(root, e, protocol)
   local text = read(root .. "/doc/results/" .. e.file)
   local r = e.file:match("%.csv$") and read_csv(text) or json.decode(text, e.file)
@@ -132,6 +156,7 @@ local function row(root, e, protocol)
   local ours = {}
   for _, o in ipairs(e.ours) do
     local v = o.paired and paired_cell(r, o.paired, e.file)
+      or o.paired_seeds and paired_seeds_cell(r, o.paired_seeds, e.file)
       or o.mean_of and mean_of(r, o.mean_of, o.column, e.file) or at(r, o.path, e.file)
     if type(v) == "number" then v = (o.fmt or "%g"):format(v * (o.scale or 1)) end
     ours[#ours + 1] = tostring(v)

@@ -5,10 +5,10 @@
 -- converter's message and lets negative numbers follow a flag
 -- (`--rho-init -3`, which argparse alone reads as an option named -3).
 --
---   local cli = require "bbb.app.cli"
---   parser:option("--hidden", "Units per hidden layer.", "400"):convert(cli.positive_integer())
---   parser:option("--rho-init", "Initial rho.", "-5"):convert(cli.number())
---   parser:option("--save", "JSON log."):convert(cli.output_path{ext = {"json"}})
+--   local cli, flags = require "bbb.app.cli", require "bbb.app.flags"
+--   local parser = require("bbb.app.recipe").parser("x.lua", "About x.", { flags = { "seed" } })
+--   flags.option(parser, "--widths", "Units per layer.", "400"):convert(cli.positive_integer())
+--   flags.option(parser, "--plot-to", "A PNG."):convert(cli.output_path{ext = {"png"}})
 --   local args = cli.parse(parser)
 local cli = {}
 
