@@ -42,7 +42,7 @@ end
 encode = function(v, path, depth, out)
   local ty = type(v)
   if depth > 64 then error(("json: %s is nested too deeply"):format(path), 0) end
-  if ty == "nil" then out[#out + 1] = "null"
+  if ty == "nil" or v == json.null then out[#out + 1] = "null"   -- json.null: a lightuserdata
   elseif ty == "boolean" then out[#out + 1] = tostring(v)
   elseif ty == "number" then out[#out + 1] = encode_number(v, path)
   elseif ty == "string" then out[#out + 1] = encode_string(v)

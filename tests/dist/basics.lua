@@ -8,9 +8,9 @@ local extra = d.allreduce_flat({ a, b }, r == 1 and 1 or 0)
 local c = bbb.full({ 2 }, r == 0 and 7 or -1)
 d.broadcast(c, 0)
 local g = d.allgather_number(10 * r)
-for i, v in ipairs(g) do g[i] = ("%g"):format(v) end
 local s = d.broadcast_string(r == 0 and "from rank 0" or nil, 0)
 local nums = d.allreduce_numbers { 1.5, r }
-print(("rank %d of %d: sum %g flat %g %g extra %g bcast %g gather %s string %s numbers %g %g"):format(
-  r, n, t[1], a[1][1], b[1], extra, c[2], table.concat(g, ","), s, nums[1], nums[2]))
+-- one JSON line per rank, which the spec reads
+print(require("bbb.json").encode{ rank = r, size = n, sum = t[1], flat = { a[1][1], b[1] }, extra = extra,
+  bcast = c[2], gather = g, string = s, numbers = nums })
 d.finalize()

@@ -5,6 +5,32 @@ local bandit = require "bbb.bandit"
 
 local helpers = require "helpers"
 local run, has = helpers.run, helpers.has
+local cjson = require "cjson"
+
+-- The rows of a CSV file under its header: {column = value}, a number
+-- where the cell reads as one.
+local function csv(path)
+  local head, rows = nil, {}
+  for line in io.lines(path) do
+    local cells = {}
+    for c in (line .. ","):gmatch("([^,]*),") do cells[#cells + 1] = tonumber(c) or c end
+    if head then
+      local r = {}
+      for i, k in ipairs(head) do r[k] = cells[i] end
+      rows[#rows + 1] = r
+    else
+      head = cells
+    end
+  end
+  return rows
+end
+
+-- The records of a JSON-lines file, decoded.
+local function records(path)
+  local list = {}
+  for line in io.lines(path) do list[#list + 1] = cjson.decode(line) end
+  return list
+end
 
 describe("bbb.app.experiments.bandit", function()
   local experiment = require "bbb.app.experiments.bandit"
@@ -171,17 +197,22 @@ describe("scripts/bandit.lua", function()
                             "greedy", "linear TS", "uniform", "ordering at the end", "realised" } do
       has(text, want)
     end
-    assert.truthy(text:match("\n%s+100%s+%d+"), text)
-    assert.truthy(text:match("\n%s+120%s+%d+"), text)
     local f = assert(io.open(out .. "/bandit_curves.csv"))
     local header = f:read("l")
-    local lines = 0
-    for _ in f:lines() do lines = lines + 1 end
     f:close()
     assert.are.equal("step,bbb_expected,bbb_realised,eps5_expected,eps5_realised,eps1_expected,eps1_realised,"
       .. "eps0_expected,eps0_realised,linear_expected,linear_realised,uniform_expected,uniform_realised,"
       .. "dropout_expected,dropout_realised,neurallinear_expected,neurallinear_realised", header)
-    assert.are.equal(120, lines)
+    local rows = csv(out .. "/bandit_curves.csv")
+    assert.are.equal(120, #rows)
+    for step, r in ipairs(rows) do assert.are.equal(step, r.step) end
+    -- every agent's cumulative expected regret at every step: a number, never falling
+    for _, name in ipairs { "bbb", "eps5", "eps1", "eps0", "linear", "uniform", "dropout", "neurallinear" } do
+      local key = name .. "_expected"
+      assert.is_true(rows[1][key] >= 0, name)
+      for i = 2, #rows do assert.is_true(rows[i][key] >= rows[i - 1][key], ("%s at step %d"):format(name, i)) end
+      assert.are.equal("number", type(rows[120][name .. "_realised"]), name)
+    end
     if os.execute("command -v gnuplot >/dev/null 2>&1") then
       assert.truthy(io.open(out .. "/bandit_regret.png"), "no plot")
     end
@@ -194,10 +225,16 @@ describe("scripts/bandit.lua", function()
     end
     local status3, text3 = run(more .. " --out " .. out .. "/fresh")
     assert.are.equal(0, status3, text3)
-    local function final(t) return { t:match("\n%s+150%s+(%d+)%s+(%d+)%s+(%d+)%s+(%d+)") } end
-    local a, b = final(text2), final(text3)
-    assert.are.equal(4, #a, text2)
-    assert.are.same(b, a)
+    local a, b = csv(out .. "/bandit_curves.csv"), csv(out .. "/fresh/bandit_curves.csv")
+    assert.are.equal(150, #a)
+    assert.are.equal(150, #b)
+    -- the resumed run's regrets at the end are the unbroken run's
+    for _, name in ipairs { "bbb", "uniform", "dropout", "neurallinear" } do
+      for _, kind in ipairs { "_expected", "_realised" } do
+        assert.are.equal("number", type(b[150][name .. kind]), name .. kind)
+        assert.are.equal(b[150][name .. kind], a[150][name .. kind], name .. kind)
+      end
+    end
     -- a setting changed on --resume is refused, naming it
     local status4, text4 = run(more:gsub("--steps 150", "--steps 160") .. " --resume --kl size")
     assert.are_not.equal(0, status4, text4)
@@ -226,33 +263,38 @@ describe("scripts/bandit.lua", function()
     local cmd = "scripts/bandit_ablation.lua --rows paper,unb-samples2,greedy --seeds 1 --steps 60 --probes 30,60 --results " .. res
     local status, text = run(cmd)
     assert.are.equal(0, status, text)
-    for _, want in ipairs { "regret at step 60", "paper", "unb-samples2", "greedy", "P(eat|p)" } do has(text, want) end
-    local f = assert(io.open(res))
-    local n = 0
-    for line in f:lines() do
-      n = n + 1
-      has(line, '"command":"build/bbblua scripts/bandit_ablation.lua --rows')
-      has(line, '"commit":')
+    has(text, "regret at step 60")   -- the table
+    -- one record per row, each with its command, commit, regret at the end and diagnostics at each probe
+    local recs = records(res)
+    assert.are.same({ "paper", "unb-samples2", "greedy" }, { recs[1].row, recs[2].row, recs[3].row })
+    local prefix = "build/bbblua scripts/bandit_ablation.lua --rows"
+    for _, r in ipairs(recs) do
+      assert.are.equal(prefix, r.command:sub(1, #prefix), r.row)
+      assert.is_true(type(r.commit) == "string" and #r.commit > 0, r.row)
+      assert.are.same({ 1, 60 }, { r.seed, r.steps })
+      assert.is_true(r.regret["60"] >= 0, r.row)
+      for _, probe in ipairs { "30", "60" } do
+        local p = r.diag[probe]
+        assert.is_true(p.eat_poison >= 0 and p.eat_poison <= 1, r.row .. " P(eat|p) at " .. probe)
+      end
     end
-    f:close()
-    assert.are.equal(3, n)
+    local before = helpers.read(res)
     local status2, text2 = run(cmd)
     assert.are.equal(0, status2, text2)
-    assert.is_nil(text2:find("step 30/60", 1, true), text2)   -- nothing played again
+    assert.are.equal(before, helpers.read(res))   -- nothing played again
     assert.are.equal(text:match("regret at step.*$"), text2:match("regret at step.*$"))
     -- a record made while the row meant other settings (a default changed since) is played again
-    local lines = {}
-    for line in io.lines(res) do lines[#lines + 1] = line end
-    local g = assert(io.open(res, "w"))
-    g:write((lines[1]:gsub('"settings":{}', '"settings":{"rho_init":-4}')), "\n")
-    assert(g:close())
-    has(lines[1], '"row":"paper"')
+    local first = recs[1]
+    assert.are.same({ "paper", {} }, { first.row, first.settings })
+    first.settings = { rho_init = -4 }
+    helpers.write(res, cjson.encode(first) .. "\n")
     local status3, text3 = run(cmd:gsub("paper,unb%-samples2,greedy", "paper"))
     assert.are.equal(0, status3, text3)
-    has(text3, "[paper seed 1] step 30/60")
-    local n3 = 0
-    for _ in io.lines(res) do n3 = n3 + 1 end
-    assert.are.equal(2, n3)
+    local again = records(res)
+    assert.are.equal(2, #again)
+    assert.are.same({ "paper", 1, 60 }, { again[2].row, again[2].seed, again[2].steps })
+    assert.is_nil(next(again[2].settings))   -- played under the row's settings of today
+    assert.are.equal(recs[1].regret["60"], again[2].regret["60"])
     for args, want in pairs {
       ["--rows foo"] = "--rows: expected one of paper,",
       ["--seeds 1,x"] = "--seeds: expected an integer in decimal digits, got 'x'",
@@ -272,28 +314,41 @@ describe("scripts/bandit.lua", function()
       .. "--noise-model hetero --no-plot --out " .. dir
     local status, text = run(args)
     assert.are.equal(0, status, text)
-    local st, tx = run("scripts/bandit_inspect.lua --shared " .. dir .. "/ckpt/bbb_r0.safetensors " .. dir .. "/ckpt/eps0_r0.safetensors")
+    local ckpts = { dir .. "/ckpt/bbb_r0.safetensors", dir .. "/ckpt/eps0_r0.safetensors" }
+    local st, tx = run("scripts/bandit_inspect.lua --shared " .. table.concat(ckpts, " "))
     assert.are.equal(0, st, tx)
-    has(tx, "poison")
-    has(tx, "lucky")
-    -- --shared: a list per agent and kind of mistake that it makes, each value with three counts
-    for _, name in ipairs { "bbb_r0", "eps0_r0" } do
-      local n1 = tonumber(tx:match(name .. "%.safetensors%s+60%s+%d+%s+(%d+)"))
-      local n0 = tonumber(tx:match(name .. "%.safetensors%s+60%s+(%d+)"))
-      for _, kind in ipairs { { n1, "edible mushrooms the mean passes" }, { n0, "poisonous mushrooms the mean eats" } } do
-        local count, what = kind[1], kind[2]
-        local head = name .. ".safetensors: the " .. count .. " " .. what .. " all have"
+    -- the same inspection's result, in-process: a row per checkpoint at step 60, its counts, and with
+    -- --shared a list per kind of mistake that it makes, each value with three counts
+    local inspect = require "bbb.app.experiments.bandit_inspect"
+    local saved_print = _G.print
+    _G.print = function() end
+    local ok_run, result = pcall(inspect.run, inspect.parse { "--shared", ckpts[1], ckpts[2] })
+    _G.print = saved_print
+    assert(ok_run, result)
+    assert.are.equal(2, #result.rows)
+    for i, row in ipairs(result.rows) do
+      local m = row.m
+      local base = ckpts[i]:match("[^/]+$")
+      assert.are.equal(base, row.name:sub(-#base))   -- the table names the checkpoint (its path cut to 40 characters)
+      assert.are.equal(60, row.step)
+      for _, k in ipairs { "poison_eaten", "edible_passed", "lucky", "mixed", "unseen" } do
+        assert.are.equal("integer", math.type(m[k]), k)
+        assert.is_true(m[k] >= 0, k)
+      end
+      assert.are.equal(m.poison_eaten, m.lucky + m.mixed + m.unseen)   -- each poisonous meal of the mean, by its meals
+      for _, k in ipairs { "eat_rate", "pass_rate" } do assert.is_true(m[k] >= 0 and m[k] <= 1, k) end
+      for kind, count in pairs { passed = m.edible_passed, eaten = m.poison_eaten } do
+        local list = row.shared[kind]
         if count > 0 then
-          has(tx, head)
-          assert.truthy(tx:match(head:gsub("%p", "%%%0") .. "\n[^\n]+\n  %S+%s+%d+%s+%d+%%%s+%d+"), tx)
+          assert.is_true(#list > 0, ("%s: no feature value all %d %s share"):format(row.name, count, kind))
         else
-          assert.is_nil(tx:find(head, 1, true))
+          assert.are.same({}, list)
+        end
+        for _, f in ipairs(list) do
+          assert.are.equal("string", type(f.name))
+          assert.is_true(f.total >= count and f.poisonous >= 0 and f.poisonous <= f.total and f.meals >= 0, f.name)
         end
       end
-    end
-    for _, name in ipairs { "bbb_r0", "eps0_r0" } do
-      -- step 60, then five counts and two rates
-      assert.truthy(tx:match(name .. "%.safetensors%s+60%s+%d+%s+%d+%s+[%d.]+%s+[%d.]+%s+%d+%s+%d+%s+%d+"), tx)
     end
     for a, want in pairs {
       [dir .. "/ckpt/uniform_r0.safetensors"] = "agent uniform: only BBB and the epsilon-greedy agents can be inspected",

@@ -1,12 +1,10 @@
 -- scripts/ood.lua end to end on tiny settings, through the real interpreter:
--- the table, the pictures, reuse of saved models, and bad input refused
--- before any work.
+-- the figures it writes (PREFIX.json), the pictures, reuse of saved models,
+-- and bad input refused before any work.
 local bbb = require "bbb"
 local helpers = require "helpers"
 local function run(args) return helpers.run("scripts/ood.lua " .. args) end
 local has = helpers.has
-
-
 
 local function refused(args, text)
   local status, out = run(args)
@@ -20,14 +18,30 @@ local tmp = os.tmpname()
 os.remove(tmp)
 os.execute("mkdir -p " .. tmp)
 local TINY = " --limit 1500 --test-limit 300 --noise-n 60 --hidden 24 --epochs 2 --lr 0.005 --test-samples 4 --chunk 128"
+local BITS_MAX = math.log(10, 2) + 1e-4   -- entropy of ten classes, in bits
 
--- Table rows: model, set, then the figures (a "-" where there is none).
-local function row(out, model, set)
-  local line = out:match("\n(" .. model:gsub("%p", "%%%0") .. "%s+" .. set:gsub("%p", "%%%0") .. "[^\n]*)")
-  assert.truthy(line, ("no row %s / %s in:\n%s"):format(model, set, out))
-  local cells = {}
-  for c in line:sub(#model + 1):gsub("^%s+", ""):sub(#set + 1):gmatch("%S+") do cells[#cells + 1] = c end
-  return cells
+-- The figures a run wrote to PREFIX.json (--out PREFIX).
+local function results(prefix)
+  local f = assert(io.open(prefix .. ".json"), "no " .. prefix .. ".json")
+  local r = require("cjson").decode(f:read("a"))
+  f:close()
+  return r
+end
+
+local function in_unit(v, what)
+  assert(type(v) == "number" and v >= 0 and v <= 1, ("%s = %s, not in [0, 1]"):format(what, tostring(v)))
+end
+
+-- The target of key among the run's targets.
+local function target(r, key)
+  for _, t in ipairs(r.targets) do if t.key == key then return t end end
+  error("no target " .. key)
+end
+
+local function names(list)
+  local out = {}
+  for i, v in ipairs(list) do out[i] = v.name end
+  return out
 end
 
 describe("ood.lua", function()
@@ -47,35 +61,43 @@ describe("ood.lua", function()
     local status, out = run(TINY .. " --out " .. tmp .. "/p/ood --save-models " .. saved)
     assert.are.equal(0, status, out)
     has(out, "in bits")
-    for _, m in ipairs { "bbb", "mlp", "dropout" } do has(out, "training " .. m) end
-    local r = row(out, "BBB MC 4", "MNIST test (in)")
-    local acc = tonumber(r[1])
-    assert(acc and acc > 30 and acc <= 100, out)        -- chance is 10%
-    for _, set in ipairs { "Fashion-MNIST test", "N(0,1) noise", "uniform noise" } do
-      local c = row(out, "BBB MC 4", set)
-      assert.are.equal("-", c[1])                       -- no accuracy off the in-distribution set
-      local h, mi, eh = tonumber(c[3]), tonumber(c[4]), tonumber(c[5])
-      assert(h >= 0 and h <= math.log(10, 2) + 1e-4, out)
-      assert(mi >= 0 and math.abs(h - mi - eh) < 2e-4, out)   -- H = MI + E[H]
-      for k = 7, 8 do
-        local a = tonumber(c[k])
-        assert(a and a >= 0 and a <= 1, out)
-      end
-      local m = row(out, "MLP", set)
-      assert.are.equal("-", m[4])                       -- a point estimate has no MI
-      assert(tonumber(m[7]) >= 0 and tonumber(m[7]) <= 1, out)
+    local r = results(tmp .. "/p/ood")
+    for _, m in ipairs { "bbb", "mlp", "dropout" } do assert.are.equal("trained", r.models[m].source, m) end
+    local acc = r.figures.bbb_mc.mnist.acc
+    assert(acc > 0.3 and acc <= 1, out)                 -- chance is 10%
+    for _, set in ipairs { "fashion", "normal", "uniform" } do
+      local c = r.figures.bbb_mc[set]
+      assert.is_nil(c.acc, set)                         -- no accuracy off the in-distribution set
+      local h, mi, eh = c.entropy, c.mi, c.expected_entropy
+      assert(h >= 0 and h <= BITS_MAX, set)
+      assert(mi >= 0 and math.abs(h - mi - eh) < 2e-4, set)   -- H = MI + E[H]
+      in_unit(c.auroc_entropy, set .. " AUROC by H")
+      in_unit(c.auroc_mi, set .. " AUROC by MI")
+      local m = r.figures.mlp[set]
+      assert.is_nil(m.mi, set)                          -- a point estimate has no MI
+      in_unit(m.auroc_entropy, set .. " MLP AUROC by H")
     end
-    has(out, "Calibration on MNIST test (15 equal-width confidence bins)")
-    local ece = tonumber(out:match("\nMC dropout 4%s+([%d.]+)"))
-    assert(ece and ece >= 0 and ece <= 1, out)
-    has(out, "MNIST vs Fashion-MNIST: BBB AUROC by MI >= 0.95")
-    local line = out:match("AUROC by MI >= 0.95[^\n]*")
-    assert.truthy(line:match("%s[%d.]+%s+met$") or line:match("%s[%d.]+%s+missed$"), out)
-    -- the comparison with MC dropout's MI, with both numbers and a verdict that follows from them
-    local b, d, verdict = out:match("BBB AUROC %(MI%) > MC dropout's %(MI%)%s+([%d.]+) vs ([%d.]+)%s+(%a+)")
-    assert.truthy(b, out)
-    assert.are.equal(tonumber(b) > tonumber(d) and "met" or "missed", verdict)
-    has(out, "prior=Gaussian{sigma=1}")      -- the default prior of this study
+    -- calibration on MNIST test: 15 equal-width confidence bins over the 300 images
+    for _, row in ipairs { "bbb_mean", "bbb_mc", "mlp", "dropout_mc" } do
+      local n = 0
+      for _, b in ipairs(r.reliability[row]) do n = n + b.count end
+      assert.are.equal(15, #r.reliability[row], row)
+      assert.are.equal(300, n, row)
+    end
+    in_unit(r.figures.dropout_mc.mnist.ece, "MC dropout ECE")
+    -- the targets, each with the figures it compares and a verdict that follows from them
+    local b, d = r.figures.bbb_mc.fashion.auroc_mi, r.figures.dropout_mc.fashion.auroc_mi
+    local t = target(r, "auroc_mi")
+    assert.are.same({ b }, t.values)
+    assert.are.equal(b >= 0.95 and "met" or "missed", t.verdict)
+    t = target(r, "auroc_mi_vs_dropout")
+    assert.are.same({ b, d }, t.values)
+    assert.are.equal(b > d and "met" or "missed", t.verdict)
+    -- the default prior of this study, in the config and in the model trained
+    assert.are.same({ "gaussian", 1 }, { r.config.prior, r.config.sigma1 })
+    local first
+    bbb.load(saved .. "-bbb.safetensors"):apply(function(m) first = first or (m.__name == "BayesLinear" and m) end)
+    assert.are.same({ "gaussian", 1 }, { first.prior.kind, first.prior.sigma })
     for _, f in ipairs { "entropy-bbb_mc", "entropy-bbb_mean", "entropy-mlp", "entropy-dropout_mc",
                          "reliability", "noise-bars", "passes" } do
       local fh = assert(io.open(tmp .. "/p/ood-" .. f .. ".png", "rb"), "missing " .. f .. "\n" .. out)
@@ -88,10 +110,13 @@ describe("ood.lua", function()
     local status, out = run(TINY .. " --sets normal --out " .. tmp .. "/q/ood --from-bbb " .. saved
       .. "-bbb.safetensors --from-mlp " .. saved .. "-mlp.safetensors --from-dropout " .. saved .. "-dropout.safetensors")
     assert.are.equal(0, status, out)
-    assert.falsy(out:find("training", 1, true), out)
-    has(out, "bbb: loaded " .. saved .. "-bbb.safetensors")
-    row(out, "BBB MC 4", "N(0,1) noise")
-    assert.falsy(out:find("Fashion-MNIST test", 1, true), out)
+    local r = results(tmp .. "/q/ood")
+    for _, m in ipairs { "bbb", "mlp", "dropout" } do
+      assert.are.same({ "loaded", saved .. "-" .. m .. ".safetensors" }, { r.models[m].source, r.models[m].path })
+    end
+    assert.are.same({ "mnist", "normal" }, names(r.sets))   -- no Fashion-MNIST
+    assert.is_nil(r.figures.bbb_mc.fashion)
+    in_unit(r.figures.bbb_mc.normal.auroc_mi, "AUROC by MI on N(0,1) noise")
   end)
 
   it("takes the convolutional models mnist.lua --model cnn, cnn-plain and cnn-dropout saved", function()
@@ -105,9 +130,10 @@ describe("ood.lua", function()
     local status, out = run(TINY .. " --sets fashion --out " .. tmp .. "/c/ood --from-bbb " .. cnn.cnn
       .. " --from-mlp " .. cnn["cnn-plain"] .. " --from-dropout " .. cnn["cnn-dropout"])
     assert.are.equal(0, status, out)
-    assert.falsy(out:find("training", 1, true), out)
-    local cells = row(out, "BBB MC 4", "Fashion-MNIST test")
-    assert.truthy(tonumber(cells[#cells]), out)   -- an AUROC
+    local r = results(tmp .. "/c/ood")
+    for _, m in ipairs { "bbb", "mlp", "dropout" } do assert.are.equal("loaded", r.models[m].source, m) end
+    assert.are.equal(cnn.cnn, r.models.bbb.path)
+    in_unit(r.figures.bbb_mc.fashion.auroc_mi, "AUROC by MI on Fashion-MNIST")
     refused("--from-bbb " .. cnn["cnn-plain"], "holds no Bayesian layer")
     refused("--from-mlp " .. cnn.cnn, "is a Bayesian model (use --from-bbb)")
   end)

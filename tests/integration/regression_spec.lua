@@ -1,9 +1,8 @@
 -- scripts/regression.lua end to end through the real interpreter: the
 -- tasks and the seeds' presets on tiny settings, the band's behaviour on
--- fixed seeds (what a scientist would check by eye), and bad input refused
--- before any training.
+-- fixed seeds (what a scientist would check by eye), read from the figures
+-- it writes (--summary), and bad input refused before any training.
 local helpers = require "helpers"
-
 
 local function run(args) return helpers.run("scripts/regression.lua " .. args) end
 local function ok(args, ...) return helpers.ok("scripts/regression.lua " .. args, ...) end
@@ -16,18 +15,33 @@ local function is_png(path)
   return head == "\137PNG"
 end
 
--- The figures the script prints about its band.
-local function band_figures(out)
-  return {
-    coverage = tonumber(out:match("coverage of the 95%% band inside the training range: ([%d.]+)%%")),
-    inside = tonumber(out:match("inside the training range ([%d.]+), outside")),
-    outside = tonumber(out:match("inside the training range [%d.]+, outside ([%d.]+)")),
-  }
-end
-
 local tmp = os.tmpname()
 os.remove(tmp)
 os.execute("mkdir -p " .. tmp)
+
+-- `regression.lua args --summary FILE` -> the figures it wrote, and its output.
+local n_runs = 0
+local function figures(args)
+  n_runs = n_runs + 1
+  local path = ("%s/summary%d.json"):format(tmp, n_runs)
+  local out = ok(args .. " --summary " .. path)
+  local f = assert(io.open(path), out)
+  local s = require("cjson").decode(f:read("a"))
+  f:close()
+  return s, out
+end
+
+local function finite(v) return type(v) == "number" and v == v and v > -math.huge and v < math.huge end
+
+-- The band of a run's (first) net: its coverage and its widths over the
+-- first range, each checked to be a finite number.
+local function band(s)
+  local net = s.nets[1]
+  local v = net.views[1]
+  local f = { coverage = net.coverage, inside = v.width_in, outside = v.width_out }
+  for k, x in pairs(f) do assert.is_true(finite(x), k) end
+  return f
+end
 
 describe("regression.lua", function()
   teardown(function() os.execute("rm -rf " .. tmp) end)
@@ -36,48 +50,71 @@ describe("regression.lua", function()
     for _, task in ipairs { "toy", "paper", "sine" } do
       local png = tmp .. "/" .. task .. ".png"
       local n = task == "toy" and "" or " --n 50"   -- the toy's points are fixed
-      local out = ok(("--task %s --epochs 60 --test-samples 20%s --out %s"):format(task, n, png),
-        "coverage of the 95% band inside the training range", "inside the training range", "wrote " .. png)
-      local f = band_figures(out)
-      assert.truthy(f.coverage and f.inside and f.outside, out)
+      local s, out = figures(("--task %s --epochs 60 --test-samples 20%s --out %s"):format(task, n, png))
+      assert.are.equal(task, s.task)
+      assert.are.equal(task == "toy" and 6 or 50, s.n)
+      local f = band(s)
+      assert.is_true(f.coverage >= 0 and f.coverage <= 1, out)
+      assert.is_true(f.inside > 0 and f.outside > 0, out)
       assert.truthy(is_png(png), png)
     end
   end)
 
   it("takes the architecture, the KL weight and the band method from flags", function()
     local png = tmp .. "/flags.png"
-    local out = ok(("--task sine --activation relu --layers 3 --hidden 7 --beta 0.01 --band percentile "
-      .. "--band-of f --xrange -5:5 --epochs 30 --test-samples 30 --n 40 --no-mlp --out %s"):format(png),
-      "BBB 1-7-7-7-1 relu", "kl-weight 0.4 (beta 0.01)", "mean band width over [-5, 5]", "wrote " .. png)
-    assert.falsy(out:find("MLP", 1, true), out)
+    local s, out = figures(("--task sine --activation relu --layers 3 --hidden 7 --beta 0.01 --band percentile "
+      .. "--band-of f --xrange -5:5 --epochs 30 --test-samples 30 --n 40 --no-mlp --out %s"):format(png))
+    assert.are.same({ 1, 7, 7, 7, 1 }, s.bnn.sizes)
+    assert.are.equal("relu", s.bnn.activation)
+    assert.are.equal(1, #s.nets)
+    assert.is_near(0.4, s.nets[1].kl_weight, 1e-12)   -- beta x n
+    assert.are.equal(0.01, s.nets[1].beta)
+    assert.are.same({ "percentile", "f" }, { s.args.band, s.args.band_of })
+    assert.are.same({ { -5, 5 } }, s.ranges)
+    assert.are.same({ -5, 5 }, s.nets[1].views[1].range)
+    assert.is_true(finite(s.nets[1].views[1].width_in) and finite(s.nets[1].views[1].width_out), out)
+    assert.is_nil(s.mlp, out)
     assert.truthy(is_png(png))
-    ok("--task toy --kl-weight 0.5 --epochs 20 --test-samples 10 --no-plot", "kl-weight 0.5 (beta 0.0833333)")
+    s = figures("--task toy --kl-weight 0.5 --epochs 20 --test-samples 10 --no-plot")
+    assert.are.equal(0.5, s.nets[1].kl_weight)
+    assert.is_near(0.5 / 6, s.nets[1].beta, 1e-15)
   end)
 
-  it("preset s1 runs seed 001's nets and prints the seed's numbers beside ours", function()
+  it("preset s1 runs seed 001's nets and reports the seed's numbers beside ours", function()
     local png = tmp .. "/s1.png"
-    local out = ok(("--preset s1 --epochs 50 --mlp-epochs 200 --test-samples 20 --out %s"):format(png),
-      "BBB 1-32-1 sigmoid, prior N(0, 10^2), noise sigma 0.1 (fixed), adam lr 0.1",
-      "MLP 1-16-16-1 sigmoid, MSE, sgd lr 0.01, 200 epochs",
-      "mean band width over [-5, 5]", "mean band width over [-100, 100]",
-      "seed 001 beside ours", "seed 278.1, ours", "MLP at x = 100: seed about -13, ours", "BBB at x = 4: truth -207")
+    local s, out = figures(("--preset s1 --epochs 50 --mlp-epochs 200 --test-samples 20 --out %s"):format(png))
+    local b = s.bnn
+    assert.are.same({ { 1, 32, 1 }, "sigmoid", 10, 0.1, "adam", 0.1 },
+      { b.sizes, b.activation, b.prior_sigma, b.noise_sigma, b.optim, b.lr })
+    local m = s.mlp
+    assert.are.same({ { 1, 16, 16, 1 }, "sigmoid", "sgd", 0.01, 200 }, { m.sizes, m.activation, m.optim, m.lr, m.epochs })
+    assert.are.same({ { -5, 5 }, { -100, 100 } }, s.ranges)
+    for k, r in ipairs(s.ranges) do assert.are.same(r, s.nets[1].views[k].range) end
+    -- seed 001's figures, and ours beside them
+    local seed = s.seed001
+    assert.are.same({ elbo = 278.1, mlp_mse = 4.19e-05, mlp_mse_epoch = 25000, mlp_at_100 = -13 }, seed.seed)
+    local ours = seed.ours
+    assert.are.equal(-207, ours.at4.truth)   -- -x^4 + 3x^2 + 1 at x = 4
+    assert.is_true(ours.at4.lo <= ours.at4.mean and ours.at4.mean <= ours.at4.hi, out)
+    assert.is_true(ours.at100.lo <= ours.at100.mean and ours.at100.mean <= ours.at100.hi, out)
+    assert.are.equal(s.nets[1].last_epoch.elbo_total, ours.elbo)
+    assert.are.equal(m.mse, ours.mlp_mse)
+    assert.is_true(finite(ours.mlp_at_100) and m.mse > 0, out)
     assert.truthy(is_png(png))
   end)
 
   it("preset s4 sweeps beta and tabulates ELBO, L2 and KL beside seed 004's", function()
     local png = tmp .. "/s4.png"
-    local out = ok(("--preset s4 --epochs 30 --test-samples 20 --n 40 --out %s"):format(png),
-      "BBB 1-10-10-1 tanh", "sweep: 5 nets", "-0.04507, -0.01688, 28.19")
-    local rows = {}
-    for beta, elbo, l2, kl in out:gmatch("\n(%S+)%s+(%-?[%d.]+)%s+(%-?[%d.]+)%s+([%d.]+)%s+[%d.]+%%") do
-      rows[#rows + 1] = { beta = tonumber(beta), elbo = tonumber(elbo), l2 = tonumber(l2), kl = tonumber(kl) }
-    end
-    assert.are.equal(5, #rows, out)
+    local s = figures(("--preset s4 --epochs 30 --test-samples 20 --n 40 --out %s"):format(png))
+    assert.are.same({ { 1, 10, 10, 1 }, "tanh" }, { s.bnn.sizes, s.bnn.activation })
+    assert.are.same({ beta = 0.001, elbo = -0.04507, l2 = -0.01688, kl = 28.19 }, s.seed004)
+    assert.are.equal(5, #s.nets)
     for i, b in ipairs { 1, 0.1, 0.01, 0.001, 0.0001 } do
-      local r = rows[i]
+      local r = s.nets[i]
       assert.are.equal(b, r.beta)
-      -- ELBO = L2 - beta KL, to the printed precision
-      assert.is_true(math.abs(r.elbo - (r.l2 - b * r.kl)) < 2e-5 + 1e-3 * math.abs(r.elbo), out)
+      assert.is_true(r.terms.kl > 0 and r.terms.l2 < 0)
+      -- ELBO = L2 - beta KL
+      assert.is_near(r.terms.l2 - b * r.terms.kl, r.terms.elbo, 1e-12 * (1 + math.abs(r.terms.elbo)))
     end
     assert.truthy(is_png(png))
   end)
@@ -85,11 +122,9 @@ describe("regression.lua", function()
   -- Blundell et al.'s curve on a fixed seed: the band covers fresh points
   -- inside the data and widens away from it.
   it("paper: the band covers at least 90% inside the data and is at least 3x wider outside", function()
-    local out = ok("--task paper --seed 4 --test-samples 200 --no-plot --no-mlp")
-    local f = band_figures(out)
-    assert.truthy(f.coverage and f.inside and f.outside, out)
-    assert.is_true(f.coverage >= 90, out)
-    assert.is_true(f.outside >= 3 * f.inside, out)
+    local f = band(figures("--task paper --seed 4 --test-samples 200 --no-plot --no-mlp"))
+    assert.is_true(f.coverage >= 0.9, ("coverage %s"):format(f.coverage))
+    assert.is_true(f.outside >= 3 * f.inside, ("%s vs %s"):format(f.outside, f.inside))
   end)
 
   -- The sine on a fixed seed: a tanh net's band of f saturates outside the
@@ -98,12 +133,11 @@ describe("regression.lua", function()
   -- away from the data and so does the band.
   it("sine: a tanh net's band does not widen outside the data, a ReLU net's does", function()
     local common = "--task sine --seed 1 --band-of f --test-samples 200 --no-plot --no-mlp"
-    local tanh = band_figures(ok(common .. " --activation tanh"))
-    local tanh_wide_prior = band_figures(ok(common .. " --activation tanh --prior-sigma 3"))
-    local relu = band_figures(ok(common .. " --activation relu"))
+    local tanh = band(figures(common .. " --activation tanh"))
+    local tanh_wide_prior = band(figures(common .. " --activation tanh --prior-sigma 3"))
+    local relu = band(figures(common .. " --activation relu"))
     for _, f in ipairs { tanh, tanh_wide_prior, relu } do
-      assert.truthy(f.coverage and f.inside and f.outside)
-      assert.is_true(f.coverage >= 90, ("coverage %s"):format(f.coverage))
+      assert.is_true(f.coverage >= 0.9, ("coverage %s"):format(f.coverage))
     end
     assert.is_true(tanh.outside < 1.5 * tanh.inside, ("tanh: %s vs %s"):format(tanh.outside, tanh.inside))
     assert.is_true(tanh_wide_prior.outside < 1.5 * tanh_wide_prior.inside)
@@ -152,13 +186,19 @@ describe("regression.lua", function()
   end)
 
   it("measures the band inside the data however wide the view, and a view beside the data too", function()
-    for _, band in ipairs { "percentile", "normal" } do
-      local out = ok(("--task paper --epochs 5 --test-samples 20 --no-mlp --no-plot --band %s --xrange -1e6:1e6 "
-        .. "--xrange 2:3"):format(band), "mean band width over [-1e+06, 1e+06]: inside the training range ",
-        "mean band width over [2, 3]: ", ", all of it outside the training range [0, 0.5]")
-      local inside, outside = out:match("over %[%-1e%+06, 1e%+06%]: inside the training range ([%d.]+), outside ([%d.]+)")
-      assert.is_true(tonumber(inside) > 0 and tonumber(outside) > tonumber(inside), out)
-      assert.falsy(out:lower():find("nan", 1, true), out)
+    for _, band_kind in ipairs { "percentile", "normal" } do
+      local s, out = figures(("--task paper --epochs 5 --test-samples 20 --no-mlp --no-plot --band %s --xrange -1e6:1e6 "
+        .. "--xrange 2:3"):format(band_kind))
+      assert.are.same({ 0, 0.5 }, s.training_range)
+      local wide, beside = s.nets[1].views[1], s.nets[1].views[2]
+      assert.are.same({ -1e6, 1e6 }, wide.range)
+      assert.is_true(finite(wide.width_in) and finite(wide.width_out), out)
+      assert.is_true(wide.width_in > 0 and wide.width_out > wide.width_in, out)
+      -- [2, 3] lies beside the data: no width inside it
+      assert.are.same({ 2, 3 }, beside.range)
+      assert.is_nil(beside.width_in, out)
+      assert.is_true(finite(beside.width_out) and beside.width_out > 0, out)
+      assert.is_true(finite(s.nets[1].coverage) and finite(s.nets[1].noise_sigma), out)
     end
   end)
 end)

@@ -1,13 +1,32 @@
 -- End-to-end smoke runs of every script and example on tiny settings,
 -- through the real interpreter.
+local bbb = require "bbb"
 local helpers = require "helpers"
 local run, ok = helpers.run, helpers.ok
-
-
 
 local tmp = os.tmpname()
 os.remove(tmp)
 os.execute("mkdir -p " .. tmp)
+
+-- the JSON a run wrote (--summary, --json)
+local function decoded(path)
+  local f = assert(io.open(path))
+  local t = require("cjson").decode(f:read("a"))
+  f:close()
+  return t
+end
+
+-- the layers of the model saved at path, containers left out, in order
+local function layers_of(path)
+  local list = {}
+  bbb.load(path):apply(function(m) if m.__name ~= "Sequential" then list[#list + 1] = m end end)
+  return list
+end
+
+-- the first layer of kind name in list, with its position
+local function first(list, name)
+  for i, m in ipairs(list) do if m.__name == name then return m, i end end
+end
 
 describe("scripts", function()
   it("every script answers --help", function()
@@ -17,35 +36,53 @@ describe("scripts", function()
   end)
   it("mnist.lua trains and reports both test accuracies", function()
     local out = ok("scripts/mnist.lua --epochs 2 --limit 3000 --test-limit 300 --hidden 32 --lr 0.005 --test-samples 3 --summary "
-      .. tmp .. "/log.json", "epoch  1", "epoch  2", "test accuracy: posterior means", "MC ensemble of 3 samples")
-    local acc = tonumber(out:match("MC ensemble of 3 samples ([%d.]+)%%"))
-    assert(acc and acc > 50, out)   -- chance is 10%
-    local f = assert(io.open(tmp .. "/log.json"))
-    local log = require("cjson").decode(f:read("a"))
-    f:close()
+      .. tmp .. "/log.json")
+    local log = decoded(tmp .. "/log.json")
     assert.are.equal(2, #log.epochs)
+    for e, rec in ipairs(log.epochs) do assert.are.equal(e, rec.epoch, out) end
+    assert.are.equal(3, log.args.test_samples)
+    assert.truthy(log.test_acc_mean > 0.5 and log.test_acc_mean <= 1, out)
+    assert.truthy(log.test_acc_mc > 0.5 and log.test_acc_mc <= 1, out)   -- chance is 10%
   end)
-  it("mnist.lua --preset s4 plots seed 004's four curves and prints its table beside ours", function()
-    local png = tmp .. "/s4-curves.png"
-    local out = ok("scripts/mnist.lua --preset s4 --epochs 1 --batch 12 --limit 600 --test-limit 200 --hidden 16 "
-      .. "--test-samples 2 --curves " .. png, "preset s4", "kl weight 0.12", "(beta 0.01;", "wrote " .. png)
-    local rows = 0
-    for what in out:gmatch("\n(%a*)%s+[%d.]+%s+%-[%d.]+%s+%-[%d.]+%s+[%d.]+%s+(%a+)") do rows = rows + 1 end
-    assert.are.equal(4, rows, out)   -- train and test, ours and the seed's
-    assert.truthy(out:find("0.9870   -2.8889   -0.04794     2841.0   seed", 1, true), out)
+  it("mnist.lua --preset s4 plots seed 004's four curves and reports its table beside ours", function()
+    local png, sum = tmp .. "/s4-curves.png", tmp .. "/s4.json"
+    ok("scripts/mnist.lua --preset s4 --epochs 1 --batch 12 --limit 600 --test-limit 200 --hidden 16 "
+      .. "--test-samples 2 --curves " .. png .. " --summary " .. sum)
+    local s = decoded(sum)
+    assert.are.equal("s4", s.args.preset)
+    assert.is_near(0.12, s.args.kl_weight, 1e-12)
+    -- beta = kl weight / batch; the table: train and test, ours and the seed's
+    local t = s.seed
+    assert.is_near(0.01, t.beta, 1e-12)
+    assert.are.equal(600, t.train_n)
+    assert.are.equal(2840.97729, t.seed_kl)
+    assert.truthy(t.kl > 0)
+    local want = { train = { accuracy = 0.987, elbo = -2.88892, log_likelihood = -0.04794 },
+                   test = { accuracy = 0.979, elbo = -2.91372, log_likelihood = -0.07274 } }
+    assert.are.equal(2, #t.rows)
+    for i, set in ipairs { "train", "test" } do
+      local row = t.rows[i]
+      assert.are.equal(set, row.set)
+      assert.are.same(want[set], row.seed)
+      assert.truthy(row.accuracy >= 0 and row.accuracy <= 1 and row.log_likelihood < 0)
+      assert.is_near(row.log_likelihood - t.beta * t.kl, row.elbo, 1e-9 * math.abs(row.elbo))
+    end
+    assert.are.equal(s.test_acc_mean, t.rows[2].accuracy)
     local f = assert(io.open(png, "rb"))
     assert.are.equal("\137PNG", f:read(4))
     f:close()
   end)
   it("plot_run.lua draws the curves of a run and the posterior of its checkpoint", function()
     ok("scripts/mnist.lua --epochs 2 --limit 600 --test-limit 200 --hidden 16 --val 100 --test-samples 2 --log "
-      .. tmp .. "/pr.jsonl --save " .. tmp .. "/pr.st", "epoch  2")
+      .. tmp .. "/pr.jsonl --save " .. tmp .. "/pr.st")
+    local n = 0
+    for _ in io.lines(tmp .. "/pr.jsonl") do n = n + 1 end
+    assert.are.equal(2, n)   -- one record per epoch
     local log = io.open(tmp .. "/pr.jsonl", "a")
     log:write('{"epoch": 3, "broken\n')   -- a run killed while writing
     log:close()
     local out = ok("scripts/plot_run.lua " .. tmp .. "/pr.jsonl " .. tmp .. "/pr.st --out " .. tmp .. "/pr/run",
-      "skipping line 3", "wrote " .. tmp .. "/pr/run-loss.png", "run-accuracy.png", "run-mu.png", "run-sigma.png",
-      "run-snr.png")
+      "skipping line 3")
     for _, k in ipairs { "loss", "accuracy", "mu", "sigma", "snr" } do
       local f = assert(io.open(tmp .. "/pr/run-" .. k .. ".png", "rb"), out)
       assert.are.equal("\137PNG", f:read(4))
@@ -55,18 +92,51 @@ describe("scripts", function()
     assert.are_not.equal(0, status)
     assert.truthy(err:find("cannot open", 1, true), err)
   end)
+  -- run `mnist.lua flags` -> its summary, and the layers of the model it saved
+  local function trained(name, flags)
+    local sum, model = ("%s/%s.json"):format(tmp, name), ("%s/%s.st"):format(tmp, name)
+    local out = ok(("scripts/mnist.lua %s --summary %s --save %s"):format(flags, sum, model))
+    local s = decoded(sum)
+    assert.are.equal(1, #s.epochs, out)
+    for _, k in ipairs { "test_acc_mean", "test_acc_mc" } do
+      assert.truthy(s[k] >= 0 and s[k] <= 1, k .. "\n" .. out)
+    end
+    return s, layers_of(model)
+  end
+
   it("mnist.lua runs the other estimators, priors and Fashion-MNIST", function()
     local small = " --epochs 1 --limit 256 --test-limit 100 --hidden 16 --test-samples 2"
-    ok("scripts/mnist.lua --estimator local --prior gaussian --optim sgd --lr 0.05" .. small, "test accuracy")
-    ok("scripts/mnist.lua --estimator flipout --prior laplace --kl-weight blundell --samples 2" .. small, "test accuracy")
-    ok("scripts/mnist.lua --dataset fashion --optim rmsprop" .. small, "fashion: 256 training")
+    local _, l = trained("local", "--estimator local --prior gaussian --optim sgd --lr 0.05" .. small)
+    assert.are.equal("local", l[1].estimator)
+    assert.are.equal("gaussian", l[1].prior.kind)
+    _, l = trained("flipout", "--estimator flipout --prior laplace --kl-weight blundell --samples 2" .. small)
+    assert.are.equal("flipout", l[1].estimator)
+    assert.are.equal("laplace", l[1].prior.kind)
+    local s = trained("fashion", "--dataset fashion --optim rmsprop" .. small)
+    assert.are.equal("fashion", s.args.dataset)
+    assert.are.same({ train = 256, test = 100 }, s.images)
   end)
   it("mnist.lua trains the LeNet-style CNNs: Bayesian, plain and with dropout", function()
     local small = " --epochs 1 --limit 128 --test-limit 50 --test-samples 2 --threads 1"
-    ok("scripts/mnist.lua --model cnn --estimator local" .. small, "BayesConv2d(1 -> 16, 5x5, padding 2", "test accuracy")
-    ok("scripts/mnist.lua --model cnn-plain" .. small, "Conv2d(16 -> 32, 5x5)", "test accuracy")
-    ok("scripts/mnist.lua --model cnn --channels 4,6 --hidden 16" .. small, "BayesConv2d(4 -> 6, 5x5,", "BayesLinear(150 -> 16,", "test accuracy")
-    ok("scripts/mnist.lua --model cnn-dropout --dataset fashion" .. small, "Dropout(0.5)", "test accuracy")
+    local _, l = trained("cnn", "--model cnn --estimator local" .. small)
+    local conv = first(l, "BayesConv2d")
+    assert.are.same({ 1, 16, { 5, 5 }, { 2, 2 } }, { conv.in_channels, conv.out_channels, conv.kernel, conv.padding })
+    assert.are.equal("local", conv.estimator)
+    _, l = trained("cnn_plain", "--model cnn-plain" .. small)
+    assert.is_nil(first(l, "BayesConv2d"))
+    local _, i = first(l, "Conv2d")
+    local second = first({ table.unpack(l, i + 1) }, "Conv2d")
+    assert.are.same({ 16, 32, { 5, 5 }, { 0, 0 } }, { second.in_channels, second.out_channels, second.kernel, second.padding })
+    _, l = trained("cnn_small", "--model cnn --channels 4,6 --hidden 16" .. small)
+    local _, j = first(l, "BayesConv2d")
+    second = first({ table.unpack(l, j + 1) }, "BayesConv2d")
+    assert.are.same({ 4, 6, { 5, 5 } }, { second.in_channels, second.out_channels, second.kernel })
+    local dense = first(l, "BayesLinear")
+    assert.are.same({ 150, 16 }, { dense.n_in, dense.n_out })
+    local s
+    s, l = trained("cnn_dropout", "--model cnn-dropout --dataset fashion" .. small)
+    assert.are.equal("fashion", s.args.dataset)
+    assert.are.equal(0.5, assert(first(l, "Dropout"), "no dropout layer").p)
   end)
   it("mnist.lua refuses bad options with a message", function()
     local status, out = run("scripts/mnist.lua --hidden 0")

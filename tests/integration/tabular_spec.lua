@@ -41,17 +41,26 @@ local train_csv, new_csv = dir .. "/train.csv", dir .. "/new.csv"
 write_table(train_csv, 300, 1)
 write_table(new_csv, 40, 2, { header = "x1,x2,colour", no_target = true })
 
+-- the JSON a run wrote (--summary)
+local function summary_of(path) return bbb.json.decode(H.read(path)) end
+
 describe("fit.lua and predict.lua", function()
   it("regression: fit, save, predict with epistemic and aleatoric parts, plot", function()
-    local out = H.ok(("scripts/fit.lua --tune off --data %s --target y --ignore label --epochs 40 --every 0 --save %s --plot %s")
-      :format(H.q(train_csv), H.q(dir .. "/reg.ckpt"), H.q(dir .. "/reg.png")),
-      "regression of 'y'; train 243, validation 27, test 30", "test       RMSE", "coverage of the 50/90/95% intervals")
-    local rmse = tonumber(out:match("test%s+RMSE ([%d.]+)"))
-    assert.is_true(rmse < 1.2, out)   -- the noise is 0.3; the target's spread about 2.6
-    local ll = tonumber(out:match("test%s+RMSE [%d.]+%s+log%-likelihood (%-?[%d.]+)"))
-    assert.is_true(ll > -2, out)
-    H.ok(("scripts/predict.lua --model %s --data %s --out %s"):format(H.q(dir .. "/reg.ckpt"), H.q(new_csv),
-      H.q(dir .. "/pred.csv")), "40 rows")
+    local out = H.ok(("scripts/fit.lua --tune off --data %s --target y --ignore label --epochs 40 --every 0 --save %s --plot %s "
+      .. "--summary %s"):format(H.q(train_csv), H.q(dir .. "/reg.ckpt"), H.q(dir .. "/reg.png"), H.q(dir .. "/reg.json")))
+    local fit = summary_of(dir .. "/reg.json")
+    assert.are.same({ "regression", "y" }, { fit.task, fit.target })
+    assert.are.same({ train = 243, validation = 27, test = 30 }, fit.rows)
+    local t = fit.test
+    assert.is_true(t.rmse < 1.2, out)   -- the noise is 0.3; the target's spread about 2.6
+    assert.is_true(t.ll > -2, out)
+    -- the 50/90/95% intervals' coverage of the test rows
+    assert.is_true(t.cover50 >= 0 and t.cover50 <= t.cover90 and t.cover90 <= t.cover95 and t.cover95 <= 1, out)
+    H.ok(("scripts/predict.lua --model %s --data %s --out %s --summary %s"):format(H.q(dir .. "/reg.ckpt"), H.q(new_csv),
+      H.q(dir .. "/pred.csv"), H.q(dir .. "/pred.json")))
+    local pred = summary_of(dir .. "/pred.json")
+    assert.are.equal(40, pred.rows)
+    assert.are.equal(bbb.json.null, pred.scores)   -- no target in the file: nothing to score
     local rows = read_csv_file(dir .. "/pred.csv")
     assert.are.equal(41, #rows)
     assert.are.equal("mean,std,epistemic_std,aleatoric_std,lo50,hi50,lo90,hi90,lo95,hi95", rows[1])
@@ -69,10 +78,18 @@ describe("fit.lua and predict.lua", function()
   end)
 
   it("classification: probabilities, entropy and mutual information; the scores when the target is there", function()
-    H.ok(("scripts/fit.lua --tune off --data %s --target label --ignore y --epochs 30 --every 0 --save %s")
-      :format(H.q(train_csv), H.q(dir .. "/cls.ckpt")), "classification of 'label'", "test       accuracy", "ECE")
-    H.ok(("scripts/predict.lua --model %s --data %s --out %s --plot %s"):format(H.q(dir .. "/cls.ckpt"),
-      H.q(train_csv), H.q(dir .. "/cls.csv"), H.q(dir .. "/cal.png")), "300 rows", "accuracy", "plot: ")
+    local out = H.ok(("scripts/fit.lua --tune off --data %s --target label --ignore y --epochs 30 --every 0 --save %s "
+      .. "--summary %s"):format(H.q(train_csv), H.q(dir .. "/cls.ckpt"), H.q(dir .. "/cls.json")))
+    local fit = summary_of(dir .. "/cls.json")
+    assert.are.same({ "classification", "label" }, { fit.task, fit.target })
+    assert.is_true(fit.test.accuracy > 0.5 and fit.test.accuracy <= 1, out)   -- two classes
+    assert.is_true(fit.test.ece >= 0 and fit.test.ece <= 1, out)
+    out = H.ok(("scripts/predict.lua --model %s --data %s --out %s --plot %s --summary %s"):format(H.q(dir .. "/cls.ckpt"),
+      H.q(train_csv), H.q(dir .. "/cls.csv"), H.q(dir .. "/cal.png"), H.q(dir .. "/cls_pred.json")))
+    local pred = summary_of(dir .. "/cls_pred.json")
+    assert.are.equal(300, pred.rows)
+    assert.is_true(pred.scores.accuracy > 0.5 and pred.scores.accuracy <= 1, out)   -- the target is in the file
+    assert.are.equal("\137PNG", H.read(dir .. "/cal.png"):sub(1, 4))
     local rows = read_csv_file(dir .. "/cls.csv")
     assert.are.equal("predicted,p_hi,p_lo,entropy,mutual_information,observed", rows[1])
     local p = {}

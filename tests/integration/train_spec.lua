@@ -17,13 +17,23 @@ local function lines_of(path)
   return out
 end
 
--- epoch lines and final accuracies, without their timings
-local function figures(out)
-  local keep = {}
-  for l in out:gmatch("[^\n]+") do
-    if l:match("^epoch") or l:match("^test accuracy") then keep[#keep + 1] = (l:gsub("%s+[%d.]+ s$", "")) end
+-- the JSON a run wrote (--summary)
+local function summary(path)
+  local f = assert(io.open(path))
+  local t = cjson.decode(f:read("a"))
+  f:close()
+  return t
+end
+
+-- the figures of an epoch record, without its timings
+local FIGURES = { "epoch", "elbo_per_example", "nll_per_example", "complexity_total", "complexity_per_example",
+                  "train_acc", "test_acc", "lr" }
+local function same_epoch(want, got, what)
+  for _, k in ipairs(FIGURES) do
+    assert.is_not_nil(want[k], ("%s: %s"):format(what, k))
+    assert.are.equal(want[k], got[k], ("%s: %s"):format(what, k))
   end
-  return table.concat(keep, "\n")
+  assert.are.same(want.sigma_mean, got.sigma_mean, what .. ": sigma_mean")
 end
 
 local function same_tensors(a, b)
@@ -158,12 +168,13 @@ describe("bbb.train.fit", function()
       local pid = io.open("/proc/self/stat"):read("a"):match("^(%d+)")
       bbb.core.sigint_trap(true)
       io.popen("kill -INT " .. pid):close()
-      print("first", bbb.core.sigint_pending())
+      print(bbb.json.encode{ pending_after_first = bbb.core.sigint_pending() })
       io.stdout:flush()
       io.popen("kill -INT " .. pid):close()
       print("still running")]]))
-    assert.truthy(out:find("first\t1", 1, true), out)
-    assert.falsy(out:find("still running", 1, true), out)
+    local first = cjson.decode(out:sub(1, (out:find("\n", 1, true))))
+    assert.are.equal(1, first.pending_after_first, out)   -- the first Ctrl-C is only noted
+    assert.falsy(out:find("still running", 1, true), out)   -- the second ends the process before this line
     assert.are.equal(130, status, out)
   end)
 
@@ -178,19 +189,30 @@ end)
 describe("scripts/mnist.lua runs that last", function()
   local small = " --limit 1200 --test-limit 300 --hidden 24 --seed 5 --test-samples 2"
 
-  it("4 epochs straight equal 2 epochs plus --resume, weights and printed numbers", function()
-    local s1, full = run("scripts/mnist.lua" .. small .. " --epochs 4 --save " .. tmp .. "/full.st")
+  it("4 epochs straight equal 2 epochs plus --resume, weights and reported figures", function()
+    local s1, full = run("scripts/mnist.lua" .. small .. " --epochs 4 --save " .. tmp .. "/full.st --summary "
+      .. tmp .. "/full.json")
     assert.are.equal(0, s1, full)
-    local s2, half = run("scripts/mnist.lua" .. small .. " --epochs 2 --checkpoint " .. tmp .. "/half.ckpt")
+    local s2, half = run("scripts/mnist.lua" .. small .. " --epochs 2 --checkpoint " .. tmp .. "/half.ckpt --summary "
+      .. tmp .. "/half.json")
     assert.are.equal(0, s2, half)
-    local s3, rest = run("scripts/mnist.lua --resume " .. tmp .. "/half.ckpt --epochs 4 --save " .. tmp .. "/res.st")
+    local s3, rest = run("scripts/mnist.lua --resume " .. tmp .. "/half.ckpt --epochs 4 --save " .. tmp .. "/res.st"
+      .. " --summary " .. tmp .. "/rest.json")
     assert.are.equal(0, s3, rest)
     assert.truthy(rest:find("resuming " .. tmp .. "/half.ckpt after epoch 2", 1, true), rest)
-    local f_half, f_rest = figures(half), figures(rest)
-    local want = figures(full)
+    local want, first, second = summary(tmp .. "/full.json"), summary(tmp .. "/half.json"), summary(tmp .. "/rest.json")
+    assert.are.equal(4, #want.epochs)
+    assert.are.equal(2, #first.epochs)
+    assert.are.equal(4, #second.epochs)   -- the resumed run's history holds the first part's epochs
     -- epochs 1-2 from the first part, 3-4 and the final accuracies from the resumed one
-    local combined = f_half:gsub("\ntest accuracy[^\n]*", "") .. "\n" .. f_rest
-    assert.are.equal(want, combined)
+    for e = 1, 2 do
+      same_epoch(want.epochs[e], first.epochs[e], "first part, epoch " .. e)
+      same_epoch(want.epochs[e], second.epochs[e], "resumed run's history, epoch " .. e)
+    end
+    for e = 3, 4 do same_epoch(want.epochs[e], second.epochs[e], "resumed run, epoch " .. e) end
+    assert.is_true(want.test_acc_mc > 0 and want.test_acc_mc <= 1)
+    assert.are.equal(want.test_acc_mean, second.test_acc_mean)
+    assert.are.equal(want.test_acc_mc, second.test_acc_mc)
     assert.are.equal(12, same_tensors(tmp .. "/full.st", tmp .. "/res.st"))
   end)
 
@@ -213,19 +235,24 @@ describe("scripts/mnist.lua runs that last", function()
     local bad = tmp .. "/tampered.ckpt"
     io.open(bad, "wb"):write(string.pack("<I8", 5000) .. "{}"):close()
     cases[#cases + 1] = { "--resume " .. bad, "declares a 5000-byte header" }
+    local log = tmp .. "/refused.jsonl"
     for _, c in ipairs(cases) do
-      local status, out = run("scripts/mnist.lua " .. c[1])
+      os.remove(log)
+      local status, out = run("scripts/mnist.lua " .. c[1] .. " --log " .. log)
       assert.are_not.equal(0, status, out)
       assert.truthy(out:find(c[2], 1, true), ("%s: expected %q in\n%s"):format(c[1], c[2], out))
-      assert.falsy(out:find("epoch  1", 1, true), out)
+      assert.is_nil(io.open(log), "an epoch was trained before refusing " .. c[1] .. ":\n" .. out)
     end
   end)
 
   it("--val holds out the last images and reports them; presets are documented", function()
-    local status, out = run("scripts/mnist.lua" .. small .. " --epochs 1 --val 200 --model mlp --activation tanh")
+    local status, out = run("scripts/mnist.lua" .. small .. " --epochs 1 --val 200 --model mlp --activation tanh "
+      .. "--summary " .. tmp .. "/val.json")
     assert.are.equal(0, status, out)
-    assert.truthy(out:find("1000 training, 200 validation, 300 test images", 1, true), out)
-    assert.truthy(out:match("val %d+%.%d+%%"), out)
+    local s = summary(tmp .. "/val.json")
+    assert.are.same({ train = 1000, val = 200, test = 300 }, s.images)
+    local val_acc = s.epochs[1].val_acc
+    assert.truthy(type(val_acc) == "number" and val_acc >= 0 and val_acc <= 1, out)
     status, out = run("scripts/mnist.lua --help")
     for _, p in ipairs { "s0: seed 000", "s1: seed 001", "s3: seed 003", "paper-400", "paper-1200" } do
       assert.truthy(out:find(p, 1, true), p)
@@ -233,10 +260,22 @@ describe("scripts/mnist.lua runs that last", function()
   end)
 
   it("a preset sets its flags, explicit flags win", function()
-    local status, out = run("scripts/mnist.lua --preset s1 --epochs 1 --limit 256 --test-limit 100 --hidden 16 --test-samples 2")
+    local status, out = run("scripts/mnist.lua --preset s1 --epochs 1 --limit 256 --test-limit 100 --hidden 16 "
+      .. "--test-samples 2 --save " .. tmp .. "/s1.st --summary " .. tmp .. "/s1.json")
     assert.are.equal(0, status, out)
-    assert.truthy(out:find("BayesLinear(784 -> 16, prior=Gaussian{sigma=6}", 1, true), out)
-    assert.truthy(out:find("(2) Sigmoid", 1, true), out)
-    assert.truthy(out:find("pixels / 255", 1, true), out)
+    local args = summary(tmp .. "/s1.json").args
+    -- the preset's (seed 001's) settings, and --hidden and --epochs as given
+    assert.are.equal("s1", args.preset)
+    assert.are.equal(255, args.pixel_scale)
+    assert.are.equal(1, args.epochs)
+    -- the network built: 784 -> 16 (the flag's width, not the preset's 512), Gaussian sigma 6, sigmoid
+    local layers = {}
+    bbb.load(tmp .. "/s1.st"):apply(function(m) if m.__name ~= "Sequential" then layers[#layers + 1] = m end end)
+    assert.are.equal("BayesLinear", layers[1].__name)
+    assert.are.equal(784, layers[1].n_in)
+    assert.are.equal(16, layers[1].n_out)
+    assert.are.equal("gaussian", layers[1].prior.kind)
+    assert.are.equal(6, layers[1].prior.sigma)
+    assert.are.equal("Sigmoid", layers[2].__name)
   end)
 end)

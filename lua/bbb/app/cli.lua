@@ -299,6 +299,19 @@ function cli.output_dir()
   end)
 end
 
+--- cli.json_figures(v) -> a copy of v (numbers, strings, booleans, tables of
+-- them) with every number JSON cannot hold (NaN, an infinity: a run that
+-- diverged) as null, so a summary of such a run is still written.
+function cli.json_figures(v)
+  if type(v) == "number" then
+    return (v ~= v or v == math.huge or v == -math.huge) and require("bbb.json").null or v
+  end
+  if type(v) ~= "table" then return v end
+  local t = {}
+  for k, x in pairs(v) do t[k] = cli.json_figures(x) end
+  return t
+end
+
 local function write_fail(path, err)
   error(("cli.write_file: cannot write '%s': %s"):format(path, tostring(err)), 3)
 end

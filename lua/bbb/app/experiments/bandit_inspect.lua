@@ -32,11 +32,19 @@ function M.parse(argv)
   return recipe.parse(M.parser(), argv or arg)
 end
 
+-- The kinds of mistake --shared lists the features of: the rows of
+-- mistakes()'s answer, and what the list is of.
+local SHARED = { { "passed", "passed_rows", "edible mushrooms the mean passes" },
+                 { "eaten", "eaten_rows", "poisonous mushrooms the mean eats" } }
+
 --- run(config) -> result: inspects each checkpoint in turn, printing its
 -- row of the table as it is done (each takes --samples draws over every
 -- mushroom); result holds data (the mushrooms) and rows ({name, step, m =
--- the agent's mistakes}), which report explains and, with --shared, lists
--- the features of. Raises a message for a checkpoint of another agent.
+-- the agent's mistakes, and with --shared shared = {passed =, eaten =}: the
+-- feature values all the edible mushrooms the mean passes share, and all
+-- the poisonous ones it eats, as bandit_agent.shared_features gives them}),
+-- which report explains and lists. Raises a message for a checkpoint of
+-- another agent.
 function M.run(args)
   local experiment = require "bbb.app.experiments.bandit_agent"
   local bandit = require "bbb.app.experiments.bandit"
@@ -56,27 +64,32 @@ function M.run(args)
       m.eat_rate * 1e4, m.eat_rate * 15 + m.pass_rate * 5, m.lucky, m.mixed, m.unseen))
     rows[#rows + 1] = { name = name, step = step, m = m }
   end
+  if args.shared then
+    local xt = data.x:totable()   -- once for every list below
+    for _, s in ipairs(rows) do
+      s.shared = {}
+      for _, kind in ipairs(SHARED) do
+        s.shared[kind[1]] = experiment.shared_features(data, s.m[kind[2]], s.m.meals, xt)
+      end
+    end
+  end
   return { data = data, rows = rows, shared = args.shared }
 end
 
 --- report(result): what the columns mean and, with --shared, the feature
 -- values that all of an agent's mistakes of one kind share.
 function M.report(result)
-  local experiment = require "bbb.app.experiments.bandit_agent"
   print("poison eaten / edible passed: mushrooms the posterior mean gets wrong; eaten /10k: poisonous meals "
     .. "per 10,000 steps under the weight draws; regret /step: what the mistakes cost per step if learning "
     .. "stopped; lucky / mixed / unseen: the poisonous mushrooms the mean eats, by their meals in the buffer.")
-  if not result.shared or #result.rows == 0 then return end
-  local data = result.data
-  local xt = data.x:totable()   -- once for every list below
+  if not result.shared then return end
   for _, s in ipairs(result.rows) do
-    for _, part in ipairs { { s.m.passed_rows, "edible mushrooms the mean passes" },
-                            { s.m.eaten_rows, "poisonous mushrooms the mean eats" } } do
-      local rows = part[1]
+    for _, kind in ipairs(SHARED) do
+      local rows = s.m[kind[2]]
       if #rows > 0 then
-        print(("\n%s: the %d %s all have"):format(s.name, #rows, part[2]))
+        print(("\n%s: the %d %s all have"):format(s.name, #rows, kind[3]))
         print(("  %-38s %10s %10s %12s"):format("feature value", "mushrooms", "poisonous", "buffer meals"))
-        for _, f in ipairs(experiment.shared_features(data, rows, s.m.meals, xt)) do
+        for _, f in ipairs(s.shared[kind[1]]) do
           print(("  %-38s %10d %9.0f%% %12d"):format(f.name, f.total, 100 * f.poisonous / f.total, f.meals))
         end
       end

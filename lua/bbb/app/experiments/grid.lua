@@ -305,6 +305,7 @@ end
 --- grid.outcome(g, c, rc, summary, log, seconds) -> the result line of
 -- configuration c's run in grid g ({id =, text =, select =}): from its exit
 -- code, the text of its summary file and of its log (nil when missing).
+-- Under mpirun, rank 0 adds mpi_rank, the rank the run was trained on.
 function grid.outcome(g, c, rc, summary, log, seconds)
   local r = { grid = g.id, grid_text = g.text, key = c.key, config = {}, seconds = seconds }
   for _, a in ipairs(AXES) do r.config[a.name] = c[a.name] end
@@ -472,6 +473,7 @@ local function mpi_queue_lead(g)
     local msg, from = dist.recv_string()
     if msg ~= "ready" then
       local r = json.decode(msg)
+      r.mpi_rank = from   -- where it ran
       n_done = n_done + 1
       append(g, r)
       g.results[#g.results + 1] = r
@@ -577,6 +579,7 @@ local function run_items_mpi(g, items, on_result)
     busy[from], n_busy = nil, n_busy - 1
     idle[#idle + 1] = from
     local r = json.decode(msg)
+    r.mpi_rank = from   -- where it ran
     if r.status == "ok" then put_file(it.ckpt, ckpt_bytes) end
     on_result(it, r)
     finished = finished + 1

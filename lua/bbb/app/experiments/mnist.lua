@@ -370,19 +370,34 @@ local function seed_rows(args, r)
              { "test", r.test_acc_mean, ll_of(r.test_set), seed.test } } }
 end
 
+-- The seed's figures beside ours (seed_rows) as the summary holds them:
+-- per set, our accuracy, log-likelihood and ELBO (= log-likelihood - beta
+-- KL), and the seed's.
+local function seed_summary(s)
+  if not s then return nil end
+  local rows = {}
+  for i, row in ipairs(s.rows) do
+    rows[i] = { set = row[1], accuracy = row[2], log_likelihood = row[3], elbo = row[3] - s.beta * s.kl,
+      seed = { accuracy = row[4].acc, log_likelihood = row[4].ll, elbo = row[4].elbo } }
+  end
+  return { beta = s.beta, kl = s.kl, seed_kl = s.seed.kl, train_n = s.train_n, rows = rows }
+end
+
 -- The model (--save) and the summary (--summary), by rank 0.
 local function write_outputs(args, r)
   if args.save then bbb.save(args.save, { model = r.net, args = r.saved_args }) end
   if args.summary then
     cli.write_file(args.summary, require("bbb.json").encode{ args = r.saved_args, epochs = r.history, environment = bbb.core.environment(),
-      test_acc_mean = r.test_acc_mean, test_acc_mc = r.test_acc_mc, seconds = r.seconds })
+      test_acc_mean = r.test_acc_mean, test_acc_mc = r.test_acc_mc, seconds = r.seconds, images = r.images,
+      seed = seed_summary(r.seed) })
   end
 end
 
 --- mnist.run(args) -> result: trains and tests, on the data of the one
 -- folder recipe.image_folder names (printed first); result holds status
 -- ("done" or "interrupted"), history (the epoch records), test_acc_mean,
--- test_acc_mc, seconds, net, curves (with --curves), seed (the seed's
+-- test_acc_mc, seconds, net, images (the training, validation and test
+-- images: {train =, val =, test =}), curves (with --curves), seed (the seed's
 -- figures beside ours, with a seed's preset), lead (rank 0), and for an
 -- interrupted run epoch, batch, checkpoint and signal. mnist.report and
 -- mnist.plot show it.
@@ -435,6 +450,7 @@ function mnist.run(args)
   result.seconds = bbb.core.clock() - t_start
   result.net, result.args, result.saved_args, result.n_batches = net, args, saved_args, n_batches
   result.train_set, result.test_set = train_set, test_set
+  result.images = { train = train_set.n, val = val_set and val_set.n or nil, test = test_set.n }
   result.curves = args.curves and curves or nil
   if lead then
     result.seed = seed_rows(args, result)

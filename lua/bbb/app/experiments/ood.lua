@@ -88,7 +88,8 @@ function ood.parser()
   flags.option(parser, "--chunk", "Images per prediction pass (bounds memory: samples x chunk x classes).", "2500")
     :convert(cli.positive_integer())
   recipe.declare(parser, { "seed", "threads" })
-  flags.option(parser, "--out", "Prefix of the PNG files.", "out/ood"):convert(cli.output_path())
+  flags.option(parser, "--out", "Prefix of the output files: the figures as JSON in PREFIX.json, the pictures in "
+    .. "PREFIX-*.png.", "out/ood"):convert(cli.output_path())
   flags.option(parser, "--save-models", "Write each trained model to PREFIX-<model>.safetensors.")
     :convert(cli.output_path())
   return parser
@@ -468,10 +469,21 @@ local function picture_data(result, rows, sets, evals, other)
   end
 end
 
-local function summarize(config, rows, sets, evals, other, times)
+-- Where each model came from: {source = "trained"} or {source = "loaded",
+-- path =}, with the pixel scale it takes.
+local function models_of(models)
+  local t = {}
+  for _, kind in ipairs(KINDS) do
+    local m = models[kind]
+    t[kind] = { source = m.path and "loaded" or "trained", path = m.path, pixel_scale = m.pixel_scale }
+  end
+  return t
+end
+
+local function summarize(config, rows, sets, evals, other, times, models)
   local result = { config = recipe.saved_args(config), default_run = config._default_run == true,
     dataset = config.dataset, other = other, classes = sets[1].raw.classes, times = times,
-    rows = {}, sets = {}, figures = {} }
+    models = models_of(models), rows = {}, sets = {}, figures = {} }
   for i, row in ipairs(rows) do
     result.rows[i] = { key = row.key, label = row.label, model = row.model, mc = row.mc }
     result.figures[row.key] = {}
@@ -480,6 +492,71 @@ local function summarize(config, rows, sets, evals, other, times)
   for i, set in ipairs(sets) do result.sets[i] = { name = set.name, label = set.label, is_in = set.is_in == true } end
   picture_data(result, rows, sets, evals, other)
   return result
+end
+
+local function verdict(ok) return type(ok) == "string" and ok or ok and "met" or "missed" end
+
+-- The seeds' targets that apply to this run: each {key, text, measured (the
+-- figures as the table shows them), values (those figures), verdict ("met",
+-- "missed" or why it counts as met)}.
+local function targets_of(result)
+  local list = {}
+  local function target(key, text, measured, values, ok)
+    list[#list + 1] = { key = key, text = text, measured = measured, values = values, verdict = verdict(ok) }
+  end
+  local function find(key, set) return result.figures[key] and result.figures[key][set] end
+  local c, times = result.config, result.times
+  local bn, mn = find("bbb_mc", "normal"), find("mlp", "normal")
+  if c.preset == "s1" and bn and mn then
+    local hb, hm, hs = bn.entropy, mn.entropy, bn.seed001_entropy
+    target("s1_noise_entropy", "seed 001: BNN entropy on N(0,1) noise >= 0.99 bits (seed: 0.9909)",
+      ("%.4f bits (seed's variant %.4f)"):format(hb, hs), { hb, hs }, hb >= 0.99)
+    target("s1_noise_entropy_vs_mlp", "seed 001: BNN noise entropy >= 3x our MLP's (seed MLP: 0.1446)",
+      ("%.4f vs 3 x %.4f = %.4f"):format(hb, hm, 3 * hm), { hb, hm }, hb >= 3 * hm)
+  end
+  if result.dataset == "mnist" and find("bbb_mc", "fashion") then
+    local b, mm, d = find("bbb_mc", "fashion"), find("mlp", "fashion"), find("dropout_mc", "fashion")
+    target("auroc_mi", "MNIST vs Fashion-MNIST: BBB AUROC by MI >= 0.95", ("%.4f"):format(b.auroc_mi), { b.auroc_mi },
+      b.auroc_mi >= 0.95)
+    if d then
+      target("auroc_mi_vs_dropout", "MNIST vs Fashion-MNIST: BBB AUROC (MI) > MC dropout's (MI)",
+        ("%.4f vs %.4f"):format(b.auroc_mi, d.auroc_mi), { b.auroc_mi, d.auroc_mi }, b.auroc_mi > d.auroc_mi)
+    end
+    target("auroc_mi_vs_mlp", "MNIST vs Fashion-MNIST: BBB AUROC (MI) > MLP AUROC (entropy)",
+      ("%.4f vs %.4f (BBB by H %.4f)"):format(b.auroc_mi, mm.auroc_entropy, b.auroc_entropy),
+      { b.auroc_mi, mm.auroc_entropy }, b.auroc_mi > mm.auroc_entropy)
+  end
+  if result.dataset == "fashion" then
+    local in_set = result.sets[1].name
+    local mean_acc, mc_acc = find("bbb_mean", in_set).acc, find("bbb_mc", in_set).acc
+    target("s0_acc_mean", "seed 000: Fashion accuracy, posterior means >= 87.7%", ("%.2f%%"):format(100 * mean_acc),
+      { mean_acc }, mean_acc >= 0.877)
+    target("s0_acc_mc", ("seed 000: Fashion accuracy, %d samples >= 88.3%%"):format(c.test_samples),
+      ("%.2f%%"):format(100 * mc_acc), { mc_acc }, mc_acc >= 0.883)
+    local best, best_label = -1, nil
+    for _, row in ipairs(result.rows) do
+      local a = find(row.key, in_set).acc
+      if a > best then best, best_label = a, row.label end
+    end
+    target("fashion_90", "a Fashion model of ours reaches 90%", ("%.2f%% (%s)"):format(100 * best, best_label),
+      { best }, best >= 0.90)
+  end
+  if result.default_run then
+    -- On a shared machine the wall time measures the other jobs too; the CPU
+    -- time of all threads bounds the wall time of a quiet 2-core machine.
+    local ok = times.total_wall <= 300 or (times.total_cpu <= 300 and "met on CPU time (wall inflated by other jobs)")
+    target("default_time", "the default run finishes in <= 5 min (training included)",
+      ("%.0f s wall, %.0f s CPU"):format(times.total_wall, times.total_cpu), { times.total_wall, times.total_cpu }, ok)
+  end
+  return list
+end
+
+-- The figures as JSON at <out>.json: the result without the per-image
+-- entropies (what the histograms draw).
+local function write_json(config, result)
+  local t = {}
+  for k, v in pairs(result) do if k ~= "entropies" then t[k] = cli.json_figures(v) end end
+  cli.write_file(config.out .. ".json", require("bbb.json").encode(t) .. "\n")
 end
 
 --- ood.run(config) -> result: trains (or loads) the three models and
@@ -491,7 +568,11 @@ end
 -- detection = {entropy, max_prob, mi}: each bbb.metrics.detection's
 -- {auroc, aupr_in, aupr_out, fpr95}; brier and aurc (in-distribution set).
 -- result.rows and result.sets list them in the table's order; times holds
--- the wall and CPU seconds; the rest is what ood.plot draws.
+-- the wall and CPU seconds; models = {bbb =, mlp =, dropout =}, each
+-- {source = "trained" or "loaded", path (loaded), pixel_scale}; targets the
+-- seeds' targets that apply ({key, text, measured, values, verdict}); the
+-- rest is what ood.plot draws. The result, without the per-image
+-- entropies, goes to <out>.json too.
 function ood.run(config)
   local t_wall, t_cpu = clock(), os.clock()
   local loaded = load_models(config)
@@ -505,7 +586,10 @@ function ood.run(config)
   local evals = evaluate_all(config, rows, sets, models)
   score_sets(rows, sets, evals)
   times.total_wall, times.total_cpu = clock() - t_wall, os.clock() - t_cpu
-  return summarize(config, rows, sets, evals, other, times)
+  local result = summarize(config, rows, sets, evals, other, times, models)
+  result.targets = targets_of(result)
+  write_json(config, result)
+  return result
 end
 
 --------------------------------------------------------------------------
@@ -563,67 +647,14 @@ local function print_tables(result)
   print_detection(result)
 end
 
-local function verdict(ok) return type(ok) == "string" and ok or ok and "met" or "missed" end
-
--- The seeds' targets that apply to this run, each beside the measured value.
-local function target_lines(result)
-  local lines = {}
-  local function target(text, measured, ok)
-    lines[#lines + 1] = ("  %-62s %-34s %s"):format(text, measured, verdict(ok))
-  end
-  local function find(key, set) return result.figures[key] and result.figures[key][set] end
-  local c, times = result.config, result.times
-  local bn, mn = find("bbb_mc", "normal"), find("mlp", "normal")
-  if c.preset == "s1" and bn and mn then
-    local hb, hm, hs = bn.entropy, mn.entropy, bn.seed001_entropy
-    target("seed 001: BNN entropy on N(0,1) noise >= 0.99 bits (seed: 0.9909)",
-      ("%.4f bits (seed's variant %.4f)"):format(hb, hs), hb >= 0.99)
-    target("seed 001: BNN noise entropy >= 3x our MLP's (seed MLP: 0.1446)",
-      ("%.4f vs 3 x %.4f = %.4f"):format(hb, hm, 3 * hm), hb >= 3 * hm)
-  end
-  if result.dataset == "mnist" and find("bbb_mc", "fashion") then
-    local b, mm, d = find("bbb_mc", "fashion"), find("mlp", "fashion"), find("dropout_mc", "fashion")
-    target("MNIST vs Fashion-MNIST: BBB AUROC by MI >= 0.95", ("%.4f"):format(b.auroc_mi), b.auroc_mi >= 0.95)
-    if d then
-      target("MNIST vs Fashion-MNIST: BBB AUROC (MI) > MC dropout's (MI)",
-        ("%.4f vs %.4f"):format(b.auroc_mi, d.auroc_mi), b.auroc_mi > d.auroc_mi)
-    end
-    target("MNIST vs Fashion-MNIST: BBB AUROC (MI) > MLP AUROC (entropy)",
-      ("%.4f vs %.4f (BBB by H %.4f)"):format(b.auroc_mi, mm.auroc_entropy, b.auroc_entropy),
-      b.auroc_mi > mm.auroc_entropy)
-  end
-  if result.dataset == "fashion" then
-    local in_set = result.sets[1].name
-    local mean_acc, mc_acc = find("bbb_mean", in_set).acc, find("bbb_mc", in_set).acc
-    target("seed 000: Fashion accuracy, posterior means >= 87.7%", ("%.2f%%"):format(100 * mean_acc), mean_acc >= 0.877)
-    target(("seed 000: Fashion accuracy, %d samples >= 88.3%%"):format(c.test_samples), ("%.2f%%"):format(100 * mc_acc),
-      mc_acc >= 0.883)
-    local best, best_label = -1, nil
-    for _, row in ipairs(result.rows) do
-      local a = find(row.key, in_set).acc
-      if a > best then best, best_label = a, row.label end
-    end
-    target("a Fashion model of ours reaches 90%", ("%.2f%% (%s)"):format(100 * best, best_label), best >= 0.90)
-  end
-  if result.default_run then
-    -- On a shared machine the wall time measures the other jobs too; the CPU
-    -- time of all threads bounds the wall time of a quiet 2-core machine.
-    local ok = times.total_wall <= 300 or (times.total_cpu <= 300 and "met on CPU time (wall inflated by other jobs)")
-    target("the default run finishes in <= 5 min (training included)",
-      ("%.0f s wall, %.0f s CPU"):format(times.total_wall, times.total_cpu), ok)
-  end
-  return lines
-end
-
 --- ood.report(result) prints the table of every model on every set, the
 -- calibration, the targets and the times.
 function ood.report(result)
   print_tables(result)
-  local lines = target_lines(result)
-  if #lines > 0 then
+  if #result.targets > 0 then
     print()
     print("Targets:")
-    for _, l in ipairs(lines) do print(l) end
+    for _, t in ipairs(result.targets) do print(("  %-62s %-34s %s"):format(t.text, t.measured, t.verdict)) end
   end
   local t = result.times
   print()

@@ -119,7 +119,7 @@ function regression.parser()
   flags.option(parser, "--mlp-epochs", "MLP epochs (default: --epochs)."):convert(cli.positive_integer { max = 10000000 })
   recipe.declare(parser, { "seed", "threads" })
   flags.option(parser, "--out", "PNG file to write.", "out/regression.png"):convert(cli.output_path { ext = { "png", "svg" } })
-  recipe.declare(parser, { "log" })
+  recipe.declare(parser, { "log", "summary" })
   recipe.declare(parser, { "no_plot" })
   return parser
 end
@@ -478,6 +478,12 @@ local function view(c, r, range)
   return v
 end
 
+-- What the seeds report, beside which ours are shown: seed 001's BNN -ELBO
+-- (summed, last epoch, 1 sample), its MLP's MSE at the end and output at
+-- x = 100; seed 004's ELBO, L2 and KL at beta 0.001.
+local SEED1 = { elbo = 278.1, mlp_mse = 4.19e-05, mlp_mse_epoch = 25000, mlp_at_100 = -13 }
+local SEED4 = { beta = 0.001, elbo = -0.04507, l2 = -0.01688, kl = 28.19 }
+
 -- Seed 001's figures beside ours (its preset with the MLP on).
 local function seed1_figures(c, r)
   local m, lo, hi = band(c, r.net, r.sigma, bbb.tensor{ { 4 }, { 100 } })
@@ -486,11 +492,37 @@ local function seed1_figures(c, r)
            at100 = { mean = m[2], lo = lo[2], hi = hi[2] } }
 end
 
+-- --summary: the run's figures as JSON: the settings, each net's KL weight,
+-- coverage, noise sigma, seed 004's terms and its band's widths over each
+-- range, the MLP's, and the seeds' figures beside ours.
+local function write_summary(c)
+  local args = c.args
+  local nets = {}
+  for i, r in ipairs(c.nets) do
+    local views = {}
+    for k, v in ipairs(r.views) do views[k] = { range = v.range, width_in = v.width_in, width_out = v.width_out } end
+    nets[i] = { beta = r.beta, kl_weight = r.w, coverage = r.coverage, noise_sigma = r.sigma, terms = r.terms,
+      seconds = r.seconds, views = views,
+      last_epoch = { elbo_total = r.last.elbo_per_example * c.n, nll_total = r.last.nll_per_example * c.n } }
+  end
+  local t = { args = recipe.saved_args(args), task = args.task, n = c.n, training_range = { c.task.lo, c.task.hi },
+    ranges = c.ranges, seconds = c.seconds, nets = nets,
+    bnn = { sizes = c.bnn_sizes, activation = c.act_name, prior_sigma = c.prior_sigma, epochs = c.epochs,
+            noise_sigma = c.fixed_sigma or "learned", optim = args.optim, lr = args.lr, samples = args.samples,
+            kl = args.kl },
+    mlp = c.mlp and { sizes = c.mlp_sizes, activation = c.act_name, optim = args.mlp_optim or args.optim,
+                      lr = args.mlp_lr or args.lr, epochs = args.mlp_epochs or c.epochs, mse = c.mlp_mse } or nil,
+    seed001 = c.seed1 and { ours = c.seed1, seed = SEED1 } or nil,
+    seed004 = (#c.weights > 1 or args.preset == "s4") and SEED4 or nil }
+  cli.write_file(args.summary, require("bbb.json").encode(cli.json_figures(t)) .. "\n")
+end
+
 --- regression.run(args) -> result: trains the Bayesian net (one per KL
 -- weight) and the MLP baseline; result.nets[i] holds each net's beta, KL
 -- weight, coverage, seed 004's terms (elbo, l2, kl) and its views, one per
 -- plot range (gx, m, lo, hi: the grid, the predictive mean and the 95% band;
--- width_in, width_out); result.mlp_mse, result.seed1 (preset s1).
+-- width_in, width_out); result.mlp_mse, result.seed1 (preset s1). With
+-- --summary the figures go to that file as JSON too.
 function regression.run(args)
   bbb.set_num_threads(args.threads)
   local c = setup(args)
@@ -508,6 +540,7 @@ function regression.run(args)
     for k, range in ipairs(c.ranges) do r.views[k] = view(c, r, range) end
   end
   if args.preset == "s1" and c.mlp then c.seed1 = seed1_figures(c, c.nets[1]) end
+  if args.summary then write_summary(c) end
   return c
 end
 
@@ -547,10 +580,10 @@ function regression.report(c)
   local s = c.seed1
   if s then
     print("seed 001 beside ours:")
-    print(("  BNN -ELBO (summed, last epoch, 1 sample): seed 278.1, ours %.1f"):format(s.elbo))
-    print(("  MLP MSE at the end: seed 4.19e-05 (epoch 25000), ours %.3g (epoch %d)")
-      :format(s.mlp_mse, args.mlp_epochs or c.epochs))
-    print(("  MLP at x = 100: seed about -13, ours %.2f"):format(s.mlp_at_100))
+    print(("  BNN -ELBO (summed, last epoch, 1 sample): seed %g, ours %.1f"):format(SEED1.elbo, s.elbo))
+    print(("  MLP MSE at the end: seed %g (epoch %d), ours %.3g (epoch %d)")
+      :format(SEED1.mlp_mse, SEED1.mlp_mse_epoch, s.mlp_mse, args.mlp_epochs or c.epochs))
+    print(("  MLP at x = 100: seed about %g, ours %.2f"):format(SEED1.mlp_at_100, s.mlp_at_100))
     print(("  BBB at x = 4: truth %.0f, mean %.1f, band [%.1f, %.1f]; at x = 100: mean %.1f, band [%.1f, %.1f]")
       :format(s.at4.truth, s.at4.mean, s.at4.lo, s.at4.hi, s.at100.mean, s.at100.lo, s.at100.hi))
   end
@@ -561,7 +594,7 @@ function regression.report(c)
       local v = r.views[1]
       print(("%-8g %10.5f %10.5f %10.3f %9.1f%% %10.4f %10.4f   %s"):format(r.beta, r.terms.elbo, r.terms.l2,
         r.terms.kl, 100 * (r.coverage or 0), v.width_in or 0, v.width_out or 0,
-        r.beta == 0.001 and "-0.04507, -0.01688, 28.19" or "-"))
+        r.beta == SEED4.beta and ("%g, %g, %g"):format(SEED4.elbo, SEED4.l2, SEED4.kl) or "-"))
     end
   end
   if #c.weights > 1 then print(("sweep: %d nets in %.1f s"):format(#c.weights, c.seconds)) end
