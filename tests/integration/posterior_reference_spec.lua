@@ -1,8 +1,8 @@
--- scripts/reference.lua end to end on a tiny table written here: the HMC
+-- scripts/reference.lua end to end on a tiny table written here: the NUTS
 -- reference of Bayesian linear regression (--hidden 0) against its closed
 -- form, the fields of reference.json for regression and classification, a
--- second run that keeps the finished chains, and bad input refused before
--- any work.
+-- second run (of the hmc kernel) that keeps the finished chains, and bad
+-- input refused before any work.
 local bbb = require "bbb"
 local helpers = require "helpers"
 local json = require "bbb.json"
@@ -63,15 +63,24 @@ describe("reference.lua", function()
     helpers.ok("scripts/reference.lua --help", "--hidden", "--methods", "--warmup", "--chains")
   end)
 
-  it("--hidden 0: the HMC predictive mean is the closed-form posterior predictive mean", function()
+  it("--hidden 0: the NUTS predictive mean is the closed-form posterior predictive mean", function()
     local out = tmp .. "/linear"
     local status, text = run(("--data %s --target y --ignore class --out %s --hidden 0 --warmup 150 --draws 150 "
-      .. "--chains 2 --leapfrog 8 --noise-sigma 0.2 --methods mlp %s"):format(csv, out, FIT))
+      .. "--chains 2 --noise-sigma 0.2 --methods mlp %s"):format(csv, out, FIT))
     assert.are.equal(0, status, text)
     local r = read_json(out .. "/reference.json")
     for _, k in ipairs { "rhat_max", "ess_min", "test_ll", "seconds" } do
       assert.are.equal("number", type(r.hmc[k]), k)
     end
+    assert.are.equal("nuts", r.hmc.kernel)
+    assert.are.equal(10, r.hmc.max_depth)
+    assert.are.equal(2, #r.hmc.per_chain)
+    for k, ch in ipairs(r.hmc.per_chain) do
+      assert.are.equal(k, ch.chain)
+      assert.truthy(ch.tree_depth >= 1 and ch.gradients > 0 and ch.divergences == 0, text)
+    end
+    helpers.has(text, "NUTS, max depth 10")
+    helpers.has(text, "tree depth")
     assert.truthy(r.hmc.rhat_max < 1.1, text)
     assert.are.equal("number", type(r.methods.mlp.test_ll))
     assert.truthy(r.methods.mlp.w1 > 0)
@@ -104,7 +113,7 @@ describe("reference.lua", function()
   it("keeps the chains a finished run wrote, and runs only what changed", function()
     local out = tmp .. "/again"
     local args = ("--data %s --target y --ignore class --out %s --hidden 0 --warmup 50 --draws 20 --chains 2 "
-      .. "--leapfrog 4 --methods none"):format(csv, out)
+      .. "--kernel hmc --leapfrog 4 --methods none"):format(csv, out)
     local s1, t1 = run(args)
     assert.are.equal(0, s1, t1)
     local before = helpers.read(out .. "/hmc/chain-2.safetensors")
@@ -116,12 +125,16 @@ describe("reference.lua", function()
     local s3, t3 = run(args:gsub("%-%-draws 20", "--draws 24"))
     assert.are.equal(0, s3, t3)
     assert.falsy(t3:find("done in an earlier run", 1, true), t3)
+    local r = read_json(out .. "/reference.json")
+    assert.are.equal("hmc", r.hmc.kernel)
+    assert.are.equal(4, r.hmc.leapfrog)
+    assert.falsy(r.hmc.per_chain[1].tree_depth)
   end)
 
   it("classification: agreement and total variation against the reference", function()
     local out = tmp .. "/classes"
     local status, text = run(("--data %s --target class --ignore y --out %s --hidden 0 --warmup 60 --draws 40 "
-      .. "--chains 2 --leapfrog 8 --methods mlp %s"):format(csv, out, FIT))
+      .. "--chains 2 --methods mlp %s"):format(csv, out, FIT))
     assert.are.equal(0, status, text)
     local r = read_json(out .. "/reference.json")
     assert.are.equal("classification", r.task)
@@ -140,6 +153,10 @@ describe("reference.lua", function()
     refused(base .. " --hidden 5,x", "--hidden: expected 0 or units per layer like 50 or 20,20, got '5,x'")
     refused(base .. " --methods bbb,gp", "--methods: expected one of bbb, mlp, dropout, ensemble, got 'gp'")
     refused(base .. " --noise-sigma -1", "--noise-sigma: expected infer or a positive number, got '-1'")
+    refused(base .. " --kernel mala", "--kernel: expected one of nuts, hmc")
+    refused(base .. " --leapfrog 8", "--leapfrog is for --kernel hmc")
+    refused(base .. " --kernel hmc --max-depth 5", "--max-depth is for --kernel nuts")
+    refused(base .. " --max-depth 0", "--max-depth")
     refused(base .. " -- --seed 3", "--seed after --: reference.lua sets it for every fit.lua run itself")
     refused(base .. " --split " .. tmp .. "/nothing.json", "--split: " .. tmp .. "/nothing.json is not a file")
     refused(("--data %s/missing.csv --target y --out %s/bad"):format(tmp, tmp), "missing.csv")

@@ -1,7 +1,8 @@
 -- bbb.mcmc where the answer is known: R-hat, ESS and the KS test against
--- hand-computable cases; HMC on 2-d densities whose marginals are known and
--- on Bayesian linear regression, whose posterior is in closed form; and
--- planted bugs, to see that the same checks catch a sampler that is wrong.
+-- hand-computable cases; HMC and NUTS on 2-d densities whose marginals are
+-- known and on Bayesian linear regression, whose posterior is in closed
+-- form; and planted bugs, to see that the same checks catch a sampler that
+-- is wrong.
 local bbb = require "bbb"
 local H = require "helpers"
 local mcmc = bbb.mcmc
@@ -122,9 +123,10 @@ local BANANA = { { 1, 2 } }
 
 local function run(density, o)
   o = o or {}
+  local nuts = o.kernel == "nuts"
   return mcmc.sample { log_density = density, warmup = o.warmup or 500, samples = o.samples or 2000, chains = 4,
-    seed = o.seed or 3, leapfrog = o.leapfrog or 8, step_size = o.step_size,
-    init = function(_, g) return normals(2, 0, 1, g) end }
+    seed = o.seed or 3, kernel = o.kernel, leapfrog = not nuts and (o.leapfrog or 8) or nil, max_depth = o.max_depth,
+    step_size = o.step_size, target_accept = o.target_accept, init = function(_, g) return normals(2, 0, 1, g) end }
 end
 
 -- Every chain thinned to about one draw per effective sample, pooled.
@@ -199,11 +201,70 @@ describe("sample on 2-d densities with known marginals", function()
   end)
 end)
 
+describe('sample with kernel = "nuts"', function()
+  it("draws the correlated Gaussian, and reports each chain's trees", function()
+    local post = run(correlated, { kernel = "nuts", samples = 1000 })
+    local ok, failed, fig = check(post, CORRELATED)
+    assert.truthy(ok, show(failed, fig))
+    assert.truthy(post.accept_rate > 0.6 and post.divergences == 0)
+    assert.are.equal("nuts", post.kernel)
+    local grads = 0
+    for k, c in ipairs(post.per_chain) do
+      assert.are.equal(k, c.chain)
+      assert.truthy(c.tree_depth >= 1 and c.tree_depth <= 10, c.tree_depth)
+      -- depth d keeps 2^d - 1 steps, and a last subtree thrown away adds fewer than 2^d more
+      assert.truthy(c.steps >= 1 and c.steps < 2 ^ 10, c.steps)
+      assert.are.equal(0, c.max_depth_hits)
+      grads = grads + c.gradients
+    end
+    assert.are.equal(post.gradients, grads)
+  end)
+  it("draws the banana, with a step size small enough for its narrow tails", function()
+    local ok, failed, fig = check(run(banana, { kernel = "nuts", target_accept = 0.95 }), BANANA)
+    assert.truthy(ok, show(failed, fig))
+  end)
+  it("keeps every tree within max_depth", function()
+    local post = run(correlated, { kernel = "nuts", max_depth = 1, warmup = 50, samples = 50 })
+    for _, c in ipairs(post.per_chain) do
+      assert.truthy(c.tree_depth <= 1 and c.steps <= 1, c.tree_depth .. " " .. c.steps)
+      assert.truthy(c.max_depth_hits > 0)
+    end
+  end)
+  it("gives the same chains run together or one by one", function()
+    local o = { log_density = banana, init = { 0.5, 0.5 }, kernel = "nuts", warmup = 50, samples = 20, seed = 9,
+                diagnose = false }
+    local together = mcmc.sample(setmetatable({ chains = 2 }, { __index = o }))
+    local second = mcmc.sample(setmetatable({ chain_ids = { 2 } }, { __index = o }))
+    assert.are.same(together.samples[2]:totable(), second.samples[1]:totable())
+  end)
+  it("refuses a bad kernel, or the other kernel's setting, before any work", function()
+    local base = { log_density = banana, init = { 0, 0 } }
+    local function with(o) return setmetatable(o, { __index = base }) end
+    H.errors_with(function() mcmc.sample(with { kernel = "mala" }) end,
+      'sample: kernel must be "nuts" or "hmc", got mala')
+    H.errors_with(function() mcmc.sample(with { kernel = "nuts", leapfrog = 8 }) end,
+      'sample: leapfrog is for kernel = "hmc"')
+    H.errors_with(function() mcmc.sample(with { max_depth = 5 }) end, 'sample: max_depth is for kernel = "nuts"')
+    H.errors_with(function() mcmc.sample(with { kernel = "nuts", max_depth = 0 }) end,
+      "sample: max_depth must be an integer >= 1, got 0")
+    H.errors_with(function() mcmc.sample(with { kernel = "nuts", max_depth = 2.5 }) end,
+      "sample: max_depth must be an integer >= 1, got 2.5")
+  end)
+end)
+
 describe("planted bugs", function()
   it("a gradient of the wrong sign: the chains cannot move, and the check fails", function()
     local ok, failed, fig = check(run(gradient_times(correlated, -1), { samples = 500 }), CORRELATED)
     assert.falsy(ok, show(failed, fig))
     assert.truthy(#failed > 0)
+  end)
+  it("NUTS with a gradient of the wrong sign: the check fails", function()
+    -- trajectories pushed away from the mode never turn back: max_depth
+    -- keeps each one short, and the chains crawl as HMC's do
+    local post = run(gradient_times(correlated, -1), { kernel = "nuts", max_depth = 4, samples = 500 })
+    local ok, failed, fig = check(post, CORRELATED)
+    assert.falsy(ok, show(failed, fig))
+    assert.truthy(post.per_chain[1].max_depth_hits > 0)
   end)
   it("a gradient 1.1 times too large costs acceptance, not correctness: the Metropolis test absorbs it", function()
     -- leapfrog steps under any force field keep volume and reverse under a
@@ -228,28 +289,33 @@ describe("planted bugs", function()
     local ok, failed, fig = check(post, BANANA)
     assert.falsy(ok, show(failed, fig))
   end)
-  it("a leapfrog whose last half step uses the old gradient: the check fails", function()
-    local leapfrog = kernel.leapfrog
-    kernel.leapfrog = function(target, q, p, grad, eps, L, inv_mass, h0)
-      q, p = table.move(q, 1, #q, 1, {}), table.move(p, 1, #p, 1, {})
-      local lp, old
-      for i = 1, #q do p[i] = p[i] + 0.5 * eps * grad[i] end
-      for l = 1, L do
-        for i = 1, #q do q[i] = q[i] + eps * inv_mass[i] * p[i] end
-        old = grad
-        lp, grad = target.eval(q)
-        local g = l < L and grad or old
-        for i = 1, #q do p[i] = p[i] + (l < L and eps or 0.5 * eps) * g[i] end
-        if h0 and not (-lp + kernel.kinetic(p, inv_mass) - h0 < kernel.DIVERGENCE) then return nil end
-      end
-      return q, p, lp, grad
+  -- The leapfrog with its last half step on the old gradient: no longer
+  -- reversible nor volume-preserving, so no accept rule can correct it.
+  local function stale_leapfrog(target, q, p, grad, eps, L, inv_mass, h0)
+    q, p = table.move(q, 1, #q, 1, {}), table.move(p, 1, #p, 1, {})
+    local lp, old
+    for i = 1, #q do p[i] = p[i] + 0.5 * eps * grad[i] end
+    for l = 1, L do
+      for i = 1, #q do q[i] = q[i] + eps * inv_mass[i] * p[i] end
+      old = grad
+      lp, grad = target.eval(q)
+      local g = l < L and grad or old
+      for i = 1, #q do p[i] = p[i] + (l < L and eps or 0.5 * eps) * g[i] end
+      if h0 and not (-lp + kernel.kinetic(p, inv_mass) - h0 < kernel.DIVERGENCE) then return nil end
     end
-    local okr, post = pcall(run, banana)
-    kernel.leapfrog = leapfrog
-    assert(okr, post)
-    local ok, failed, fig = check(post, BANANA)
-    assert.falsy(ok, show(failed, fig))
-  end)
+    return q, p, lp, grad
+  end
+  for _, k in ipairs { "hmc", "nuts" } do
+    it(k .. " with a leapfrog whose last half step uses the old gradient: the check fails", function()
+      local leapfrog = kernel.leapfrog
+      kernel.leapfrog = stale_leapfrog
+      local okr, post = pcall(run, banana, { kernel = k })
+      kernel.leapfrog = leapfrog
+      assert(okr, post)
+      local ok, failed, fig = check(post, BANANA)
+      assert.falsy(ok, show(failed, fig))
+    end)
+  end
 end)
 
 -- 60 rows, 2 features: y = 1.5 x1 - 2 x2 + 0.5 + noise of sd 0.5.
@@ -287,17 +353,19 @@ describe("hmc on Bayesian linear regression", function()
   local function fit(o)
     local net = bbb.nn.mlp({ 2, 1 })
     local opts = { net = net, x = x, y = y, likelihood = "gaussian", noise_sigma = 0.5, warmup = 300, samples = 1000,
-                   chains = 4, seed = 5, leapfrog = 8 }
+                   chains = 4, seed = 5, leapfrog = o.kernel ~= "nuts" and 8 or nil }
     for k, v in pairs(o) do opts[k] = v end
     return mcmc.hmc(opts), net
   end
 
-  it("matches the closed-form posterior mean and covariance", function()
-    local post = fit { prior_sigma = 1 }
-    local z = posterior_z(post, mean, cov)
-    assert.truthy(z.mean < 4 and z.cov < 4, ("worst z: mean %.2f, covariance %.2f"):format(z.mean, z.cov))
-    assert.truthy(post.rhat_max < 1.01 and post.ess_min > 1000, post.rhat_max .. " " .. post.ess_min)
-  end)
+  for _, k in ipairs { "hmc", "nuts" } do
+    it(k .. " matches the closed-form posterior mean and covariance", function()
+      local post = fit { prior_sigma = 1, kernel = k }
+      local z = posterior_z(post, mean, cov)
+      assert.truthy(z.mean < 4 and z.cov < 4, ("worst z: mean %.2f, covariance %.2f"):format(z.mean, z.cov))
+      assert.truthy(post.rhat_max < 1.01 and post.ess_min > 1000, post.rhat_max .. " " .. post.ess_min)
+    end)
+  end
   it("takes the prior as a C prior, a prior written in Lua or a function, to the same posterior", function()
     local lua_prior = { log_prob = function(_, w) return w:square():sum() * -0.5 end }
     for _, o in ipairs { { prior = bbb.prior.Gaussian { sigma = 1 }, samples = 500 },
@@ -342,6 +410,11 @@ describe("hmc on Bayesian linear regression", function()
       prior = { log_prob = function(_, w) return w:sum() end } } end, 'hmc: init = "prior" needs a C prior')
     H.errors_with(function() mcmc.hmc { net = bbb.nn.mlp({ 2, 2 }), x = x, y = y * 0 + 3, likelihood = "categorical" } end,
       "hmc: y[1] is 3.0, not a class in 1..2 (the net's outputs)")
+    H.errors_with(function()
+      mcmc.hmc { net = bbb.nn.mlp({ 2, 1 }), x = x, y = y, noise_sigma = 1, kernel = "NUTS" }
+    end, 'hmc: kernel must be "nuts" or "hmc", got NUTS')
+    H.errors_with(function() mcmc.hmc { net = bbb.nn.mlp({ 2, 1 }), x = x, y = y, noise_sigma = 1, kernel = "nuts",
+      leapfrog = 16 } end, 'hmc: leapfrog is for kernel = "hmc"')
   end)
 end)
 

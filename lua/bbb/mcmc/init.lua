@@ -1,7 +1,8 @@
 --- bbb.mcmc: Hamiltonian Monte Carlo, a reference posterior to measure an approximate one against.
 -- Full-batch HMC over the weights of a plain network (or any log density
--- written with tensor ops) on the autograd tape: leapfrog trajectories, a
--- Metropolis correction on the energy error in doubles, the step size tuned
+-- written with tensor ops) on the autograd tape: leapfrog trajectories of
+-- a fixed length with a Metropolis correction on the energy error in
+-- doubles, or the No-U-Turn Sampler (kernel = "nuts"), the step size tuned
 -- in warm-up by dual averaging and a diagonal mass matrix from warm-up
 -- draws, several chains; and the checks that say whether to trust the
 -- draws: rank-normalised split R-hat, bulk effective sample size, the
@@ -35,16 +36,38 @@ end
 
 local function positive(v) return type(v) == "number" and v > 0 and v < math.huge end
 
--- The settings every sampler shares, checked: warmup, samples, leapfrog,
--- chains (a count, or chain_ids: which chains of a run to make here),
--- seed, target_accept, adapt_mass, progress.
+-- The kernel and its own setting: leapfrog (hmc) or max_depth (nuts);
+-- the other kernel's setting is refused rather than silently ignored.
+local function kernel_options(o, fn, r)
+  r.kernel = o.kernel or "hmc"
+  if r.kernel ~= "hmc" and r.kernel ~= "nuts" then
+    error(('%s: kernel must be "nuts" or "hmc", got %s'):format(fn, tostring(o.kernel)), 0)
+  end
+  if r.kernel == "nuts" and o.leapfrog ~= nil then
+    error(('%s: leapfrog is for kernel = "hmc" (nuts sets the length of each trajectory, '
+      .. 'up to 2^max_depth steps)'):format(fn), 0)
+  end
+  if r.kernel == "hmc" and o.max_depth ~= nil then
+    error(('%s: max_depth is for kernel = "nuts" (hmc takes leapfrog steps)'):format(fn), 0)
+  end
+  r.leapfrog = int_opt(o, "leapfrog", 16, 1, fn)
+  r.max_depth = int_opt(o, "max_depth", 10, 1, fn)
+  if r.max_depth > 30 then   -- 2^30 gradients a draw: a typo, not a setting
+    error(("%s: max_depth must be at most 30, got %d"):format(fn, r.max_depth), 0)
+  end
+end
+
+-- The settings every sampler shares, checked: kernel, warmup, samples,
+-- leapfrog or max_depth, chains (a count, or chain_ids: which chains of a
+-- run to make here), seed, target_accept, adapt_mass, progress.
 local function run_options(o, fn)
   local r = {
     warmup = int_opt(o, "warmup", 500, 0, fn), samples = int_opt(o, "samples", 500, 1, fn),
-    leapfrog = int_opt(o, "leapfrog", 16, 1, fn), seed = int_opt(o, "seed", 1, math.mininteger, fn),
+    seed = int_opt(o, "seed", 1, math.mininteger, fn),
     target_accept = o.target_accept or 0.8, adapt_mass = o.adapt_mass, progress = o.progress,
     step_size = o.step_size,
   }
+  kernel_options(o, fn, r)
   if type(r.target_accept) ~= "number" or not (r.target_accept > 0 and r.target_accept < 1) then
     error(("%s: target_accept must be in (0, 1), got %s"):format(fn, tostring(o.target_accept)), 0)
   end
@@ -85,8 +108,9 @@ end
 -- before its diagnostics.
 local function run_chains(t, r, init)
   local t0 = bbb.core.clock()
-  local res = { samples = {}, lp = {}, step_size = {}, inv_mass = {}, chains = {}, accept_rate = 0,
-                divergences = 0, gradients = 0, dim = t.dim }
+  local res = { samples = {}, lp = {}, step_size = {}, inv_mass = {}, chains = {}, per_chain = {}, accept_rate = 0,
+                divergences = 0, gradients = 0, dim = t.dim, kernel = r.kernel,
+                max_depth = r.kernel == "nuts" and r.max_depth or nil }
   for i, k in ipairs(r.chain_ids) do
     local gen = mcmc.chain_generator(r.seed, k)
     local q0 = init(k, gen)
@@ -96,9 +120,9 @@ local function run_chains(t, r, init)
     end
     local report
     if r.progress then
-      report = function(phase, it, eps, accept)
-        r.progress { chain = k, phase = phase, iteration = it,
-                     of = phase == "warmup" and r.warmup or r.samples, step_size = eps, accept = accept }
+      report = function(phase, it, eps, accept, depth, steps)
+        r.progress { chain = k, phase = phase, iteration = it, of = phase == "warmup" and r.warmup or r.samples,
+                     step_size = eps, accept = accept, tree_depth = depth, steps = steps }
       end
     end
     local c = kernel.run_chain(t, q0, r, gen, report)
@@ -106,6 +130,9 @@ local function run_chains(t, r, init)
       c.draws, c.lp, c.step_size, c.inv_mass, k
     res.accept_rate = res.accept_rate + c.accept_rate / #r.chain_ids
     res.divergences, res.gradients = res.divergences + c.divergences, res.gradients + c.gradients
+    res.per_chain[i] = { chain = k, accept_rate = c.accept_rate, divergences = c.divergences, gradients = c.gradients,
+                         steps = c.steps, tree_depth = c.tree_depth, max_depth_hits = c.max_depth_hits,
+                         step_size = c.step_size }
   end
   res.seconds = bbb.core.clock() - t0
   return res
@@ -152,31 +179,43 @@ local function finish(res, diagnose)
   return res
 end
 
---- sample{log_density = fn, init = list | fn(chain, gen), warmup = 500,
--- samples = 500, leapfrog = 16, chains = 4, chain_ids =, seed = 1,
--- target_accept = 0.8, adapt_mass = true, step_size =, progress = fn,
--- diagnose = true} -> result: HMC on any log density written with tensor
--- ops, fn(x) -> 0-d tensor for x a 1-d tensor of D numbers, differentiated
--- by the tape (it need not be normalised); init is the start, or a
--- function giving chain k's from its generator. leapfrog is the mean number of
--- steps per iteration (each draws one uniformly in L/2 .. 3L/2).
+--- sample{log_density = fn, init = list | fn(chain, gen), kernel = "hmc" |
+-- "nuts", warmup = 500, samples = 500, leapfrog = 16, max_depth = 10,
+-- chains = 4, chain_ids =, seed = 1, target_accept = 0.8, adapt_mass =
+-- true, step_size =, progress = fn, diagnose = true} -> result: HMC on any
+-- log density written with tensor ops, fn(x) -> 0-d tensor for x a 1-d
+-- tensor of D numbers, differentiated by the tape (it need not be
+-- normalised); init is the start, or a function giving chain k's from its
+-- generator. kernel "hmc" takes leapfrog steps per iteration on average
+-- (each draws one uniformly in L/2 .. 3L/2); "nuts", the No-U-Turn
+-- Sampler, doubles each trajectory until it turns back on itself, at most
+-- max_depth times (2^max_depth - 1 steps), and draws a point along it; each
+-- refuses the other's setting. Warm-up tunes the step size to
+-- target_accept (for nuts, the mean acceptance over a trajectory's points).
 -- progress({chain, phase = "warmup" | "sampling", iteration, of,
--- step_size, accept}) is called every iteration. result: samples (one (S,
--- D) tensor per chain), lp (the log density of each draw, per chain),
--- step_size and inv_mass (the diagonal of the inverse mass matrix, the
--- warm-up draws' variances) per chain, chains (their numbers),
--- accept_rate (mean acceptance probability after warm-up), divergences
--- (after warm-up, over all chains), gradients (evaluations made),
--- seconds, and, unless diagnose = false, rhat_max and ess_min over the
--- coordinates.
+-- step_size, accept, steps, tree_depth}) is called every iteration.
+-- result: samples (one (S, D) tensor per chain), lp (the log density of
+-- each draw, per chain), step_size and inv_mass (the diagonal of the
+-- inverse mass matrix, the warm-up draws' variances) per chain, chains
+-- (their numbers), per_chain (per chain: accept_rate, divergences,
+-- gradients, steps (mean leapfrog steps per draw), and for nuts tree_depth
+-- (mean doublings per draw) and max_depth_hits), kernel, accept_rate (mean
+-- acceptance after warm-up), divergences (after warm-up, over all
+-- chains), gradients (evaluations made, warm-up included), seconds, and,
+-- unless diagnose = false, rhat_max and ess_min over the coordinates.
 -- @raise sample: log_density must be a function, got ...
 -- @raise sample: init must be a list of numbers or a function(chain, generator), got ...
 -- @raise sample: warmup must be an integer >= 0, got ... (and the same for samples, leapfrog, chains)
+-- @raise sample: kernel must be "nuts" or "hmc", got ...
+-- @raise sample: leapfrog is for kernel = "hmc" (and max_depth for kernel = "nuts")
 -- @usage
 --   local post = bbb.mcmc.sample{
 --     log_density = function(x) return (x / bbb.tensor{ 1, 3 }):square():sum() * -0.5 end,
 --     init = { 0, 0 }, warmup = 200, samples = 200, chains = 2, seed = 1 }
 --   print(post.accept_rate, post.rhat_max, post.ess_min)
+--   local nuts = bbb.mcmc.sample{ log_density = function(x) return x:square():sum() * -0.5 end,
+--     init = { 0, 0 }, kernel = "nuts", warmup = 100, samples = 100, chains = 2 }
+--   print(nuts.per_chain[1].tree_depth, nuts.per_chain[1].gradients)
 function mcmc.sample(o)
   if type(o) ~= "table" then error(("sample: expects a table of options, got %s"):format(type(o)), 2) end
   if type(o.log_density) ~= "function" then
@@ -272,11 +311,13 @@ end
 
 --- hmc{net =, x =, y =, likelihood = "gaussian" | "categorical",
 -- noise_sigma = s | "infer", noise_scale = 1, prior_sigma = 1 | prior =,
--- init = "prior" | "current" | list | fn(chain, gen), warmup = 500,
--- samples = 500, leapfrog = 16, chains = 4, chain_ids =, seed = 1,
--- target_accept = 0.8, progress = fn, diagnose = true} -> result: full-batch
--- HMC over the weights of a plain net (Linear layers and activations,
--- bbb.nn.mlp) under log p(y | x, w) + log p(w). gaussian: y
+-- init = "prior" | "current" | list | fn(chain, gen), kernel = "hmc" |
+-- "nuts", warmup = 500, samples = 500, leapfrog = 16, max_depth = 10,
+-- chains = 4, chain_ids =, seed = 1, target_accept = 0.8, progress = fn,
+-- diagnose = true} -> result: full-batch HMC (kernel "hmc", trajectories
+-- of about leapfrog steps, or "nuts", the No-U-Turn Sampler, as in
+-- bbb.mcmc.sample) over the weights of a plain net (Linear layers and
+-- activations, bbb.nn.mlp) under log p(y | x, w) + log p(w). gaussian: y
 -- = net(x) + noise of sd noise_sigma, or "infer" to sample log sigma too
 -- under a half-Cauchy(0, noise_scale) prior on sigma; categorical: y
 -- holds classes 1..C, the net gives logits. The prior is prior_sigma's
@@ -292,6 +333,7 @@ end
 -- @raise hmc: the gaussian likelihood needs noise_sigma, a positive number or "infer", got ...
 -- @raise hmc: give prior or prior_sigma, not both
 -- @raise hmc: y[i] is ..., not a class in 1..C (the net's outputs)
+-- @raise hmc: kernel must be "nuts" or "hmc", got ...
 -- @usage
 --   local g = bbb.Generator(1)
 --   local x = bbb.randn({ 40, 2 }, 0, 1, g)

@@ -1,10 +1,13 @@
 --- bbb.mcmc.kernel: one chain of Hamiltonian Monte Carlo on a target
--- {dim, eval(q) -> log density, gradient} over a flat list of numbers q:
--- leapfrog trajectories with a Metropolis correction, the step size tuned
--- in warm-up by dual averaging (Hoffman and Gelman 2014, algorithm 5, with
--- Stan's constants) and a diagonal inverse mass matrix estimated in
--- Stan's doubling windows. Positions, momenta and energies are Lua
--- doubles; only the target's own arithmetic is float32.
+-- {dim, eval(q) -> log density, gradient} over a flat list of numbers q,
+-- by one of two kernels: "hmc", leapfrog trajectories of a jittered fixed
+-- length with a Metropolis correction, or "nuts", the No-U-Turn Sampler
+-- (multinomial, with the generalised no-U-turn criterion, as Stan runs it;
+-- Betancourt 2017). The step size is tuned in warm-up by dual averaging
+-- (Hoffman and Gelman 2014, algorithm 5, with Stan's constants) and a
+-- diagonal inverse mass matrix estimated in Stan's doubling windows.
+-- Positions, momenta, energies and NUTS's log weights are Lua doubles;
+-- only the target's own arithmetic is float32.
 local bbb = require "bbb"
 
 local K = {}
@@ -71,6 +74,132 @@ function K.transition(target, st, eps, L, inv_mass, gen)
   local accept = divergent and 0 or math.min(1, math.exp(-dh))
   if bbb.rand({ 1 }, 0, 1, gen):item() < accept then st.q, st.lp, st.grad = q1, lp1, g1 end
   return accept, divergent
+end
+
+-- The No-U-Turn Sampler. A trajectory grows by doubling, each time in a
+-- random direction, until its ends turn back towards each other, a
+-- subtree diverges or the depth limit is reached; the draw may be any of
+-- its points, picked in proportion to e^-H (multinomial sampling), not
+-- only its last. Subtrees hold {z (the outermost point, where the next leapfrog
+-- step starts), pick (the point chosen inside), lw (log of the summed
+-- weights e^(H0 - H)), rho (the summed momenta), p_in, ps_in (momentum and
+-- velocity M^-1 p of the point next to the rest of the trajectory), p_out,
+-- ps_out (of the outermost)}. Momenta are kept in forward time, so the
+-- criterion reads the same whichever way a subtree was built.
+
+local function log_add(a, b)
+  if a == -math.huge then return b end
+  if b == -math.huge then return a end
+  local m = a > b and a or b
+  return m + math.log(math.exp(a - m) + math.exp(b - m))
+end
+
+local function dot(a, b)
+  local s = 0
+  for i = 1, #a do s = s + a[i] * b[i] end
+  return s
+end
+
+-- The generalised criterion (Betancourt 2017): both ends' velocities still
+-- point along the summed momentum rho, here rho plus an optional extra
+-- momentum (the point that joins two subtrees) without building the sum.
+local function no_uturn(ps_a, ps_b, rho, extra)
+  local a, b = dot(ps_a, rho), dot(ps_b, rho)
+  if extra then a, b = a + dot(ps_a, extra), b + dot(ps_b, extra) end
+  return a > 0 and b > 0
+end
+
+local function velocity(p, inv_mass)
+  local v = {}
+  for i = 1, #p do v[i] = inv_mass[i] * p[i] end
+  return v
+end
+
+-- Uniform draws in blocks: a deep tree asks for one at every merge, and
+-- a tensor per number would cost more than the number.
+local function uniforms(gen)
+  local buf, i = {}, 1
+  return function()
+    if i > #buf then buf, i = bbb.rand({ 256 }, 0, 1, gen):totable(), 1 end
+    i = i + 1
+    return buf[i - 1]
+  end
+end
+
+-- One leapfrog step from z in the tree's direction (c.eps carries the
+-- sign): a one-point subtree, or nil when it diverged. Every step counts
+-- towards the acceptance statistic, diverged ones too, as Stan counts them.
+local function leaf(c, z)
+  local q, p, lp, grad = K.leapfrog(c.target, z.q, z.p, z.grad, c.eps, 1, c.inv_mass)
+  c.steps = c.steps + 1
+  local lw = q and c.h0 - (-lp + K.kinetic(p, c.inv_mass)) or -math.huge
+  if lw ~= lw then lw = -math.huge end
+  c.accept = c.accept + (lw > 0 and 1 or math.exp(lw))
+  if not (lw > -K.DIVERGENCE) then
+    c.divergent = true
+    return nil
+  end
+  local pt, v = { q = q, p = p, lp = lp, grad = grad }, velocity(p, c.inv_mass)
+  return { z = pt, pick = pt, lw = lw, rho = copy(p), p_in = p, ps_in = v, p_out = p, ps_out = v }
+end
+
+-- A subtree of 2^depth steps from z, or nil when any subtree inside it
+-- diverged or turned back: then none of its points may be drawn.
+local function subtree(c, z, depth)
+  if depth == 0 then return leaf(c, z) end
+  local a = subtree(c, z, depth - 1)
+  if not a then return nil end
+  local b = subtree(c, a.z, depth - 1)
+  if not b then return nil end
+  local lw = log_add(a.lw, b.lw)
+  -- uniform (in the weights) within a subtree: b's pick by its share
+  local pick = c.uniform() < math.exp(b.lw - lw) and b.pick or a.pick
+  -- the merged subtree, and each half with the nearest point of the other,
+  -- must not turn back (the extra checks catch a U-turn between halves)
+  local ok = no_uturn(a.ps_in, b.ps_out, a.rho, b.rho)
+    and no_uturn(a.ps_in, b.ps_in, a.rho, b.p_in)
+    and no_uturn(a.ps_out, b.ps_out, b.rho, a.p_out)
+  if not ok then return nil end
+  local rho = a.rho
+  for i = 1, #rho do rho[i] = rho[i] + b.rho[i] end
+  return { z = b.z, pick = pick, lw = lw, rho = rho, p_in = a.p_in, ps_in = a.ps_in, p_out = b.p_out,
+           ps_out = b.ps_out }
+end
+
+--- nuts_transition(target, state, eps, max_depth, inv_mass, gen, uniform)
+-- -> accept_stat, divergent, depth, steps: one NUTS iteration from state
+-- {q, lp, grad}, moved in place to the point drawn. uniform() draws from
+-- the chain's generator. accept_stat is the mean of min(1, e^(H0 - H))
+-- over every step taken (the statistic dual averaging tunes), depth the
+-- doublings kept, steps the leapfrog steps taken.
+function K.nuts_transition(target, st, eps, max_depth, inv_mass, gen, uniform)
+  local p = momentum(inv_mass, gen)
+  local z0, v = { q = st.q, p = p, lp = st.lp, grad = st.grad }, velocity(p, inv_mass)
+  local c = { target = target, inv_mass = inv_mass, h0 = -st.lp + K.kinetic(p, inv_mass), uniform = uniform,
+              steps = 0, accept = 0, divergent = false }
+  -- the trajectory's two ends: the point to go on from, its momentum and velocity
+  local ends = { [1] = { z = z0, p = p, v = v }, [-1] = { z = z0, p = p, v = v } }
+  local rho, lw, draw, depth = copy(p), 0, z0, 0
+  while depth < max_depth do
+    local dir = uniform() > 0.5 and 1 or -1
+    local near, far = ends[dir], ends[-dir]
+    c.eps = dir * eps
+    local s = subtree(c, near.z, depth)
+    if not s then break end
+    depth = depth + 1
+    -- biased progressive sampling: the new subtree's pick replaces the
+    -- draw with probability min(1, its weight / the old trajectory's)
+    if uniform() < math.exp(s.lw - lw) then draw = s.pick end
+    lw = log_add(lw, s.lw)
+    local go_on = no_uturn(far.v, s.ps_out, rho, s.rho)
+      and no_uturn(far.v, s.ps_in, rho, s.p_in)
+      and no_uturn(near.v, s.ps_out, s.rho, near.p)
+    for i = 1, #rho do rho[i] = rho[i] + s.rho[i] end
+    ends[dir] = { z = s.z, p = s.p_out, v = s.ps_out }
+    if not go_on then break end
+  end
+  st.q, st.lp, st.grad = draw.q, draw.lp, draw.grad
+  return c.accept / c.steps, c.divergent, depth, c.steps
 end
 
 -- Stan's init_stepsize: doubles or halves eps until one leapfrog step's
@@ -172,9 +301,28 @@ local function steps(L, gen)
   return lo + math.floor(bbb.rand({ 1 }, 0, 1, gen):item() * (hi - lo + 1))
 end
 
--- Warm-up: step size by dual averaging throughout, restarted after each
--- mass-matrix window; the final step size is the averaged iterate.
-local function warmup(target, st, o, gen, report)
+--- stepper(opts, gen) -> fn(target, state, eps, inv_mass) -> accept_stat,
+-- divergent, depth, steps: one iteration of opts.kernel ("hmc", the
+-- default: a jittered opts.leapfrog steps, depth nil; "nuts": trees of at
+-- most opts.max_depth doublings, 10 by default) drawing from gen.
+function K.stepper(o, gen)
+  if o.kernel == "nuts" then
+    local uniform, max_depth = uniforms(gen), o.max_depth or 10
+    return function(target, st, eps, inv_mass)
+      return K.nuts_transition(target, st, eps, max_depth, inv_mass, gen, uniform)
+    end
+  end
+  return function(target, st, eps, inv_mass)
+    local L = steps(o.leapfrog, gen)
+    local accept, divergent = K.transition(target, st, eps, L, inv_mass, gen)
+    return accept, divergent, nil, L
+  end
+end
+
+-- Warm-up: step size by dual averaging throughout (on the acceptance
+-- statistic of whichever kernel steps), restarted after each mass-matrix
+-- window; the final step size is the averaged iterate.
+local function warmup(target, st, o, gen, step, report)
   local P = #st.q
   local inv_mass = o.inv_mass and copy(o.inv_mass) or {}
   if not o.inv_mass then for i = 1, P do inv_mass[i] = 1 end end
@@ -183,7 +331,7 @@ local function warmup(target, st, o, gen, report)
   local wins = o.adapt_mass == false and {} or K.windows(o.warmup)
   local win, acc = 1, nil
   for it = 1, o.warmup do
-    local accept = K.transition(target, st, eps, steps(o.leapfrog, gen), inv_mass, gen)
+    local accept, _, depth, n = step(target, st, eps, inv_mass)
     eps = adapt_step(da, accept, o.target_accept)
     local w = wins[win]
     if w and it >= w[1] then
@@ -195,19 +343,23 @@ local function warmup(target, st, o, gen, report)
         da = dual_averaging(eps)
       end
     end
-    report("warmup", it, eps, accept)
+    report("warmup", it, eps, accept, depth, n)
   end
   if o.warmup > 0 then eps = math.exp(da.x_bar) end
   return eps, inv_mass
 end
 
 --- run_chain(target, q0, opts, gen [, report]) -> chain: warm-up, then
--- opts.samples draws. opts: warmup, samples, leapfrog (mean steps per
--- iteration), target_accept, adapt_mass (false: unit mass), step_size and
--- inv_mass (start from these instead of searching). chain = {draws = (S, P)
--- tensor, lp = {log density per draw}, accept_rate, divergences (after
--- warm-up), step_size, inv_mass, gradients (evaluations made)}.
--- report(phase, iteration, step_size, accept_prob) is called every iteration.
+-- opts.samples draws. opts: kernel ("hmc" or "nuts"), warmup, samples,
+-- leapfrog (hmc: mean steps per iteration), max_depth (nuts: most
+-- doublings of a tree), target_accept, adapt_mass (false: unit mass),
+-- step_size and inv_mass (start from these instead of searching). chain =
+-- {draws = (S, P) tensor, lp = {log density per draw}, accept_rate,
+-- divergences (after warm-up), step_size, inv_mass, gradients (evaluations
+-- made, warm-up included), steps (mean leapfrog steps per draw), tree_depth
+-- (nuts: mean doublings per draw), max_depth_hits (nuts: draws whose tree
+-- reached max_depth)}. report(phase, iteration, step_size, accept_stat,
+-- depth, steps) is called every iteration.
 function K.run_chain(target, q0, o, gen, report)
   report = report or function() end
   local evals = 0
@@ -217,20 +369,27 @@ function K.run_chain(target, q0, o, gen, report)
   if not finite(st.lp) then
     error(("mcmc: the log density at the initial point is %s: start where it is finite"):format(tostring(st.lp)), 0)
   end
-  local eps, inv_mass = warmup(counted, st, o, gen, report)
+  local step = K.stepper(o, gen)
+  local eps, inv_mass = warmup(counted, st, o, gen, step, report)
   local P, S = #st.q, o.samples
   local draws = bbb.zeros { S, P }
-  local lps, acc_sum, divergences = {}, 0, 0
+  local lps, acc_sum, divergences, depth_sum, steps_sum, hits = {}, 0, 0, 0, 0, 0
   for s = 1, S do
-    local accept, divergent = K.transition(counted, st, eps, steps(o.leapfrog, gen), inv_mass, gen)
-    acc_sum = acc_sum + accept
+    local accept, divergent, depth, n = step(counted, st, eps, inv_mass)
+    acc_sum, steps_sum = acc_sum + accept, steps_sum + n
     if divergent then divergences = divergences + 1 end
+    if depth then
+      depth_sum = depth_sum + depth
+      if depth >= (o.max_depth or 10) then hits = hits + 1 end
+    end
     draws:narrow(1, s, 1):copy(bbb.tensor(st.q):reshape(1, P))
     lps[s] = st.lp
-    report("sampling", s, eps, accept)
+    report("sampling", s, eps, accept, depth, n)
   end
+  local nuts = o.kernel == "nuts"
   return { draws = draws, lp = lps, accept_rate = S > 0 and acc_sum / S or 0, divergences = divergences,
-           step_size = eps, inv_mass = inv_mass, gradients = evals }
+           step_size = eps, inv_mass = inv_mass, gradients = evals, steps = steps_sum / S,
+           tree_depth = nuts and depth_sum / S or nil, max_depth_hits = nuts and hits or nil }
 end
 
 return K

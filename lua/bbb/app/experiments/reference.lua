@@ -1,7 +1,8 @@
 --- bbb.app.experiments.reference: how far is each method's posterior predictive from the true one?
 -- Reads a table as scripts/fit.lua does, splits it, draws a reference
--- posterior of a small plain net by Hamiltonian Monte Carlo (bbb.mcmc) on
--- the training and validation rows, then fits each method with
+-- posterior of a small plain net by Hamiltonian Monte Carlo (bbb.mcmc, the
+-- No-U-Turn Sampler by default, --kernel hmc for fixed-length
+-- trajectories) on the training and validation rows, then fits each method with
 -- scripts/fit.lua on the same split and scores its predictive on the test
 -- rows against the reference: the 1-Wasserstein distance per test row
 -- (regression), the top-class agreement and total variation
@@ -76,7 +77,13 @@ function M.parser()
     :convert(cli.nonnegative_integer { max = 1000000 })
   flags.option(parser, "--draws", "HMC draws kept per chain (after --warmup).", "500"):convert(cli.integer { min = 4, max = 1000000 })
   flags.option(parser, "--chains", "HMC chains (R-hat needs at least 2).", "4"):convert(cli.positive_integer { max = 64 })
-  flags.option(parser, "--leapfrog", "Mean leapfrog steps per iteration.", "64"):convert(cli.positive_integer { max = 100000 })
+  flags.option(parser, "--kernel", "The sampler: nuts (the No-U-Turn Sampler: each trajectory runs until it turns back, "
+    .. "at most 2^--max-depth steps) or hmc (trajectories of about --leapfrog steps).", "nuts")
+    :convert(cli.choice { "nuts", "hmc" })
+  flags.option(parser, "--max-depth", "NUTS: the most doublings of a trajectory (2^N - 1 leapfrog steps at most).", "10")
+    :convert(cli.positive_integer { max = 20 })
+  flags.option(parser, "--leapfrog", "HMC (--kernel hmc): mean leapfrog steps per iteration.", "64")
+    :convert(cli.positive_integer { max = 100000 })
   flags.option(parser, "--target-accept", "The acceptance rate warm-up tunes the step size for.", "0.8")
     :convert(cli.probability())
   recipe.declare(parser, { "prior_sigma" })
@@ -112,6 +119,10 @@ function M.parse(argv)
   if c.fit_flags[1] and not c.fit_flags[1]:find("^%-") then
     parser:error(("unexpected argument '%s' (flags for fit.lua go after --)"):format(c.fit_flags[1]))
   end
+  if c.kernel == "nuts" and given.leapfrog then
+    parser:error("--leapfrog is for --kernel hmc (NUTS sets each trajectory's length; --max-depth bounds it)")
+  end
+  if c.kernel == "hmc" and given.max_depth then parser:error("--max-depth is for --kernel nuts") end
   if c.split and sys.kind(c.split, true) ~= "file" then parser:error(("--split: %s is not a file"):format(c.split)) end
   local ok, err = sys.mkdir_p(c.out)
   if not ok then parser:error(("--out: cannot make %s: %s"):format(c.out, tostring(err))) end
@@ -179,7 +190,8 @@ local function setup(c)
     x = tab.inputs(m, all.x), y = reg and tab.targets(m, all.y):reshape(-1, 1) or all.y:reshape(-1),
     xt = tab.inputs(m, te.x), n_fit = all.n }
   job.settings = { sizes = sizes, likelihood = reg and "gaussian" or "categorical", prior_sigma = c.prior_sigma,
-    noise_sigma = reg and c.noise_sigma or nil, warmup = c.warmup, samples = c.draws, leapfrog = c.leapfrog,
+    noise_sigma = reg and c.noise_sigma or nil, warmup = c.warmup, samples = c.draws, kernel = c.kernel,
+    leapfrog = c.kernel == "hmc" and c.leapfrog or nil, max_depth = c.kernel == "nuts" and c.max_depth or nil,
     target_accept = c.target_accept, seed = c.seed }
   local parts = { json.encode(job.settings) }
   for _, t in ipairs { job.x, job.y } do
@@ -202,13 +214,15 @@ function M.chain_job(dir, k, report)
   local net = bbb.nn.mlp(s.sizes)
   local post = bbb.mcmc.hmc { net = net, x = t.x, y = t.y, likelihood = s.likelihood, noise_sigma = s.noise_sigma,
     prior_sigma = s.prior_sigma, warmup = math.tointeger(s.warmup), samples = math.tointeger(s.samples),
-    leapfrog = math.tointeger(s.leapfrog), target_accept = s.target_accept, seed = math.tointeger(s.seed),
-    chain_ids = { k }, diagnose = false, progress = report }
+    kernel = s.kernel, leapfrog = s.leapfrog and math.tointeger(s.leapfrog),
+    max_depth = s.max_depth and math.tointeger(s.max_depth), target_accept = s.target_accept,
+    seed = math.tointeger(s.seed), chain_ids = { k }, diagnose = false, progress = report }
   local tensors = { draws = post.samples[1], lp = bbb.tensor(post.lp[1]) }
   if type(post.noise_sigma) == "table" then tensors.sigma = bbb.tensor(post.noise_sigma[1]) end
-  bbb.checkpoint.write(chain_path(dir, k), tensors, { key = s.key, chain = k, step_size = post.step_size[1],
-    accept_rate = post.accept_rate, divergences = post.divergences, gradients = post.gradients,
-    seconds = post.seconds })
+  local c = post.per_chain[1]
+  bbb.checkpoint.write(chain_path(dir, k), tensors, { key = s.key, chain = k, kernel = post.kernel,
+    step_size = c.step_size, accept_rate = c.accept_rate, divergences = c.divergences, gradients = c.gradients,
+    steps = c.steps, tree_depth = c.tree_depth, max_depth_hits = c.max_depth_hits, seconds = post.seconds })
 end
 
 --- chain_worker(dir, k): chain_job in a process of its own; exits 0 when
@@ -234,7 +248,8 @@ end
 local function run_here(dir, k, c)
   local bar = bbb.progress.new { total = c.warmup + c.draws, label = ("chain %d"):format(k) }
   M.chain_job(dir, k, function(p)
-    bar:update(p.iteration + (p.phase == "sampling" and c.warmup or 0), ("step %.2g"):format(p.step_size))
+    bar:update(p.iteration + (p.phase == "sampling" and c.warmup or 0), p.tree_depth
+      and ("step %.2g, depth %d"):format(p.step_size, p.tree_depth) or ("step %.2g"):format(p.step_size))
   end)
   bar:finish()
 end
@@ -269,8 +284,11 @@ local function hmc_chains(c, job)
   for k = 1, c.chains do
     chains[k] = assert(finished_chain(dir, k, job.key), "chain file missing after its run")
     local m = chains[k].meta
-    print(("chain %d: %d draws, step size %.3g, acceptance %.2f, %d divergences, %.1f s"):format(k, c.draws,
-      m.step_size, m.accept_rate, math.tointeger(m.divergences) or m.divergences, m.seconds))
+    local trees = m.tree_depth and (", tree depth %.2f (%d at --max-depth)"):format(m.tree_depth,
+      math.tointeger(m.max_depth_hits) or m.max_depth_hits) or ""
+    print(("chain %d: %d draws, step size %.3g, acceptance %.2f%s, %.1f steps a draw, %d gradients, %d divergences, "
+      .. "%.1f s"):format(k, c.draws, m.step_size, m.accept_rate, trees, m.steps,
+      math.tointeger(m.gradients) or m.gradients, math.tointeger(m.divergences) or m.divergences, m.seconds))
   end
   return chains
 end
@@ -339,12 +357,16 @@ local function hmc_predictive(c, job, chains)
   local mean, stack, _
   if reg then _, _, stack = bbb.mcmc.predict(net, list, job.xt, { likelihood = "gaussian" })
   else mean, stack = bbb.mcmc.predict(net, list, job.xt, { likelihood = "categorical" }) end
-  local pred = { seconds = 0, gradients = 0, divergences = 0, accept_rate = 0 }
-  for _, ch in ipairs(chains) do
-    pred.seconds = pred.seconds + ch.meta.seconds
-    pred.gradients = pred.gradients + math.tointeger(ch.meta.gradients)
-    pred.divergences = pred.divergences + math.tointeger(ch.meta.divergences)
-    pred.accept_rate = pred.accept_rate + ch.meta.accept_rate / C
+  local pred = { seconds = 0, gradients = 0, divergences = 0, accept_rate = 0, per_chain = {} }
+  for k, ch in ipairs(chains) do
+    local m = ch.meta
+    pred.seconds = pred.seconds + m.seconds
+    pred.gradients = pred.gradients + math.tointeger(m.gradients)
+    pred.divergences = pred.divergences + math.tointeger(m.divergences)
+    pred.accept_rate = pred.accept_rate + m.accept_rate / C
+    pred.per_chain[k] = { chain = k, step_size = m.step_size, accept_rate = m.accept_rate, steps = m.steps,
+      tree_depth = m.tree_depth, max_depth_hits = m.max_depth_hits and math.tointeger(m.max_depth_hits),
+      gradients = math.tointeger(m.gradients), divergences = math.tointeger(m.divergences), seconds = m.seconds }
   end
   local N, K = stack:size(2), stack:size(3)
   local flat = stack:reshape(C * S, N * K):t():totable()   -- one row per predicted quantity
@@ -445,25 +467,30 @@ end
 -- back) the HMC chains, scores their predictive on the test rows, fits and
 -- compares every method of config.methods, and writes out/reference.json,
 -- which result mirrors: {hmc = {rhat_max, ess_min, rhat_max_weights,
--- ess_min_weights, test_ll, seconds, ...}, methods = {NAME = {test_ll, w1 |
--- agreement, tv}}, ...}. Raises {usage = message} for bad input.
+-- ess_min_weights, test_ll, seconds, kernel, per_chain = {{chain,
+-- step_size, accept_rate, steps, tree_depth (nuts), max_depth_hits (nuts),
+-- gradients, divergences, seconds}, ...}, ...}, methods = {NAME = {test_ll,
+-- w1 | agreement, tv}}, ...}. Raises {usage = message} for bad input.
 function M.run(c)
   bbb.set_num_threads(c.threads)
   local job = setup(c)
   if #c.methods > 0 and sys.kind(c.script_dir .. "/fit.lua", true) ~= "file" then
     fail(("--methods: fit.lua is not in %s, beside this script"):format(c.script_dir))
   end
+  local how = c.kernel == "nuts" and ("NUTS, max depth %d"):format(c.max_depth)
+    or ("%d leapfrog steps"):format(c.leapfrog)
   print(("reference.lua: %s, %d rows x %d features; %s of '%s'; HMC on %d rows (training and validation), net %s, "
-    .. "%d chains x (%d warm-up + %d draws), %d leapfrog steps"):format(c.data, job.ds.n, job.ds.x:size(2), job.task,
-    c.target, job.n_fit, table.concat(job.sizes, "-"), c.chains, c.warmup, c.draws, c.leapfrog))
+    .. "%d chains x (%d warm-up + %d draws), %s"):format(c.data, job.ds.n, job.ds.x:size(2), job.task,
+    c.target, job.n_fit, table.concat(job.sizes, "-"), c.chains, c.warmup, c.draws, how))
   io.stdout:flush()
   local chains = hmc_chains(c, job)
   local pred = hmc_predictive(c, job, chains)
   local hmc = { rhat_max = pred.rhat_max, ess_min = pred.ess_min, rhat_max_weights = pred.rhat_max_weights,
     ess_min_weights = pred.ess_min_weights, test_ll = pred.test_ll, seconds = pred.seconds,
     gradients = pred.gradients, accept_rate = pred.accept_rate, divergences = pred.divergences,
-    noise_sigma = pred.noise_sigma, chains = c.chains, warmup = c.warmup, samples = c.draws,
-    leapfrog = c.leapfrog, hidden = #c.hidden > 0 and c.hidden or json.empty_array, prior_sigma = c.prior_sigma }
+    noise_sigma = pred.noise_sigma, chains = c.chains, warmup = c.warmup, samples = c.draws, kernel = c.kernel,
+    leapfrog = c.kernel == "hmc" and c.leapfrog or nil, max_depth = c.kernel == "nuts" and c.max_depth or nil,
+    per_chain = pred.per_chain, hidden = #c.hidden > 0 and c.hidden or json.empty_array, prior_sigma = c.prior_sigma }
   local result = { data = c.data, target = c.target, task = job.task, seed = c.seed, hmc = hmc, methods = {},
     rows = { train = job.rows.train:numel(), validation = job.rows.validation and job.rows.validation:numel() or 0,
              test = job.rows.test:numel() }, split = "split.json" }
@@ -480,13 +507,17 @@ end
 --- report(result): the reference's diagnostics and each method's distance from it.
 function M.report(r)
   local h = r.hmc
-  print(("HMC: R-hat %.3f and bulk ESS %.0f over the test predictions%s; acceptance %.2f, %d divergences, %.1f s; "
-    .. "test log-likelihood %.4f"):format(h.rhat_max, h.ess_min, h.rhat_max_weights and
-    (" (weights: R-hat %.3f, ESS %.0f)"):format(h.rhat_max_weights, h.ess_min_weights) or "", h.accept_rate,
-    h.divergences, h.seconds, h.test_ll))
+  local depth = 0
+  for _, ch in ipairs(h.per_chain or {}) do depth = depth + (ch.tree_depth or 0) / #h.per_chain end
+  print(("%s: R-hat %.3f and bulk ESS %.0f over the test predictions%s; acceptance %.2f%s, %d divergences, %.1f s; "
+    .. "test log-likelihood %.4f"):format(h.kernel == "hmc" and "HMC" or "NUTS", h.rhat_max, h.ess_min,
+    h.rhat_max_weights and (" (weights: R-hat %.3f, ESS %.0f)"):format(h.rhat_max_weights, h.ess_min_weights) or "",
+    h.accept_rate, h.kernel == "nuts" and (", tree depth %.2f"):format(depth) or "", h.divergences, h.seconds,
+    h.test_ll))
   if not (h.rhat_max < 1.01) or not (h.ess_min >= 100) then
-    print("reference.lua: the chains have not mixed (R-hat above 1.01 or ESS below 100): run longer "
-      .. "(--warmup, --draws, --leapfrog, --chains) before trusting the reference")
+    print(("reference.lua: the chains have not mixed (R-hat above 1.01 or ESS below 100): run longer "
+      .. "(--warmup, --draws, %s--chains) before trusting the reference")
+      :format(h.kernel == "hmc" and "--leapfrog, " or "--max-depth if the trees reach it, "))
   end
   local names = {}
   for name in pairs(r.methods) do names[#names + 1] = name end
