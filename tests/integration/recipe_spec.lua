@@ -262,6 +262,18 @@ recipe.main("t.lua", function() outer() end)
   end)
 end)
 
+describe("recipe.main on an interrupt", function()
+  it("exits 130 when Ctrl-C reached a C op (\"op: interrupted\"), 1 for any other error", function()
+    local run = function(msg)
+      return select(2, h.sh(("%s -e %s"):format(q(bbblua),
+        q(('require("bbb.app.recipe").main("x.lua", function() error(%q) end)'):format(msg)))))
+    end
+    assert.are.equal(130, run("bbb.index_select: interrupted"))
+    assert.are.equal(130, run("interrupted!"))
+    assert.are.equal(1, run("the file was not interrupted by anything"))
+  end)
+end)
+
 describe("the checkpoint", function()
   it("is one run's at a time: a second run writing it is refused, and the lock goes with the run", function()
     local dir = fresh_dir()

@@ -94,10 +94,11 @@ function recipe.main(script, fn, ...)
   end, ...)
   if ok then return err end
   -- bbblua turns Ctrl-C outside a trapped loop into the error "interrupted!"
-  -- (at the next Lua step, so a read in C ends first): an interrupt, not a
-  -- failure, however a pcall on the way reworded it
+  -- (at the next Lua step, so a read in C ends first), and a C op that saw
+  -- it ends with "op: interrupted": an interrupt, not a failure, however a
+  -- pcall on the way reworded it
   local text = type(err) == "table" and tostring(err.usage or "") or tostring(err)
-  if text:match("interrupted!$") then err = { signal = 2, message = "interrupted" } end
+  if text:match(": interrupted$") or text:match("interrupted!$") then err = { signal = 2, message = "interrupted" } end
   if type(err) == "table" and err.signal then   -- stopped by a signal: exit as the shell expects, 128 + N
     io.stderr:write("\n", script, ": ", tostring(err.message or "interrupted"), "\n")
     os.exit(128 + err.signal)
