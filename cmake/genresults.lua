@@ -141,7 +141,7 @@ local function paired_seeds_cell(r, o, file)
   local stats = require "bbb.stats"
   local a, b = {}, {}
   for i, s in ipairs(at(r, { "seeds" }, file)) do
-    local seed = at(r, { "per_seed", tostring(s) }, file)
+    local seed = at(r, { "per_seed", tostring(math.tointeger(s) or s) }, file)
     a[i] = seed_headline(seed, o.kind, o.a, o.metric, file)
     b[i] = seed_headline(seed, o.kind, o.b, o.metric, file)
   end
