@@ -71,12 +71,8 @@ local function ranks_of(list)
   return set
 end
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+-- a file's bytes; a missing file fails the spec here, not at a comparison
+local function read(path) return assert(require("helpers").read(path), path) end
 
 local function max_diff(a, b)
   local ta, tb = bbb.checkpoint.read(a), bbb.checkpoint.read(b)

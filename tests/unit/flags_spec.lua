@@ -42,11 +42,10 @@ end
 
 -- long name -> {file = true} for the own flags src declares by a literal name.
 local function own_names(src, file, into)
-  for names in src:gmatch('flags%.option%(parser,%s*"([^"]+)"') do
-    for long in names:gmatch("%-%-[%w%-]+") do into[long] = into[long] or {}; into[long][file] = true end
-  end
-  for names in src:gmatch('flags%.flag%(parser,%s*"([^"]+)"') do
-    for long in names:gmatch("%-%-[%w%-]+") do into[long] = into[long] or {}; into[long][file] = true end
+  for kind, names in src:gmatch('flags%.(%a+)%(parser,%s*"([^"]+)"') do
+    if kind == "option" or kind == "flag" then
+      for long in names:gmatch("%-%-[%w%-]+") do into[long] = into[long] or {}; into[long][file] = true end
+    end
   end
   return into
 end
