@@ -126,7 +126,7 @@ local function run(density, o)
   local nuts = o.kernel == "nuts"
   return mcmc.sample { log_density = density, warmup = o.warmup or 500, samples = o.samples or 2000, chains = 4,
     seed = o.seed or 3, kernel = o.kernel, leapfrog = not nuts and (o.leapfrog or 8) or nil, max_depth = o.max_depth,
-    step_size = o.step_size, target_accept = o.target_accept, init = function(_, g) return normals(2, 0, 1, g) end }
+    step_size = o.step_size, metric = o.metric, target_accept = o.target_accept, init = function(_, g) return normals(2, 0, 1, g) end }
 end
 
 -- Every chain thinned to about one draw per effective sample, pooled.
@@ -223,6 +223,22 @@ describe('sample with kernel = "nuts"', function()
     local ok, failed, fig = check(run(banana, { kernel = "nuts", target_accept = 0.95 }), BANANA)
     assert.truthy(ok, show(failed, fig))
   end)
+  it("with a dense metric, draws the correlated Gaussian in fewer steps than with a diagonal one", function()
+    local dense = run(correlated, { kernel = "nuts", samples = 1000, metric = "dense" })
+    local ok, failed, fig = check(dense, CORRELATED)
+    assert.truthy(ok, show(failed, fig))
+    assert.are.equal("dense", dense.metric)
+    local diag = run(correlated, { kernel = "nuts", samples = 1000 })
+    for k, c in ipairs(dense.per_chain) do
+      -- the metric whitens the 0.9 correlation: a larger step, and fewer
+      -- leapfrog steps a draw (about 4 against 7-8)
+      local d = diag.per_chain[k]
+      assert.truthy(c.steps < 0.75 * d.steps and c.step_size > 2 * d.step_size, c.steps .. " vs " .. d.steps)
+    end
+    -- the warm-up's estimate of the covariance: variances 1 and 9
+    assert.near(1, dense.inv_mass[1][1], 0.3)
+    assert.near(9, dense.inv_mass[1][2], 2.5)
+  end)
   it("keeps every tree within max_depth", function()
     local post = run(correlated, { kernel = "nuts", max_depth = 1, warmup = 50, samples = 50 })
     for _, c in ipairs(post.per_chain) do
@@ -249,6 +265,8 @@ describe('sample with kernel = "nuts"', function()
       "sample: max_depth must be an integer >= 1, got 0")
     H.errors_with(function() mcmc.sample(with { kernel = "nuts", max_depth = 2.5 }) end,
       "sample: max_depth must be an integer >= 1, got 2.5")
+    H.errors_with(function() mcmc.sample(with { metric = "full" }) end,
+      'sample: metric must be "diag" or "dense", got full')
   end)
 end)
 
@@ -289,21 +307,39 @@ describe("planted bugs", function()
     local ok, failed, fig = check(post, BANANA)
     assert.falsy(ok, show(failed, fig))
   end)
+  it("a dense metric whose momenta are drawn from M^-1 instead of M: the check fails", function()
+    local momentum = kernel.momentum
+    kernel.momentum = function(m, gen)
+      if not m.cov then return momentum(m, gen) end
+      local z, L, p = bbb.randn({ #m.cov }, 0, 1, gen):totable(), m.chol, {}
+      for i = 1, #z do
+        p[i] = 0
+        for k = 1, i do p[i] = p[i] + L[i][k] * z[k] end
+      end
+      return p
+    end
+    local okr, post = pcall(run, correlated, { kernel = "nuts", metric = "dense", samples = 1000 })
+    kernel.momentum = momentum
+    assert(okr, post)
+    local ok, failed, fig = check(post, CORRELATED)
+    assert.falsy(ok, show(failed, fig))
+  end)
   -- The leapfrog with its last half step on the old gradient: no longer
   -- reversible nor volume-preserving, so no accept rule can correct it.
-  local function stale_leapfrog(target, q, p, grad, eps, L, inv_mass, h0)
+  local function stale_leapfrog(target, q, p, grad, eps, L, metric, h0)
     q, p = table.move(q, 1, #q, 1, {}), table.move(p, 1, #p, 1, {})
     local lp, old
     for i = 1, #q do p[i] = p[i] + 0.5 * eps * grad[i] end
     for l = 1, L do
-      for i = 1, #q do q[i] = q[i] + eps * inv_mass[i] * p[i] end
+      local v = kernel.velocity(p, metric)
+      for i = 1, #q do q[i] = q[i] + eps * v[i] end
       old = grad
       lp, grad = target.eval(q)
       local g = l < L and grad or old
       for i = 1, #q do p[i] = p[i] + (l < L and eps or 0.5 * eps) * g[i] end
-      if h0 and not (-lp + kernel.kinetic(p, inv_mass) - h0 < kernel.DIVERGENCE) then return nil end
+      if h0 and not (-lp + kernel.kinetic(p, metric) - h0 < kernel.DIVERGENCE) then return nil end
     end
-    return q, p, lp, grad
+    return q, p, lp, grad, kernel.velocity(p, metric)
   end
   for _, k in ipairs { "hmc", "nuts" } do
     it(k .. " with a leapfrog whose last half step uses the old gradient: the check fails", function()
@@ -358,9 +394,9 @@ describe("hmc on Bayesian linear regression", function()
     return mcmc.hmc(opts), net
   end
 
-  for _, k in ipairs { "hmc", "nuts" } do
+  for _, k in ipairs { "hmc", "nuts", "nuts dense" } do
     it(k .. " matches the closed-form posterior mean and covariance", function()
-      local post = fit { prior_sigma = 1, kernel = k }
+      local post = fit { prior_sigma = 1, kernel = k:match "%a+", metric = k:match " (%a+)" }
       local z = posterior_z(post, mean, cov)
       assert.truthy(z.mean < 4 and z.cov < 4, ("worst z: mean %.2f, covariance %.2f"):format(z.mean, z.cov))
       assert.truthy(post.rhat_max < 1.01 and post.ess_min > 1000, post.rhat_max .. " " .. post.ess_min)

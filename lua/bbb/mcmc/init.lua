@@ -59,15 +59,18 @@ end
 
 -- The settings every sampler shares, checked: kernel, warmup, samples,
 -- leapfrog or max_depth, chains (a count, or chain_ids: which chains of a
--- run to make here), seed, target_accept, adapt_mass, progress.
+-- run to make here), seed, target_accept, adapt_mass, metric, progress.
 local function run_options(o, fn)
   local r = {
     warmup = int_opt(o, "warmup", 500, 0, fn), samples = int_opt(o, "samples", 500, 1, fn),
     seed = int_opt(o, "seed", 1, math.mininteger, fn),
     target_accept = o.target_accept or 0.8, adapt_mass = o.adapt_mass, progress = o.progress,
-    step_size = o.step_size,
+    step_size = o.step_size, metric = o.metric or "diag",
   }
   kernel_options(o, fn, r)
+  if r.metric ~= "diag" and r.metric ~= "dense" then
+    error(('%s: metric must be "diag" or "dense", got %s'):format(fn, tostring(o.metric)), 0)
+  end
   if type(r.target_accept) ~= "number" or not (r.target_accept > 0 and r.target_accept < 1) then
     error(("%s: target_accept must be in (0, 1), got %s"):format(fn, tostring(o.target_accept)), 0)
   end
@@ -109,7 +112,7 @@ end
 local function run_chains(t, r, init)
   local t0 = bbb.core.clock()
   local res = { samples = {}, lp = {}, step_size = {}, inv_mass = {}, chains = {}, per_chain = {}, accept_rate = 0,
-                divergences = 0, gradients = 0, dim = t.dim, kernel = r.kernel,
+                divergences = 0, gradients = 0, dim = t.dim, kernel = r.kernel, metric = r.metric,
                 max_depth = r.kernel == "nuts" and r.max_depth or nil }
   for i, k in ipairs(r.chain_ids) do
     local gen = mcmc.chain_generator(r.seed, k)
@@ -182,7 +185,8 @@ end
 --- sample{log_density = fn, init = list | fn(chain, gen), kernel = "hmc" |
 -- "nuts", warmup = 500, samples = 500, leapfrog = 16, max_depth = 10,
 -- chains = 4, chain_ids =, seed = 1, target_accept = 0.8, adapt_mass =
--- true, step_size =, progress = fn, diagnose = true} -> result: HMC on any
+-- true, metric = "diag" | "dense", step_size =, progress = fn, diagnose =
+-- true} -> result: HMC on any
 -- log density written with tensor ops, fn(x) -> 0-d tensor for x a 1-d
 -- tensor of D numbers, differentiated by the tape (it need not be
 -- normalised); init is the start, or a function giving chain k's from its
@@ -191,7 +195,10 @@ end
 -- Sampler, doubles each trajectory until it turns back on itself, at most
 -- max_depth times (2^max_depth - 1 steps), and draws a point along it; each
 -- refuses the other's setting. Warm-up tunes the step size to
--- target_accept (for nuts, the mean acceptance over a trajectory's points).
+-- target_accept (for nuts, the mean acceptance over a trajectory's points)
+-- and estimates the mass matrix, diagonal (metric "diag") or in full
+-- ("dense": D^2 work a leapfrog step, worth it when the density's
+-- directions of spread are correlated).
 -- progress({chain, phase = "warmup" | "sampling", iteration, of,
 -- step_size, accept, steps, tree_depth}) is called every iteration.
 -- result: samples (one (S, D) tensor per chain), lp (the log density of
@@ -208,6 +215,7 @@ end
 -- @raise sample: warmup must be an integer >= 0, got ... (and the same for samples, leapfrog, chains)
 -- @raise sample: kernel must be "nuts" or "hmc", got ...
 -- @raise sample: leapfrog is for kernel = "hmc" (and max_depth for kernel = "nuts")
+-- @raise sample: metric must be "diag" or "dense", got ...
 -- @usage
 --   local post = bbb.mcmc.sample{
 --     log_density = function(x) return (x / bbb.tensor{ 1, 3 }):square():sum() * -0.5 end,
@@ -313,8 +321,8 @@ end
 -- noise_sigma = s | "infer", noise_scale = 1, prior_sigma = 1 | prior =,
 -- init = "prior" | "current" | list | fn(chain, gen), kernel = "hmc" |
 -- "nuts", warmup = 500, samples = 500, leapfrog = 16, max_depth = 10,
--- chains = 4, chain_ids =, seed = 1, target_accept = 0.8, progress = fn,
--- diagnose = true} -> result: full-batch HMC (kernel "hmc", trajectories
+-- chains = 4, chain_ids =, seed = 1, target_accept = 0.8, metric =
+-- "diag" | "dense", progress = fn, diagnose = true} -> result: full-batch HMC (kernel "hmc", trajectories
 -- of about leapfrog steps, or "nuts", the No-U-Turn Sampler, as in
 -- bbb.mcmc.sample) over the weights of a plain net (Linear layers and
 -- activations, bbb.nn.mlp) under log p(y | x, w) + log p(w). gaussian: y

@@ -9,6 +9,7 @@
 -- Positions, momenta, energies and NUTS's log weights are Lua doubles;
 -- only the target's own arithmetic is float32.
 local bbb = require "bbb"
+local linear = require "bbb.mcmc.linear"
 
 local K = {}
 
@@ -25,51 +26,92 @@ local function finite(v) return v == v and v < math.huge and v > -math.huge end
 
 local function copy(t) return table.move(t, 1, #t, 1, {}) end
 
---- K.kinetic(p, inv_mass) -> p^T M^-1 p / 2, the kinetic energy of momentum p.
-function K.kinetic(p, inv_mass)
-  local k = 0
-  for i = 1, #p do k = k + p[i] * p[i] * inv_mass[i] end
-  return 0.5 * k
+-- A metric is the inverse mass matrix M^-1: {diag = list} (diagonal) or
+-- {cov = rows, chol = rows} (dense: the matrix and its lower Cholesky
+-- factor, in doubles). Dense costs P^2 a leapfrog step instead of P, and
+-- evens out correlated scales that a diagonal cannot.
+
+--- K.diagonal(list) -> the diagonal metric with these variances.
+function K.diagonal(v) return { diag = v } end
+
+--- K.velocity(p, metric) -> M^-1 p, the rate of change of the position.
+function K.velocity(p, m)
+  local v, d = {}, m.diag
+  if d then
+    for i = 1, #p do v[i] = d[i] * p[i] end
+    return v
+  end
+  for i, row in ipairs(m.cov) do
+    local t = 0
+    for j = 1, #p do t = t + row[j] * p[j] end
+    v[i] = t
+  end
+  return v
 end
 
--- p ~ N(0, M), M = diag(1 / inv_mass).
-local function momentum(inv_mass, gen)
-  local z = bbb.randn({ #inv_mass }, 0, 1, gen):totable()
-  for i = 1, #z do z[i] = z[i] / math.sqrt(inv_mass[i]) end
+local function dot(a, b)
+  local s = 0
+  for i = 1, #a do s = s + a[i] * b[i] end
+  return s
+end
+
+--- K.kinetic(p, metric [, v]) -> p^T M^-1 p / 2, the kinetic energy of
+-- momentum p (v: its velocity M^-1 p, when already known).
+function K.kinetic(p, m, v)
+  return 0.5 * dot(p, v or K.velocity(p, m))
+end
+
+--- K.momentum(metric, gen) -> p ~ N(0, M): z / sqrt(diag), or for a
+-- dense M^-1 = L L^T, p = L^-T z.
+function K.momentum(m, gen)
+  local z = bbb.randn({ m.diag and #m.diag or #m.cov }, 0, 1, gen):totable()
+  if m.diag then
+    for i = 1, #z do z[i] = z[i] / math.sqrt(m.diag[i]) end
+    return z
+  end
+  local L = m.chol
+  for i = #z, 1, -1 do
+    local t = z[i]
+    for k = i + 1, #z do t = t - L[k][i] * z[k] end
+    z[i] = t / L[i][i]
+  end
   return z
 end
 
---- leapfrog(target, q, p, grad, eps, L, inv_mass [, h0]) -> q, p, lp, grad:
--- L steps of the leapfrog (velocity Verlet) integrator from (q, p), grad
--- the gradient of the log density at q; nil when the log density turned
--- infinite or undefined or the position ran away, or (h0 given: the
--- starting energy) the energy error passed the divergence bound on the way. q and p are not changed.
-function K.leapfrog(target, q, p, grad, eps, L, inv_mass, h0)
+--- leapfrog(target, q, p, grad, eps, L, metric [, h0]) -> q, p, lp, grad,
+-- v: L steps of the leapfrog (velocity Verlet) integrator from (q, p),
+-- grad the gradient of the log density at q, v the final velocity M^-1 p;
+-- nil when the log density turned infinite or undefined or the position
+-- ran away, or (h0 given: the starting energy) the energy error passed the
+-- divergence bound on the way. q and p are not changed.
+function K.leapfrog(target, q, p, grad, eps, L, metric, h0)
   q, p = copy(q), copy(p)
   local P, lp = #q, nil
   for i = 1, P do p[i] = p[i] + 0.5 * eps * grad[i] end
+  local v = K.velocity(p, metric)
   for l = 1, L do
     for i = 1, P do
-      q[i] = q[i] + eps * inv_mass[i] * p[i]
+      q[i] = q[i] + eps * v[i]
       if not (math.abs(q[i]) < FAR) then return nil end
     end
     lp, grad = target.eval(q)
     if not finite(lp) then return nil end
     local w = l < L and eps or 0.5 * eps
     for i = 1, P do p[i] = p[i] + w * grad[i] end
-    if h0 and not (-lp + K.kinetic(p, inv_mass) - h0 < K.DIVERGENCE) then return nil end
+    v = K.velocity(p, metric)
+    if h0 and not (-lp + K.kinetic(p, metric, v) - h0 < K.DIVERGENCE) then return nil end
   end
-  return q, p, lp, grad
+  return q, p, lp, grad, v
 end
 
---- transition(target, state, eps, L, inv_mass, gen) -> accept_prob,
+--- transition(target, state, eps, L, metric, gen) -> accept_prob,
 -- divergent: one HMC iteration from state {q, lp, grad}, updated in place
 -- when the proposal is accepted. The energy error -dH decides, min(1, e^-dH).
-function K.transition(target, st, eps, L, inv_mass, gen)
-  local p = momentum(inv_mass, gen)
-  local h0 = -st.lp + K.kinetic(p, inv_mass)
-  local q1, p1, lp1, g1 = K.leapfrog(target, st.q, p, st.grad, eps, L, inv_mass, h0)
-  local dh = q1 and (-lp1 + K.kinetic(p1, inv_mass)) - h0 or math.huge
+function K.transition(target, st, eps, L, metric, gen)
+  local p = K.momentum(metric, gen)
+  local h0 = -st.lp + K.kinetic(p, metric)
+  local q1, p1, lp1, g1, v1 = K.leapfrog(target, st.q, p, st.grad, eps, L, metric, h0)
+  local dh = q1 and (-lp1 + K.kinetic(p1, metric, v1)) - h0 or math.huge
   local divergent = not (dh < K.DIVERGENCE)
   local accept = divergent and 0 or math.min(1, math.exp(-dh))
   if bbb.rand({ 1 }, 0, 1, gen):item() < accept then st.q, st.lp, st.grad = q1, lp1, g1 end
@@ -94,12 +136,6 @@ local function log_add(a, b)
   return m + math.log(math.exp(a - m) + math.exp(b - m))
 end
 
-local function dot(a, b)
-  local s = 0
-  for i = 1, #a do s = s + a[i] * b[i] end
-  return s
-end
-
 -- The generalised criterion (Betancourt 2017): both ends' velocities still
 -- point along the summed momentum rho, here rho plus an optional extra
 -- momentum (the point that joins two subtrees) without building the sum.
@@ -107,12 +143,6 @@ local function no_uturn(ps_a, ps_b, rho, extra)
   local a, b = dot(ps_a, rho), dot(ps_b, rho)
   if extra then a, b = a + dot(ps_a, extra), b + dot(ps_b, extra) end
   return a > 0 and b > 0
-end
-
-local function velocity(p, inv_mass)
-  local v = {}
-  for i = 1, #p do v[i] = inv_mass[i] * p[i] end
-  return v
 end
 
 -- Uniform draws in blocks: a deep tree asks for one at every merge, and
@@ -130,16 +160,16 @@ end
 -- sign): a one-point subtree, or nil when it diverged. Every step counts
 -- towards the acceptance statistic, diverged ones too, as Stan counts them.
 local function leaf(c, z)
-  local q, p, lp, grad = K.leapfrog(c.target, z.q, z.p, z.grad, c.eps, 1, c.inv_mass)
+  local q, p, lp, grad, v = K.leapfrog(c.target, z.q, z.p, z.grad, c.eps, 1, c.metric)
   c.steps = c.steps + 1
-  local lw = q and c.h0 - (-lp + K.kinetic(p, c.inv_mass)) or -math.huge
+  local lw = q and c.h0 - (-lp + K.kinetic(p, c.metric, v)) or -math.huge
   if lw ~= lw then lw = -math.huge end
   c.accept = c.accept + (lw > 0 and 1 or math.exp(lw))
   if not (lw > -K.DIVERGENCE) then
     c.divergent = true
     return nil
   end
-  local pt, v = { q = q, p = p, lp = lp, grad = grad }, velocity(p, c.inv_mass)
+  local pt = { q = q, p = p, lp = lp, grad = grad }
   return { z = pt, pick = pt, lw = lw, rho = copy(p), p_in = p, ps_in = v, p_out = p, ps_out = v }
 end
 
@@ -166,16 +196,16 @@ local function subtree(c, z, depth)
            ps_out = b.ps_out }
 end
 
---- nuts_transition(target, state, eps, max_depth, inv_mass, gen, uniform)
+--- nuts_transition(target, state, eps, max_depth, metric, gen, uniform)
 -- -> accept_stat, divergent, depth, steps: one NUTS iteration from state
 -- {q, lp, grad}, moved in place to the point drawn. uniform() draws from
 -- the chain's generator. accept_stat is the mean of min(1, e^(H0 - H))
 -- over every step taken (the statistic dual averaging tunes), depth the
 -- doublings kept, steps the leapfrog steps taken.
-function K.nuts_transition(target, st, eps, max_depth, inv_mass, gen, uniform)
-  local p = momentum(inv_mass, gen)
-  local z0, v = { q = st.q, p = p, lp = st.lp, grad = st.grad }, velocity(p, inv_mass)
-  local c = { target = target, inv_mass = inv_mass, h0 = -st.lp + K.kinetic(p, inv_mass), uniform = uniform,
+function K.nuts_transition(target, st, eps, max_depth, metric, gen, uniform)
+  local p = K.momentum(metric, gen)
+  local z0, v = { q = st.q, p = p, lp = st.lp, grad = st.grad }, K.velocity(p, metric)
+  local c = { target = target, metric = metric, h0 = -st.lp + K.kinetic(p, metric, v), uniform = uniform,
               steps = 0, accept = 0, divergent = false }
   -- the trajectory's two ends: the point to go on from, its momentum and velocity
   local ends = { [1] = { z = z0, p = p, v = v }, [-1] = { z = z0, p = p, v = v } }
@@ -204,13 +234,13 @@ end
 
 -- Stan's init_stepsize: doubles or halves eps until one leapfrog step's
 -- acceptance crosses 0.8, so dual averaging starts at the right scale.
-local function reasonable_step(target, st, eps, inv_mass, gen)
+local function reasonable_step(target, st, eps, metric, gen)
   local log08 = math.log(0.8)
   local function delta(e)
-    local p = momentum(inv_mass, gen)
-    local h0 = -st.lp + K.kinetic(p, inv_mass)
-    local q1, p1, lp1 = K.leapfrog(target, st.q, p, st.grad, e, 1, inv_mass)
-    return q1 and h0 - (-lp1 + K.kinetic(p1, inv_mass)) or -math.huge
+    local p = K.momentum(metric, gen)
+    local h0 = -st.lp + K.kinetic(p, metric)
+    local q1, p1, lp1, _, v1 = K.leapfrog(target, st.q, p, st.grad, e, 1, metric)
+    return q1 and h0 - (-lp1 + K.kinetic(p1, metric, v1)) or -math.huge
   end
   local direction = delta(eps) > log08 and 1 or -1
   for _ = 1, 100 do
@@ -265,31 +295,62 @@ function K.windows(W)
   end
 end
 
--- Welford's running mean and sum of squared deviations of the draws.
-local function welford(P)
+-- Welford's running mean and sums of squared deviations of the draws:
+-- per coordinate (m2, a list) or, for a dense metric, per pair (m2, rows).
+local function welford(P, dense)
   local w = { n = 0, mean = {}, m2 = {} }
-  for i = 1, P do w.mean[i], w.m2[i] = 0, 0 end
+  for i = 1, P do
+    w.mean[i], w.m2[i] = 0, 0
+    if dense then
+      w.m2[i] = {}
+      for j = 1, P do w.m2[i][j] = 0 end
+    end
+  end
   return w
 end
 
 local function welford_add(w, q)
   w.n = w.n + 1
+  local d = {}
   for i = 1, #q do
-    local d = q[i] - w.mean[i]
-    w.mean[i] = w.mean[i] + d / w.n
-    w.m2[i] = w.m2[i] + d * (q[i] - w.mean[i])
+    d[i] = q[i] - w.mean[i]
+    w.mean[i] = w.mean[i] + d[i] / w.n
+  end
+  for i = 1, #q do
+    local row, di = w.m2[i], q[i] - w.mean[i]
+    if type(row) == "number" then
+      w.m2[i] = row + d[i] * di
+    else
+      for j = 1, #q do row[j] = row[j] + d[j] * di end
+    end
   end
 end
 
--- The window's variances shrunk towards 1e-3 as Stan does, so a short
--- window cannot make a coordinate's mass huge or zero.
-local function welford_variance(w)
-  local n, out = w.n, {}
-  for i = 1, #w.mean do
-    local v = n > 1 and w.m2[i] / (n - 1) or 1
-    out[i] = (n / (n + 5)) * v + 1e-3 * (5 / (n + 5))
+-- The window's (co)variances shrunk towards 1e-3 times the identity as
+-- Stan does, so a short window cannot make a mass huge or singular: the
+-- metric they define.
+local function welford_metric(w)
+  local n, P = w.n, #w.mean
+  local a, b = n / (n + 5) / math.max(n - 1, 1), 1e-3 * (5 / (n + 5))
+  if type(w.m2[1]) == "number" then
+    local d = {}
+    for i = 1, P do d[i] = n > 1 and a * w.m2[i] + b or 1 end
+    return K.diagonal(d)
   end
-  return out
+  local cov = {}
+  for i = 1, P do
+    cov[i] = {}
+    for j = 1, P do cov[i][j] = a * w.m2[i][j] + (i == j and b or 0) end
+  end
+  return { cov = cov, chol = linear.cholesky(cov) }
+end
+
+--- K.variances(metric) -> the list of M^-1's diagonal.
+function K.variances(m)
+  if m.diag then return m.diag end
+  local d = {}
+  for i, row in ipairs(m.cov) do d[i] = row[i] end
+  return d
 end
 
 -- The number of leapfrog steps of one iteration, uniform on L/2 .. 3L/2:
@@ -301,61 +362,65 @@ local function steps(L, gen)
   return lo + math.floor(bbb.rand({ 1 }, 0, 1, gen):item() * (hi - lo + 1))
 end
 
---- stepper(opts, gen) -> fn(target, state, eps, inv_mass) -> accept_stat,
+--- stepper(opts, gen) -> fn(target, state, eps, metric) -> accept_stat,
 -- divergent, depth, steps: one iteration of opts.kernel ("hmc", the
 -- default: a jittered opts.leapfrog steps, depth nil; "nuts": trees of at
 -- most opts.max_depth doublings, 10 by default) drawing from gen.
 function K.stepper(o, gen)
   if o.kernel == "nuts" then
     local uniform, max_depth = uniforms(gen), o.max_depth or 10
-    return function(target, st, eps, inv_mass)
-      return K.nuts_transition(target, st, eps, max_depth, inv_mass, gen, uniform)
+    return function(target, st, eps, metric)
+      return K.nuts_transition(target, st, eps, max_depth, metric, gen, uniform)
     end
   end
-  return function(target, st, eps, inv_mass)
+  return function(target, st, eps, metric)
     local L = steps(o.leapfrog, gen)
-    local accept, divergent = K.transition(target, st, eps, L, inv_mass, gen)
+    local accept, divergent = K.transition(target, st, eps, L, metric, gen)
     return accept, divergent, nil, L
   end
 end
 
 -- Warm-up: step size by dual averaging throughout (on the acceptance
 -- statistic of whichever kernel steps), restarted after each mass-matrix
--- window; the final step size is the averaged iterate.
+-- window (diagonal, or dense with o.metric = "dense"); the final step size
+-- is the averaged iterate.
 local function warmup(target, st, o, gen, step, report)
   local P = #st.q
-  local inv_mass = o.inv_mass and copy(o.inv_mass) or {}
-  if not o.inv_mass then for i = 1, P do inv_mass[i] = 1 end end
-  local eps = o.step_size or reasonable_step(target, st, 0.1, inv_mass, gen)
+  local start = o.inv_mass and copy(o.inv_mass) or {}
+  if not o.inv_mass then for i = 1, P do start[i] = 1 end end
+  local metric = K.diagonal(start)
+  local eps = o.step_size or reasonable_step(target, st, 0.1, metric, gen)
   local da = dual_averaging(eps)
   local wins = o.adapt_mass == false and {} or K.windows(o.warmup)
   local win, acc = 1, nil
   for it = 1, o.warmup do
-    local accept, _, depth, n = step(target, st, eps, inv_mass)
+    local accept, _, depth, n = step(target, st, eps, metric)
     eps = adapt_step(da, accept, o.target_accept)
     local w = wins[win]
     if w and it >= w[1] then
-      acc = acc or welford(P)
+      acc = acc or welford(P, o.metric == "dense")
       welford_add(acc, st.q)
       if it == w[2] then
-        inv_mass, acc, win = welford_variance(acc), nil, win + 1
-        eps = reasonable_step(target, st, eps, inv_mass, gen)
+        metric, acc, win = welford_metric(acc), nil, win + 1
+        eps = reasonable_step(target, st, eps, metric, gen)
         da = dual_averaging(eps)
       end
     end
     report("warmup", it, eps, accept, depth, n)
   end
   if o.warmup > 0 then eps = math.exp(da.x_bar) end
-  return eps, inv_mass
+  return eps, metric
 end
 
 --- run_chain(target, q0, opts, gen [, report]) -> chain: warm-up, then
 -- opts.samples draws. opts: kernel ("hmc" or "nuts"), warmup, samples,
 -- leapfrog (hmc: mean steps per iteration), max_depth (nuts: most
 -- doublings of a tree), target_accept, adapt_mass (false: unit mass),
--- step_size and inv_mass (start from these instead of searching). chain =
--- {draws = (S, P) tensor, lp = {log density per draw}, accept_rate,
--- divergences (after warm-up), step_size, inv_mass, gradients (evaluations
+-- metric ("diag", the default, or "dense": the mass matrix warm-up
+-- estimates), step_size and inv_mass (start from these instead of
+-- searching). chain = {draws = (S, P) tensor, lp = {log density per draw},
+-- accept_rate, divergences (after warm-up), step_size, inv_mass (the
+-- inverse mass matrix's diagonal), metric, gradients (evaluations
 -- made, warm-up included), steps (mean leapfrog steps per draw), tree_depth
 -- (nuts: mean doublings per draw), max_depth_hits (nuts: draws whose tree
 -- reached max_depth)}. report(phase, iteration, step_size, accept_stat,
@@ -370,12 +435,12 @@ function K.run_chain(target, q0, o, gen, report)
     error(("mcmc: the log density at the initial point is %s: start where it is finite"):format(tostring(st.lp)), 0)
   end
   local step = K.stepper(o, gen)
-  local eps, inv_mass = warmup(counted, st, o, gen, step, report)
+  local eps, metric = warmup(counted, st, o, gen, step, report)
   local P, S = #st.q, o.samples
   local draws = bbb.zeros { S, P }
   local lps, acc_sum, divergences, depth_sum, steps_sum, hits = {}, 0, 0, 0, 0, 0
   for s = 1, S do
-    local accept, divergent, depth, n = step(counted, st, eps, inv_mass)
+    local accept, divergent, depth, n = step(counted, st, eps, metric)
     acc_sum, steps_sum = acc_sum + accept, steps_sum + n
     if divergent then divergences = divergences + 1 end
     if depth then
@@ -388,7 +453,7 @@ function K.run_chain(target, q0, o, gen, report)
   end
   local nuts = o.kernel == "nuts"
   return { draws = draws, lp = lps, accept_rate = S > 0 and acc_sum / S or 0, divergences = divergences,
-           step_size = eps, inv_mass = inv_mass, gradients = evals, steps = steps_sum / S,
+           step_size = eps, inv_mass = K.variances(metric), metric = metric.diag and "diag" or "dense", gradients = evals, steps = steps_sum / S,
            tree_depth = nuts and depth_sum / S or nil, max_depth_hits = nuts and hits or nil }
 end
 

@@ -3,14 +3,15 @@
 -- a net with no hidden layer is checked against.
 local L = {}
 
--- The Cholesky factor (lower) of a symmetric positive definite matrix.
-local function cholesky(A)
+--- L.cholesky(A) -> the lower Cholesky factor of a symmetric positive
+-- definite matrix given as rows of doubles (also the dense HMC metric's).
+function L.cholesky(A)
   local n, Lm = #A, {}
   for i = 1, n do Lm[i] = {} for j = 1, n do Lm[i][j] = 0 end end
   for j = 1, n do
     local s = A[j][j]
     for k = 1, j - 1 do s = s - Lm[j][k] ^ 2 end
-    if not (s > 0) then error("linear_posterior: the precision matrix is not positive definite", 0) end
+    if not (s > 0) then error("cholesky: the matrix is not positive definite", 0) end
     Lm[j][j] = math.sqrt(s)
     for i = j + 1, n do
       local t = A[i][j]
@@ -59,7 +60,7 @@ function L.posterior(rows, ys, s, p)
       for j = 1, d do A[i][j] = A[i][j] + phi[i] * phi[j] / (s * s) end
     end
   end
-  local cov = inverse(cholesky(A))
+  local cov = inverse(L.cholesky(A))
   local mean = {}
   for i = 1, d do
     local t = 0

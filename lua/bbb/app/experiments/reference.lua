@@ -82,6 +82,9 @@ function M.parser()
     :convert(cli.choice { "nuts", "hmc" })
   flags.option(parser, "--max-depth", "NUTS: the most doublings of a trajectory (2^N - 1 leapfrog steps at most).", "10")
     :convert(cli.positive_integer { max = 20 })
+  flags.option(parser, "--metric", "The mass matrix warm-up estimates: diag (the variance of each weight) or dense (their "
+    .. "covariance: P^2 work a leapfrog step for P weights, and it evens out correlated directions).", "diag")
+    :convert(cli.choice { "diag", "dense" })
   flags.option(parser, "--leapfrog", "HMC (--kernel hmc): mean leapfrog steps per iteration.", "64")
     :convert(cli.positive_integer { max = 100000 })
   flags.option(parser, "--target-accept", "The acceptance rate warm-up tunes the step size for.", "0.8")
@@ -192,7 +195,7 @@ local function setup(c)
   job.settings = { sizes = sizes, likelihood = reg and "gaussian" or "categorical", prior_sigma = c.prior_sigma,
     noise_sigma = reg and c.noise_sigma or nil, warmup = c.warmup, samples = c.draws, kernel = c.kernel,
     leapfrog = c.kernel == "hmc" and c.leapfrog or nil, max_depth = c.kernel == "nuts" and c.max_depth or nil,
-    target_accept = c.target_accept, seed = c.seed }
+    target_accept = c.target_accept, seed = c.seed, metric = c.metric }
   local parts = { json.encode(job.settings) }
   for _, t in ipairs { job.x, job.y } do
     for _, v in ipairs(t:reshape(-1):totable()) do parts[#parts + 1] = ("%.9g"):format(v) end
@@ -215,7 +218,7 @@ function M.chain_job(dir, k, report)
   local post = bbb.mcmc.hmc { net = net, x = t.x, y = t.y, likelihood = s.likelihood, noise_sigma = s.noise_sigma,
     prior_sigma = s.prior_sigma, warmup = math.tointeger(s.warmup), samples = math.tointeger(s.samples),
     kernel = s.kernel, leapfrog = s.leapfrog and math.tointeger(s.leapfrog),
-    max_depth = s.max_depth and math.tointeger(s.max_depth), target_accept = s.target_accept,
+    max_depth = s.max_depth and math.tointeger(s.max_depth), target_accept = s.target_accept, metric = s.metric,
     seed = math.tointeger(s.seed), chain_ids = { k }, diagnose = false, progress = report }
   local tensors = { draws = post.samples[1], lp = bbb.tensor(post.lp[1]) }
   if type(post.noise_sigma) == "table" then tensors.sigma = bbb.tensor(post.noise_sigma[1]) end
@@ -490,7 +493,7 @@ function M.run(c)
     gradients = pred.gradients, accept_rate = pred.accept_rate, divergences = pred.divergences,
     noise_sigma = pred.noise_sigma, chains = c.chains, warmup = c.warmup, samples = c.draws, kernel = c.kernel,
     leapfrog = c.kernel == "hmc" and c.leapfrog or nil, max_depth = c.kernel == "nuts" and c.max_depth or nil,
-    per_chain = pred.per_chain, hidden = #c.hidden > 0 and c.hidden or json.empty_array, prior_sigma = c.prior_sigma }
+    metric = c.metric, per_chain = pred.per_chain, hidden = #c.hidden > 0 and c.hidden or json.empty_array, prior_sigma = c.prior_sigma }
   local result = { data = c.data, target = c.target, task = job.task, seed = c.seed, hmc = hmc, methods = {},
     rows = { train = job.rows.train:numel(), validation = job.rows.validation and job.rows.validation:numel() or 0,
              test = job.rows.test:numel() }, split = "split.json" }
