@@ -110,6 +110,8 @@ function Bar:update(i, extra)
     if tenth > self.last_tenth then
       self.last_tenth = tenth
       self.stream:write(line(self, false, extra), "\n")
+      -- a log is block-buffered: unflushed, the lines would come at the end
+      if self.stream.flush then self.stream:flush() end
     end
     return
   end

@@ -228,17 +228,6 @@ function M.chain_job(dir, k, report)
     steps = c.steps, tree_depth = c.tree_depth, max_depth_hits = c.max_depth_hits, seconds = post.seconds })
 end
 
---- chain_worker(dir, k): chain_job in a process of its own; exits 0 when
--- the chain is written, 1 with the error on stderr otherwise.
-function M.chain_worker(dir, k)
-  local ok, err = pcall(M.chain_job, dir, k)
-  if not ok then
-    io.stderr:write(("chain %d: %s\n"):format(k, tostring(err)))
-    os.exit(1)
-  end
-  os.exit(0)
-end
-
 -- A chain file written for this very job, or nil.
 local function finished_chain(dir, k, key)
   if sys.kind(chain_path(dir, k), true) ~= "file" then return nil end
@@ -247,14 +236,29 @@ local function finished_chain(dir, k, key)
   return nil
 end
 
--- One chain in this process, with a progress bar on a terminal.
-local function run_here(dir, k, c)
-  local bar = bbb.progress.new { total = c.warmup + c.draws, label = ("chain %d"):format(k) }
+-- One chain in this process, with a progress bar on a terminal (mode nil)
+-- or a line with its ETA every tenth of the way ("lines", for a log).
+local function run_here(dir, k, mode)
+  local _, s = bbb.checkpoint.read(dir .. "/job.safetensors")
+  local bar = bbb.progress.new { total = math.tointeger(s.warmup + s.samples), label = ("chain %d"):format(k),
+                                 mode = mode, stream = mode and io.stdout or nil }
   M.chain_job(dir, k, function(p)
-    bar:update(p.iteration + (p.phase == "sampling" and c.warmup or 0), p.tree_depth
+    bar:update(p.iteration + (p.phase == "sampling" and s.warmup or 0), p.tree_depth
       and ("step %.2g, depth %d"):format(p.step_size, p.tree_depth) or ("step %.2g"):format(p.step_size))
   end)
   bar:finish()
+end
+
+--- chain_worker(dir, k): chain k of the job in dir, in a worker process
+-- whose output goes to the chains' log; exits 0 when its file is written,
+-- 1 with the error on stderr otherwise.
+function M.chain_worker(dir, k)
+  local ok, err = pcall(run_here, dir, k, "lines")
+  if not ok then
+    io.stderr:write(("chain %d: %s\n"):format(k, tostring(err)))
+    os.exit(1)
+  end
+  os.exit(0)
 end
 
 -- The chains: those of an earlier run of the same job read back, the
@@ -277,11 +281,19 @@ local function hmc_chains(c, job)
       tasks[i] = { argv = sys.bbblua_argv("-e", ("require('bbb.app.experiments.reference').chain_worker(%q, %d)")
         :format(dir, k)), stdin = "/dev/null", stdout = log, stderr = log }
     end
-    for i, r in ipairs(require("bbb.app.jobs").run(tasks, { jobs = c.jobs })) do
+    print(("reference.lua: %d chains, %d at a time; their progress, with an ETA, goes to %s"):format(#todo, c.jobs, log))
+    io.stdout:flush()
+    local done = 0
+    local function on_done(_, r, i)
+      done = done + 1
+      print(("chain %d %s (%d of %d), %.0f s"):format(todo[i], r.ok and "done" or "failed", done, #todo, r.seconds))
+      io.stdout:flush()
+    end
+    for i, r in ipairs(require("bbb.app.jobs").run(tasks, { jobs = c.jobs, on_done = on_done })) do
       if not r.ok then error(("chain %d: its worker ended with %s %s (see %s)"):format(todo[i], r.how, tostring(r.code), log), 0) end
     end
   else
-    for _, k in ipairs(todo) do run_here(dir, k, c) end
+    for _, k in ipairs(todo) do run_here(dir, k) end
   end
   local chains = {}
   for k = 1, c.chains do
