@@ -69,6 +69,21 @@ describe("grid.mnist_config", function()
       optim = "adam", epochs = 1, val = 100, hidden = 8, limit = 300, seed = 1, threads = 1 }, t)
   end)
 
+  it("under --no-test gives every run --no-test, and the --final run's config drops it", function()
+    local args = parse { "--no-test" }
+    local c = grid.configurations(args)[1]
+    local t = grid.mnist_config(args, c)
+    assert.is_true(t.no_test)
+    assert.is_true(mnist.options(t).no_test)
+    assert.is_nil(grid.mnist_config(parse(), c).no_test)
+    local final = grid.mnist_config(args, c, { val = false, no_test = false })
+    assert.are.equal(false, final.no_test)
+    assert.is_nil(mnist.options(final).no_test)
+    -- a grid that reads no test image is another grid than one that does
+    local _, text = grid.identity(args)
+    assert.are.equal(" no_test", text:sub(-8))
+  end)
+
   it("takes a run's own settings over the grid's, false dropping one", function()
     local args = parse()
     local t = grid.mnist_config(args, grid.configurations(args)[1], { epochs = 5, val = false, threads = 2,
@@ -132,6 +147,17 @@ describe("grid.outcome", function()
     assert.near(10, r.val_error, 1e-9)
     assert.are.equal(2, r.best_epoch)
     assert.are.equal(0.85, r.test_acc_at_best)
+  end)
+
+  it("ranks a --no-test run, whose summary has no test figure, by its validation error", function()
+    local no_test = json.encode { val_acc_mean = 0.9, val_acc_mc = 0.91,
+      epochs = { epoch(1, 0.8), epoch(2, 0.9) } }
+    local r = grid.outcome({ id = "x", text = "t", select = "val-error-min" }, c, 0, no_test, "", 1)
+    assert.are.equal("ok", r.status)
+    assert.near(10, r.val_error, 1e-9)
+    assert.are.equal(2, r.best_epoch)
+    assert.is_nil(r.test_acc_mc)
+    assert.is_nil(r.test_acc_at_best)
   end)
 
   it("keeps out a run without a finite validation figure, one that diverged and one that failed", function()

@@ -44,6 +44,29 @@ describe("scripts", function()
     assert.truthy(log.test_acc_mean > 0.5 and log.test_acc_mean <= 1, out)
     assert.truthy(log.test_acc_mc > 0.5 and log.test_acc_mc <= 1, out)   -- chance is 10%
   end)
+  it("mnist.lua --no-test reads no test image and reports on the validation images", function()
+    local out = ok("scripts/mnist.lua --no-test --val 300 --epochs 1 --limit 1500 --hidden 16 --lr 0.005 "
+      .. "--test-samples 2 --summary " .. tmp .. "/notest.json")
+    local s = decoded(tmp .. "/notest.json")
+    assert.are.equal(0, s.images.test, out)
+    assert.are.equal(300, s.images.val, out)
+    assert.is_nil(s.test_acc_mean, out)
+    assert.is_nil(s.epochs[1].test_acc, out)
+    assert.truthy(s.val_acc_mc > 0.3 and s.val_acc_mc <= 1, out)   -- chance is 10%
+    assert.are.equal(s.epochs[1].val_acc, s.val_acc_mean, out)
+  end)
+  it("mnist.lua --no-test is refused without --val, and with a test flag, before any work", function()
+    local status, err = run("scripts/mnist.lua --no-test --epochs 1")
+    assert.are.equal(2, status, err)
+    assert.truthy(err:find("--no-test needs --val", 1, true), err)
+    status, err = run("scripts/mnist.lua --no-test --val 100 --test-limit 10 --epochs 1")
+    assert.are.equal(2, status, err)
+    -- grid.lua checks its runs' flags before the first: --no-test refuses a test flag after --
+    status, err = run("scripts/grid.lua --no-test --val 100 --limit 300 --epochs 1 --results " .. tmp
+      .. "/nt.jsonl -- --test-limit 10")
+    assert.are.equal(2, status, err)
+    assert.is_nil(io.open(tmp .. "/nt.jsonl"), err)
+  end)
   it("mnist.lua --preset s4 plots seed 004's four curves and reports its table beside ours", function()
     local png, sum = tmp .. "/s4-curves.png", tmp .. "/s4.json"
     ok("scripts/mnist.lua --preset s4 --epochs 1 --batch 12 --limit 600 --test-limit 200 --hidden 16 "

@@ -55,6 +55,8 @@ def("val_fraction", "Share of the training rows held out for early stopping.", "
   function() return cli.number { above = 0, below = 1 } end)
 def("limit", "Use only the first N training images (smoke runs).", nil, function() return cli.positive_integer() end)
 def("test_limit", "Use only the first N test images.", nil, function() return cli.positive_integer() end)
+def("no_test", "Read no test image: train and report on the --val images only, as a recipe is chosen (grid.lua: "
+  .. "its --final run still tests the configuration chosen).", nil, nil, { flag = true })
 -- The network
 def("hidden", "Units per hidden layer.", "400", function() return cli.positive_integer { max = 1 << 16 } end)
 def("layers", "Hidden layers.", "2", function() return cli.positive_integer { max = 64 } end)

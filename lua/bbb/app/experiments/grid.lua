@@ -110,7 +110,7 @@ function grid.parser()
     .. "and so on up to --epochs.")
     :convert(cli.integer { min = 2, max = 100 })
   flags.option(parser, "--min-epochs", "Epochs of the first rung of --halving.", "1"):convert(cli.positive_integer())
-  recipe.declare(parser, { "select" })
+  recipe.declare(parser, { "select", "no_test" })
   flags.flag(parser, "--final", "Retrain the best configuration on all 60,000 images and test it.")
   flags.option(parser, "--final-epochs", "Epochs of the --final run (default: --epochs).")
     :convert(cli.positive_integer { max = 100000 })
@@ -224,6 +224,7 @@ function grid.identity(args)
   if args.halving then describe[#describe + 1] = ("halving=%d min_epochs=%d"):format(args.halving, args.min_epochs) end
   -- (the default metric adds nothing, so the grids run before --select keep their identity)
   if args.select ~= "val-error" then describe[#describe + 1] = "select=" .. args.select end
+  if args.no_test then describe[#describe + 1] = "no_test" end
   local text = table.concat(describe, " ")
   return fnv1a(text), text
 end
@@ -255,11 +256,12 @@ end
 
 --- grid.mnist_config(args, c [, run]) -> the mnist.lua config of
 -- configuration c as a table of flags: its axis values (log sigmas as
--- sigmas), the grid's fixed settings and one thread, with run's settings
--- (epochs, val, threads, summary, checkpoint; false drops one) over them.
+-- sigmas), the grid's fixed settings, --no-test when the grid has it and one
+-- thread, with run's settings (epochs, val, no_test, threads, summary,
+-- checkpoint; false drops one) over them.
 -- The flags after -- (args.mnist_flags) go with it as given.
 function grid.mnist_config(args, c, run)
-  local t = { threads = 1 }
+  local t = { threads = 1, no_test = args.no_test or nil }
   for _, k in ipairs(FIXED) do t[k] = args[k] end
   for _, a in ipairs(AXES) do
     local v = c[a.name]
@@ -298,7 +300,7 @@ local function summary_outcome(r, sum, select)
     -- first one on a tie) and the test error of the posterior means there
     local at = grid.best_val_epoch(sum.epochs)
     r.val_error, r.best_epoch = 100 * (1 - at.val_acc), math.tointeger(at.epoch)
-    r.test_acc_at_best = at.test_acc
+    r.test_acc_at_best = at.test_acc   -- nil under --no-test
   end
 end
 
@@ -816,8 +818,10 @@ function grid.report(result)
       args.results))
   for i = 1, math.min(args.top, #ranked) do
     local r = ranked[i]
-    print(("%3d. %6.2f%%  %s%s"):format(i, r.val_error, r.key, min and r.best_epoch
-      and ("  (epoch %d, test error there %.2f%%)"):format(r.best_epoch, 100 * (1 - r.test_acc_at_best)) or ""))
+    local at = min and r.best_epoch and (r.test_acc_at_best
+      and ("  (epoch %d, test error there %.2f%%)"):format(r.best_epoch, 100 * (1 - r.test_acc_at_best))
+      or ("  (epoch %d)"):format(r.best_epoch))
+    print(("%3d. %6.2f%%  %s%s"):format(i, r.val_error, r.key, at or ""))
   end
   local bad = 0
   for _, r in ipairs(results) do if r.status ~= "ok" then bad = bad + 1 end end
@@ -838,7 +842,7 @@ function grid.final(result)
   local c = { key = best.key }
   for _, a in ipairs(AXES) do c[a.name] = best.config[a.name] end
   local summary = result.work .. "/final.json"
-  local argv = grid.mnist_argv(result.mnist_script, grid.mnist_config(args, c, { val = false, summary = summary,
+  local argv = grid.mnist_argv(result.mnist_script, grid.mnist_config(args, c, { val = false, no_test = false, summary = summary,
     threads = args.final_threads or cores(), epochs = args.final_epochs or args.epochs }), args.mnist_flags)
   print(("\nfinal: %s on all training images, then the test set\n%s"):format(best.key, table.concat(argv, " ")))
   io.stdout:flush()

@@ -130,7 +130,7 @@ function mnist.parser()
   flags.option(parser, "--curves", "Plot the minibatch ELBO, log-likelihood, KL and accuracy against iterations "
     .. "here (seed 004's four curves; ELBO = mean log-likelihood - beta KL).")
     :convert(cli.output_path { ext = { "png", "svg" } })
-  recipe.declare(parser, { "summary", "distributed" })
+  recipe.declare(parser, { "summary", "distributed", "no_test" })
   parser._bbb_spec.outputs = { "curves" }
   return parser
 end
@@ -160,6 +160,7 @@ function mnist.idle_flag(args, given)
       model .. " has no dropout (dropout and cnn-dropout have)" },
     { "layers", cnn, model .. " is a CNN: its layers are LeNet's (--cnn-hidden sets the dense layer's units)" },
     { "activation", cnn, model .. " is a CNN, whose activations are ReLU" },
+    { "test_limit", args.no_test, "--no-test reads no test image" },
   }
   for _, r in ipairs(rules) do
     if given[r[1]] and r[2] then return ("--%s cannot act in this run: %s"):format(r[1]:gsub("_", "-"), r[3]) end
@@ -183,6 +184,9 @@ function mnist.parse(argv)
   end
   local why = mnist.idle_flag(args, given)
   if why then parser:error(why) end
+  if args.no_test and not args.val then
+    parser:error("--no-test needs --val N: without a test set the run reports on its validation images")
+  end
   if args._resume then
     local ok, err = recipe.check_train_state(args._resume, args.resume, { epochs = args.epochs, batch = args.batch,
       optimizer = OPTIMIZER_KIND[args.optim], schedule = true, generators = { "shuffle", "default" } })
@@ -240,7 +244,8 @@ local function load_sets(args, folder)
   local load = args.dataset == "mnist" and bbb.data.load_mnist or bbb.data.load_fashion_mnist
   local scale = 1 / args.pixel_scale
   local train_set = load{ root = folder, split = "train", scale = scale, limit = args.limit }
-  local test_set = load{ root = folder, split = "test", scale = scale, limit = args.test_limit }
+  local test_set = not args.no_test and load{ root = folder, split = "test", scale = scale, limit = args.test_limit }
+    or nil
   local val_set
   if args.val then
     if args.val >= train_set.n then
@@ -289,7 +294,7 @@ end
 
 local function print_setup(print, args, net, train_set, val_set, test_set)
   print(("%s: %d training, %s%d test images, pixels / %g%s"):format(args.dataset, train_set.n,
-    val_set and ("%d validation, "):format(val_set.n) or "", test_set.n, args.pixel_scale,
+    val_set and ("%d validation, "):format(val_set.n) or "", test_set and test_set.n or 0, args.pixel_scale,
     args.preset and (", preset " .. args.preset) or ""))
   print(tostring(net))
   print(("optimizer %s lr %g (x%g per epoch), batch %d, %d MC sample(s), kl weight %s, %s loss, %d thread(s)")
@@ -367,7 +372,7 @@ local function seed_rows(args, r)
   return { beta = args.kl_weight / args.batch, train_n = train_part.n, seed = seed,
     kl = last.complexity_total / (r.n_batches * args.kl_weight),
     rows = { { "train", train_acc, ll_of(train_part), seed.train },
-             { "test", r.test_acc_mean, ll_of(r.test_set), seed.test } } }
+             r.test_set and { "test", r.test_acc_mean, ll_of(r.test_set), seed.test } or nil } }
 end
 
 -- The seed's figures beside ours (seed_rows) as the summary holds them:
@@ -388,7 +393,8 @@ local function write_outputs(args, r)
   if args.save then bbb.save(args.save, { model = r.net, args = r.saved_args }) end
   if args.summary then
     cli.write_file(args.summary, require("bbb.json").encode{ args = r.saved_args, epochs = r.history, environment = bbb.core.environment(),
-      test_acc_mean = r.test_acc_mean, test_acc_mc = r.test_acc_mc, seconds = r.seconds, images = r.images,
+      test_acc_mean = r.test_acc_mean, test_acc_mc = r.test_acc_mc, val_acc_mean = r.val_acc_mean,
+      val_acc_mc = r.val_acc_mc, seconds = r.seconds, images = r.images,
       seed = seed_summary(r.seed) })
   end
 end
@@ -396,7 +402,8 @@ end
 --- mnist.run(args) -> result: trains and tests, on the data of the one
 -- folder recipe.image_folder names (printed first); result holds status
 -- ("done" or "interrupted"), history (the epoch records), test_acc_mean,
--- test_acc_mc, seconds, net, images (the training, validation and test
+-- test_acc_mc (under --no-test val_acc_mean and val_acc_mc instead; scored
+-- names which), seconds, net, images (the training, validation and test
 -- images: {train =, val =, test =}), curves (with --curves), seed (the seed's
 -- figures beside ours, with a seed's preset), lead (rank 0), and for an
 -- interrupted run epoch, batch, checkpoint and signal. mnist.report and
@@ -445,12 +452,15 @@ function mnist.run(args)
     return result
   end
 
-  result.test_acc_mean = bbb.train.accuracy(net, test_set)
-  result.test_acc_mc = bbb.train.accuracy(net, test_set, { samples = args.test_samples })
+  -- the figures the run reports: on the test set, or under --no-test on the validation images
+  local scored = test_set and "test" or "val"
+  result.scored = scored
+  result[scored .. "_acc_mean"] = bbb.train.accuracy(net, test_set or val_set)
+  result[scored .. "_acc_mc"] = bbb.train.accuracy(net, test_set or val_set, { samples = args.test_samples })
   result.seconds = bbb.core.clock() - t_start
   result.net, result.args, result.saved_args, result.n_batches = net, args, saved_args, n_batches
   result.train_set, result.test_set = train_set, test_set
-  result.images = { train = train_set.n, val = val_set and val_set.n or nil, test = test_set.n }
+  result.images = { train = train_set.n, val = val_set and val_set.n or nil, test = test_set and test_set.n or 0 }
   result.curves = args.curves and curves or nil
   if lead then
     result.seed = seed_rows(args, result)
@@ -465,8 +475,10 @@ end
 function mnist.report(r)
   if r.status == "interrupted" or not r.lead then return end
   local args = r.args
-  print(("test accuracy: posterior means %.2f%%, MC ensemble of %d samples %.2f%% (test error %.2f%%)")
-    :format(100 * r.test_acc_mean, args.test_samples, 100 * r.test_acc_mc, 100 * (1 - r.test_acc_mc)))
+  local set = r.scored
+  print(("%s accuracy: posterior means %.2f%%, MC ensemble of %d samples %.2f%% (%s error %.2f%%)")
+    :format(set == "val" and "validation (--no-test)" or "test", 100 * r[set .. "_acc_mean"], args.test_samples,
+      100 * r[set .. "_acc_mc"], set == "val" and "validation" or "test", 100 * (1 - r[set .. "_acc_mc"])))
   print(("total %.1f s"):format(r.seconds))
   local s = r.seed
   if s then
