@@ -1,7 +1,8 @@
 --- genresults: doc/results.md, one row per result, from doc/results/*.json
 -- and doc/results/index.json (what to show of each file: a label, the
 -- figures by their path in the file (or in its part `within`; of a CSV,
--- the mean of a column over the rows that match), the
+-- the mean of a column over the rows that match, or the paired interval of
+-- a column between two kinds of row), the
 -- reference, the experiment and set of doc/results/protocol.json, and the
 -- command, commit or date when the file lacks them). Run by bbblua:
 --   build/bbblua cmake/genresults.lua doc/results.md [--check]
@@ -54,13 +55,17 @@ local function read_csv(text)
   return { rows = rows }
 end
 
+-- Whether a CSV row matches every field of where.
+local function matches(row, where)
+  for k, v in pairs(where) do if row[k] ~= v then return false end end
+  return true
+end
+
 -- The mean of column over the rows that match every field of where.
 local function mean_of(r, where, column, file)
   local sum, n = 0, 0
   for _, row in ipairs(r.rows or {}) do
-    local ok = true
-    for k, v in pairs(where) do if row[k] ~= v then ok = false end end
-    if ok and type(row[column]) == "number" then sum, n = sum + row[column], n + 1 end
+    if matches(row, where) and type(row[column]) == "number" then sum, n = sum + row[column], n + 1 end
   end
   if n == 0 then error(("genresults: %s has no rows %s with a number in %s"):format(file, json.encode(where), column), 0) end
   return sum / n
@@ -148,6 +153,41 @@ local function paired_seeds_cell(r, o, file)
   return stats.format(stats.paired(a, b, { method = "t" }), o.digits or 3)
 end
 
+-- The rows of a CSV result that match every field of where, by their
+-- column key (a key twice is an error: the pairing would be ambiguous).
+local function rows_by(r, where, key, file)
+  local out = {}
+  for _, row in ipairs(r.rows or {}) do
+    if matches(row, where) then
+      if out[row[key]] then error(("genresults: %s has two rows %s with %s %s"):format(file, json.encode(where),
+        key, tostring(row[key])), 0) end
+      out[row[key]] = row
+    end
+  end
+  return out
+end
+
+-- The paired interval of o.column of a CSV result between the rows that
+-- match o.a and those that match o.b, paired on the column o.by (a seed):
+-- bbb.stats' t, the seeds being independent repeats. Every key of a needs
+-- its b.
+local function paired_rows_cell(r, o, file)
+  local stats = require "bbb.stats"
+  local ra, rb = rows_by(r, o.a, o.by, file), rows_by(r, o.b, o.by, file)
+  local keys = {}
+  for k in pairs(ra) do keys[#keys + 1] = k end
+  table.sort(keys, function(x, y) return tostring(x) < tostring(y) end)
+  local a, b = {}, {}
+  for i, k in ipairs(keys) do
+    if not rb[k] then error(("genresults: %s has no row %s for %s %s"):format(file, json.encode(o.b), o.by,
+      tostring(k)), 0) end
+    a[i], b[i] = ra[k][o.column], rb[k][o.column]
+  end
+  if #a < 2 then error(("genresults: %s pairs %d row(s) of %s: at least 2 are needed"):format(file, #a,
+    json.encode(o.a)), 0) end
+  return stats.format(stats.paired(a, b, { method = "t" }), o.digits or 3)
+end
+
 local function row(root, e, protocol)
   local text = read(root .. "/doc/results/" .. e.file)
   local r = e.file:match("%.csv$") and read_csv(text) or json.decode(text, e.file)
@@ -157,6 +197,7 @@ local function row(root, e, protocol)
   for _, o in ipairs(e.ours) do
     local v = o.paired and paired_cell(r, o.paired, e.file)
       or o.paired_seeds and paired_seeds_cell(r, o.paired_seeds, e.file)
+      or o.paired_rows and paired_rows_cell(r, o.paired_rows, e.file)
       or o.mean_of and mean_of(r, o.mean_of, o.column, e.file) or at(r, o.path, e.file)
     if type(v) == "number" then v = (o.fmt or "%g"):format(v * (o.scale or 1)) end
     ours[#ours + 1] = tostring(v)

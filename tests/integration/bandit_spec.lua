@@ -102,6 +102,21 @@ describe("bbb.app.experiments.bandit", function()
       assert.are.equal(30, #result.realised[name])
     end
     assert.are_not.equal(result.finals.uniform[1], result.finals.uniform[2])   -- two seeds
+    -- bandit_runs.csv: a row per agent and seed, read off each worker's curve
+    local rows = {}
+    for line in io.lines(result.runs_csv) do rows[#rows + 1] = line end
+    assert.are.equal("agent,seed,regret_30,realised_30,slope_24_30", rows[1])
+    assert.are.equal(5, #rows)
+    for i, name in ipairs(result.names) do
+      for r = 0, 1 do
+        local agent, seed, final, _, slope = rows[2 * i + r]:match("^(%w+),(%d+),([^,]+),([^,]+),([^,]+)$")
+        assert.are.equal(name, agent)
+        assert.are.equal(1 + r, tonumber(seed))   -- --seed 1: runs r play seed 1 + r
+        assert.are.equal(result.finals[name][r + 1], tonumber(final))
+        local e = result.runs[name][r + 1].expected
+        assert.near((e[30] - e[24]) / 6, tonumber(slope), 1e-5)
+      end
+    end
     os.execute("rm -rf '" .. out .. "'")
   end)
 end)

@@ -57,8 +57,9 @@ describe("doc/results/protocol.json", function()
     os.remove(dir)
     assert(os.execute(("mkdir -p '%s/doc/results'"):format(dir)))
     helpers.write(dir .. "/doc/results/protocol.json", json.encode(protocol))
-    helpers.write(dir .. "/doc/results/r.json", json.encode(result))
-    entry.file = "r.json"
+    -- a string is a CSV result's text
+    entry.file = type(result) == "string" and "r.csv" or "r.json"
+    helpers.write(dir .. "/doc/results/" .. entry.file, type(result) == "string" and result or json.encode(result))
     entry.label, entry.reference = entry.label or "a result", "none"
     entry.ours = entry.ours or { { path = { "x" } } }
     helpers.write(dir .. "/doc/results/index.json", json.encode { results = { entry } })
@@ -94,5 +95,25 @@ describe("doc/results/protocol.json", function()
     local want = require("bbb.stats").format(require("bbb.stats").paired({ -0.9, -0.8, -0.7, -0.6 },
       { -1.09, -1.0, -0.89, -0.8 }, { method = "corrected", n_train = 90, n_test = 10 }))
     assert.truthy(text:find("| " .. want .. " |", 1, true), want .. "\n" .. text)
+  end)
+
+  it("a paired-rows cell pairs a CSV's rows on a column, as bbb.stats' t interval", function()
+    local csv = "# a comment\nagent,seed,regret\nbbb,11,100\neps0,11,150\nbbb,12,120\neps0,12,140\n"
+      .. "eps0,13,170\nbbb,13,90\n"
+    local cellspec = { paired_rows = { by = "seed", a = { agent = "bbb" }, b = { agent = "eps0" }, column = "regret",
+      digits = 1 } }
+    local dir = repo({ experiment = "bandit", set = "report", ours = { cellspec } }, csv)
+    local text = genresults.generate(dir)
+    os.execute(("rm -rf '%s'"):format(dir))
+    -- rows out of order pair by seed: differences -50, -20, -80
+    local stats = require "bbb.stats"
+    local want = stats.format(stats.paired({ 100, 120, 90 }, { 150, 140, 170 }, { method = "t" }), 1)
+    assert.truthy(text:find("| " .. want .. " |", 1, true), want .. "\n" .. text)
+    -- a seed without its pair is refused, naming it
+    dir = repo({ experiment = "bandit", set = "report", ours = { cellspec } }, csv .. "bbb,14,80\n")
+    local ok, err = pcall(genresults.generate, dir)
+    os.execute(("rm -rf '%s'"):format(dir))
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("for seed 14", 1, true), tostring(err))
   end)
 end)

@@ -487,9 +487,9 @@ end
 local function mean_curves(names, config, out)
   local steps, repeats = config.steps, config.repeats
   local result = { names = names, steps = steps, repeats = repeats, out = out,
-    expected = {}, realised = {}, lowest = {}, highest = {}, finals = {} }
+    expected = {}, realised = {}, lowest = {}, highest = {}, finals = {}, runs = {} }
   for _, name in ipairs(names) do
-    local se, sr, fe, lo, hi = {}, {}, {}, {}, {}
+    local se, sr, fe, lo, hi, per_run = {}, {}, {}, {}, {}, {}
     for i = 1, steps do se[i], sr[i], lo[i], hi[i] = 0, 0, math.huge, -math.huge end
     for run = 0, repeats - 1 do
       local e, r = read_curve(path_of(out, "raw", name, run), steps)
@@ -497,9 +497,11 @@ local function mean_curves(names, config, out)
         se[i], sr[i], lo[i], hi[i] = se[i] + e[i], sr[i] + r[i], math.min(lo[i], e[i]), math.max(hi[i], e[i])
       end
       fe[#fe + 1] = e[steps]
+      per_run[#per_run + 1] = { seed = config.seed + run, expected = e, realised = r[steps] }
     end
     for i = 1, steps do se[i], sr[i] = se[i] / repeats, sr[i] / repeats end
     result.expected[name], result.realised[name], result.finals[name] = se, sr, fe
+    result.runs[name] = per_run
     result.lowest[name], result.highest[name] = lo, hi
   end
   return result
@@ -527,14 +529,46 @@ local function write_curves(result)
   return csv
 end
 
+-- Writes each run's figures to <out>/bandit_runs.csv, a row per agent and
+-- seed: the expected regret at 1,000 and 10,000 steps and at the end, the
+-- realised regret at the end, and the late slope (expected regret per step
+-- over the last fifth of the run: whether the agent still learns); -> its path.
+local function write_runs(result)
+  local steps = result.steps
+  local late = steps - steps // 5
+  local marks_at = {}
+  for _, m in ipairs { 1000, 10000 } do if m < steps then marks_at[#marks_at + 1] = m end end
+  marks_at[#marks_at + 1] = steps
+  local cols = { "agent", "seed" }
+  for _, m in ipairs(marks_at) do cols[#cols + 1] = ("regret_%d"):format(m) end
+  cols[#cols + 1] = ("realised_%d"):format(steps)
+  cols[#cols + 1] = ("slope_%d_%d"):format(late, steps)
+  local csv = result.out .. "/bandit_runs.csv"
+  local f = assert(io.open(csv, "w"))
+  f:write(table.concat(cols, ","), "\n")
+  for _, name in ipairs(result.names) do
+    for _, run in ipairs(result.runs[name]) do
+      local e, vals = run.expected, { name, run.seed }
+      for _, m in ipairs(marks_at) do vals[#vals + 1] = ("%.10g"):format(e[m]) end
+      vals[#vals + 1] = ("%.10g"):format(run.realised)
+      vals[#vals + 1] = ("%.6g"):format(late > 0 and (e[steps] - e[late]) / (steps - late) or 0)
+      f:write(table.concat(vals, ","), "\n")
+    end
+  end
+  f:close()
+  return csv
+end
+
 --- M.run(args [, {command =}]) -> result: plays every run of every agent in
 -- worker processes (each started as command and its flags; by default this
 -- script under this interpreter) and averages their curves: {names (the
 -- agents, in the table's order), steps, repeats, out, expected = {[name] =
 -- mean cumulative expected regret at each step}, realised (the same,
 -- realised), lowest and highest (expected, over the runs), finals = {[name]
--- = each run's final expected regret}, wall (seconds the workers took), csv
--- (the file of the mean curves)}.
+-- = each run's final expected regret}, runs = {[name] = {{seed =, expected
+-- = its curve, realised = its final realised regret}, ...}}, wall (seconds
+-- the workers took), csv (the file of the mean curves), runs_csv (a row per
+-- agent and seed, write_runs).
 function M.run(args, o)
   o = o or {}
   local config, names = setup(args)
@@ -554,6 +588,7 @@ function M.run(args, o)
   local result = mean_curves(names, config, args.out)
   result.wall = wall
   result.csv = write_curves(result)
+  result.runs_csv = write_runs(result)
   return result
 end
 
@@ -629,6 +664,7 @@ function M.report(result)
   print_ordering(result)
   print(("wall time %.1f s"):format(result.wall))
   print("curves: " .. result.csv)
+  print("each run: " .. result.runs_csv)
 end
 
 local PALETTE = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f" }
