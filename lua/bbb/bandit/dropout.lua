@@ -1,4 +1,4 @@
---- MCDropout{dropout = 0.2, ...the network agents' options}: Thompson
+--- MCDropout{dropout = 0.05, ...the network agents' options}: Thompson
 -- sampling with MC dropout (Gal and Ghahramani 2016; Riquelme et al. 2018's
 -- "Dropout"): an MLP with dropout after each hidden layer, trained on the
 -- rewards like the greedy agents (dropout on); each decision draws one
@@ -36,7 +36,7 @@ end
 
 return function(o)
   o = o or {}
-  local p = o.dropout or 0.2
+  local p = o.dropout or 0.05
   if type(p) ~= "number" or not (p > 0 and p < 1) then
     error(("MCDropout: dropout must be a number in (0, 1), got %s"):format(tostring(p)), 2)
   end

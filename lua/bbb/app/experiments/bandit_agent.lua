@@ -43,6 +43,12 @@ M.DEFAULTS.sigma_final, M.DEFAULTS.sigma_steps = 3, 2500
 -- input layer carries one feature value; under 0.2 it costs a quarter of the
 -- nats (section 11).
 M.DEFAULTS.prior_sigma_in = 0.2
+-- The baselines' own settings, chosen as BBB's were: on tuning seeds 1-5 at
+-- 10,000 steps (doc/results/bandit_tune_baselines.csv). MC dropout TS keeps
+-- units with probability 0.95: the best of 0.01 to 0.4, with worse rates on
+-- either side. NeuralLinear refits its regression every 100 steps, the best
+-- of 10, 50, 100 and 400.
+M.DEFAULTS.dropout, M.DEFAULTS.refit = 0.05, 100
 
 
 -- "unb": every transition kept, the complexity term divided by t; "S4":
