@@ -134,13 +134,23 @@ describe("reference.lua", function()
   it("classification: agreement and total variation against the reference", function()
     local out = tmp .. "/classes"
     local status, text = run(("--data %s --target class --ignore y --out %s --hidden 0 --warmup 60 --draws 40 "
-      .. "--chains 2 --methods mlp %s"):format(csv, out, FIT))
+      .. "--chains 2 --methods mlp,bbb-flipout %s"):format(csv, out, FIT))
     assert.are.equal(0, status, text)
     local r = read_json(out .. "/reference.json")
     assert.are.equal("classification", r.task)
-    local m = r.methods.mlp
-    assert.truthy(m.agreement >= 0 and m.agreement <= 1 and m.tv >= 0 and m.tv <= 1, text)
-    assert.truthy(r.hmc.test_ll < 0 and m.test_ll < 0)
+    for _, name in ipairs { "mlp", "bbb-flipout" } do
+      local m = r.methods[name]
+      assert.truthy(m.agreement >= 0 and m.agreement <= 1 and m.tv >= 0 and m.tv <= 1, text)
+      assert.truthy(r.hmc.test_ll < 0 and m.test_ll < 0)
+    end
+    -- a BBB variant is fit.lua's BBB with its own estimator
+    assert.are.equal("bbb", read_json(out .. "/methods/bbb-flipout.json").model)
+    local estimators = {}
+    require("bbb.app.tabular").load(out .. "/methods/bbb-flipout.ckpt").net:apply(function(layer)
+      if layer.estimator then estimators[#estimators + 1] = layer.estimator end
+    end)
+    assert.truthy(#estimators >= 1)
+    for _, e in ipairs(estimators) do assert.are.equal("flipout", e) end
   end)
 
   it("refuses bad input before any work", function()
@@ -151,13 +161,14 @@ describe("reference.lua", function()
     end
     local base = ("--data %s --target y --out %s/bad"):format(csv, tmp)
     refused(base .. " --hidden 5,x", "--hidden: expected 0 or units per layer like 50 or 20,20, got '5,x'")
-    refused(base .. " --methods bbb,gp", "--methods: expected one of bbb, mlp, dropout, ensemble, got 'gp'")
+    refused(base .. " --methods bbb,gp", "--methods: expected one of bbb, bbb-weight, bbb-flipout, mlp, dropout, ensemble, got 'gp'")
     refused(base .. " --noise-sigma -1", "--noise-sigma: expected infer or a positive number, got '-1'")
     refused(base .. " --kernel mala", "--kernel: expected one of nuts, hmc")
     refused(base .. " --leapfrog 8", "--leapfrog is for --kernel hmc")
     refused(base .. " --kernel hmc --max-depth 5", "--max-depth is for --kernel nuts")
     refused(base .. " --max-depth 0", "--max-depth")
     refused(base .. " -- --seed 3", "--seed after --: reference.lua sets it for every fit.lua run itself")
+    refused(base .. " --methods bbb,bbb-weight -- --estimator local", "--estimator after --: --methods bbb-weight")
     refused(base .. " --split " .. tmp .. "/nothing.json", "--split: " .. tmp .. "/nothing.json is not a file")
     refused(("--data %s/missing.csv --target y --out %s/bad"):format(tmp, tmp), "missing.csv")
     refused(("--data %s --target nope --out %s/bad"):format(csv, tmp), "nope")

@@ -22,7 +22,16 @@ local json = require "bbb.json"
 
 local M = {}
 
-local METHODS = { "bbb", "mlp", "dropout", "ensemble" }
+-- The methods, each as the fit.lua flags that make it: bbb is fit.lua's
+-- BBB (local reparameterization, the full ELBO); bbb-weight and
+-- bbb-flipout are the same with the other gradient estimators.
+local METHODS = { "bbb", "bbb-weight", "bbb-flipout", "mlp", "dropout", "ensemble" }
+local METHOD_FLAGS = {
+  bbb = { "--model", "bbb" }, mlp = { "--model", "mlp" }, dropout = { "--model", "dropout" },
+  ensemble = { "--model", "ensemble" },
+  ["bbb-weight"] = { "--model", "bbb", "--estimator", "weight" },
+  ["bbb-flipout"] = { "--model", "bbb", "--estimator", "flipout" },
+}
 local LOG_2PI = math.log(2 * math.pi)
 
 -- "0" (no hidden layer: Bayesian linear or softmax regression) or units
@@ -71,8 +80,9 @@ function M.parser()
   flags.option(parser, "--hidden", "Units per hidden layer of the sampled net and of the methods, comma-separated; 0: none "
     .. "(Bayesian linear or softmax regression; the methods then keep fit.lua's default).", "50")
     :convert(hidden_list)
-  flags.option(parser, "--methods", "Methods to fit with fit.lua and compare: bbb, mlp, dropout, ensemble (comma-separated), "
-    .. "or none.", "bbb,dropout,ensemble"):convert(method_list)
+  flags.option(parser, "--methods", "Methods to fit with fit.lua and compare (comma-separated), or none: "
+    .. "bbb (fit.lua's BBB: local reparameterization), bbb-weight and bbb-flipout (its other estimators), mlp, "
+    .. "dropout, ensemble.", "bbb,dropout,ensemble"):convert(method_list)
   flags.option(parser, "--warmup", "HMC warm-up iterations per chain (step size and mass matrix tuned).", "500")
     :convert(cli.nonnegative_integer { max = 1000000 })
   flags.option(parser, "--draws", "HMC draws kept per chain (after --warmup).", "500"):convert(cli.integer { min = 4, max = 1000000 })
@@ -117,6 +127,13 @@ function M.parse(argv)
     local name = w:match("^%-%-([%w-]+)")
     if name and OWN_FLAGS[name:gsub("-", "_")] then
       parser:error(("--%s after --: reference.lua sets it for every fit.lua run itself"):format(name))
+    end
+  end
+  for _, name in ipairs(c.methods) do
+    for _, w in ipairs(c.fit_flags) do
+      if w:match("^%-%-estimator") and name:find("^bbb%-") then
+        parser:error(("--estimator after --: --methods %s sets the estimator of its fit.lua run itself"):format(name))
+      end
     end
   end
   if c.fit_flags[1] and not c.fit_flags[1]:find("^%-") then
@@ -412,12 +429,13 @@ local function fit_method(c, job, name)
   local dir = c.out .. "/methods"
   assert(sys.mkdir_p(dir))
   local ckpt, summary, stamp = dir .. "/" .. name .. ".ckpt", dir .. "/" .. name .. ".json", dir .. "/" .. name .. ".argv"
-  local args = { "--data", c.data, "--target", c.target, "--split", job.rows.path, "--model", name,
+  local args = { "--data", c.data, "--target", c.target, "--split", job.rows.path,
     "--seed", c.seed, "--save", ckpt, "--summary", summary, "--threads", c.threads, "--delimiter", c.delimiter }
   if c.task then args[#args + 1] = "--task"; args[#args + 1] = c.task end
   -- the methods get the sampled net's architecture (fit.lua has no net without a hidden layer)
   if #c.hidden > 0 then args[#args + 1] = "--hidden"; args[#args + 1] = table.concat(c.hidden, ",") end
   for _, col in ipairs(c.ignore) do args[#args + 1] = "--ignore"; args[#args + 1] = col end
+  table.move(METHOD_FLAGS[name], 1, #METHOD_FLAGS[name], #args + 1, args)
   table.move(c.fit_flags, 1, #c.fit_flags, #args + 1, args)
   for i, a in ipairs(args) do args[i] = tostring(a) end
   local said = table.concat(args, "\0")
