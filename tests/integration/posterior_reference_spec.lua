@@ -66,7 +66,7 @@ describe("reference.lua", function()
   it("--hidden 0: the NUTS predictive mean is the closed-form posterior predictive mean", function()
     local out = tmp .. "/linear"
     local status, text = run(("--data %s --target y --ignore class --out %s --hidden 0 --warmup 150 --draws 150 "
-      .. "--chains 2 --noise-sigma 0.2 --methods mlp %s"):format(csv, out, FIT))
+      .. "--chains 2 --noise-sigma 0.2 --methods mlp,laplace,bbb-tempered %s"):format(csv, out, FIT))
     assert.are.equal(0, status, text)
     local r = read_json(out .. "/reference.json")
     for _, k in ipairs { "rhat_max", "ess_min", "test_ll", "seconds" } do
@@ -84,6 +84,17 @@ describe("reference.lua", function()
     assert.truthy(r.hmc.rhat_max < 1.1, text)
     assert.are.equal("number", type(r.methods.mlp.test_ll))
     assert.truthy(r.methods.mlp.w1 > 0)
+    -- laplace reads the mlp's fit: no fit.lua run of its own
+    assert.truthy(r.methods.laplace.w1 > 0 and r.methods.laplace.test_ll < 0, text)
+    assert.falsy(helpers.read(out .. "/methods/laplace.argv"))
+    -- bbb-tempered: the complexity term x 0.3 over an epoch of fit.lua's 32-row minibatches
+    local argv = {}
+    for w in (helpers.read(out .. "/methods/bbb-tempered.argv") .. "\0"):gmatch("([^%z]*)%z") do argv[#argv + 1] = w end
+    local at
+    for i, w in ipairs(argv) do if w == "--kl-weight" then at = i end end
+    local n_train = #read_json(out .. "/split.json").train
+    assert.are.equal(0.3 / math.ceil(n_train / 32), tonumber(argv[at + 1]))
+    assert.are.equal("number", type(r.methods["bbb-tempered"].w1))
     -- the closed form, in the standardised units the chains ran in
     local split, rows = read_json(out .. "/split.json"), read_rows(csv)
     local xs, ys = part(split, "train", rows)
@@ -134,11 +145,11 @@ describe("reference.lua", function()
   it("classification: agreement and total variation against the reference", function()
     local out = tmp .. "/classes"
     local status, text = run(("--data %s --target class --ignore y --out %s --hidden 0 --warmup 60 --draws 40 "
-      .. "--chains 2 --methods mlp,bbb-flipout %s"):format(csv, out, FIT))
+      .. "--chains 2 --methods mlp,bbb-flipout,laplace %s"):format(csv, out, FIT))
     assert.are.equal(0, status, text)
     local r = read_json(out .. "/reference.json")
     assert.are.equal("classification", r.task)
-    for _, name in ipairs { "mlp", "bbb-flipout" } do
+    for _, name in ipairs { "mlp", "bbb-flipout", "laplace" } do
       local m = r.methods[name]
       assert.truthy(m.agreement >= 0 and m.agreement <= 1 and m.tv >= 0 and m.tv <= 1, text)
       assert.truthy(r.hmc.test_ll < 0 and m.test_ll < 0)
@@ -161,7 +172,7 @@ describe("reference.lua", function()
     end
     local base = ("--data %s --target y --out %s/bad"):format(csv, tmp)
     refused(base .. " --hidden 5,x", "--hidden: expected 0 or units per layer like 50 or 20,20, got '5,x'")
-    refused(base .. " --methods bbb,gp", "--methods: expected one of bbb, bbb-weight, bbb-flipout, mlp, dropout, ensemble, got 'gp'")
+    refused(base .. " --methods bbb,gp", "--methods: expected one of bbb, bbb-weight, bbb-flipout, bbb-tempered, mlp, dropout, ensemble, laplace, got 'gp'")
     refused(base .. " --noise-sigma -1", "--noise-sigma: expected infer or a positive number, got '-1'")
     refused(base .. " --kernel mala", "--kernel: expected one of nuts, hmc")
     refused(base .. " --leapfrog 8", "--leapfrog is for --kernel hmc")
@@ -169,6 +180,8 @@ describe("reference.lua", function()
     refused(base .. " --max-depth 0", "--max-depth")
     refused(base .. " -- --seed 3", "--seed after --: reference.lua sets it for every fit.lua run itself")
     refused(base .. " --methods bbb,bbb-weight -- --estimator local", "--estimator after --: --methods bbb-weight")
+    refused(base .. " --methods bbb-tempered -- --kl-weight=0.1", "--kl-weight after --: --methods bbb-tempered sets it")
+    refused(base .. " --methods laplace,bbb -- --model bbb", "--model after --: reference.lua sets it")
     refused(base .. " --split " .. tmp .. "/nothing.json", "--split: " .. tmp .. "/nothing.json is not a file")
     refused(("--data %s/missing.csv --target y --out %s/bad"):format(tmp, tmp), "missing.csv")
     refused(("--data %s --target nope --out %s/bad"):format(csv, tmp), "nope")

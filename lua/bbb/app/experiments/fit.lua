@@ -29,12 +29,15 @@ local function hidden_list(s)
   return out
 end
 
+--- DEFAULTS: fit.lua's own defaults of the shared flags (bbb.app.flags),
+-- as their command-line text.
+M.DEFAULTS = { estimator = "local", epochs = "1000", batch = "32", lr = "0.003", prior_sigma = "1", dropout = "0.05",
+  test_samples = "100" }
+
 --- parser() -> fit.lua's command line.
 function M.parser()
   local parser = recipe.parser("fit.lua", "Fit a Bayesian MLP to a table and score how sure it is.",
-    { defaults = { estimator = "local", epochs = "1000", batch = "32", lr = "0.003", prior_sigma = "1", dropout = "0.05",
-      test_samples = "100" },
-      outputs = { "plot", "save_split", "summary" } })
+    { defaults = M.DEFAULTS, outputs = { "plot", "save_split", "summary" } })
     :epilog("--data takes a CSV file with a header row, or FOLDER:NAME for data set NAME of an R package "
       .. "folder (scripts/bootstrap unpacks data/r/MASS, data/r/modeldata, data/r/mlbench), e.g. data/r/MASS:Boston.")
   flags.option(parser, "--data", "The table (CSV, or FOLDER:NAME)."):args(1):count(1)

@@ -24,14 +24,29 @@ local M = {}
 
 -- The methods, each as the fit.lua flags that make it: bbb is fit.lua's
 -- BBB (local reparameterization, the full ELBO); bbb-weight and
--- bbb-flipout are the same with the other gradient estimators.
-local METHODS = { "bbb", "bbb-weight", "bbb-flipout", "mlp", "dropout", "ensemble" }
+-- bbb-flipout are the same with the other gradient estimators;
+-- bbb-tempered weighs the complexity term by TEMPERED over an epoch (a
+-- value is either text or fn(c, job) -> text); laplace is the mlp fit with
+-- its last layer under the Laplace posterior (bbb.laplace).
+local METHODS = { "bbb", "bbb-weight", "bbb-flipout", "bbb-tempered", "mlp", "dropout", "ensemble", "laplace" }
+-- the tempered weight uci_tempered.json uses, chosen on Boston's tuning splits
+local TEMPERED = 0.3
+local function tempered_weight(c, job)
+  local batch = tonumber(require("bbb.app.experiments.fit").DEFAULTS.batch)
+  for i, w in ipairs(c.fit_flags) do
+    batch = tonumber(w:match("^%-%-batch=(%d+)$") or (w == "--batch" and c.fit_flags[i + 1])) or batch
+  end
+  return ("%.17g"):format(TEMPERED / bbb.data.num_batches(job.rows.train:numel(), math.tointeger(batch)))
+end
 local METHOD_FLAGS = {
   bbb = { "--model", "bbb" }, mlp = { "--model", "mlp" }, dropout = { "--model", "dropout" },
   ensemble = { "--model", "ensemble" },
   ["bbb-weight"] = { "--model", "bbb", "--estimator", "weight" },
   ["bbb-flipout"] = { "--model", "bbb", "--estimator", "flipout" },
+  ["bbb-tempered"] = { "--model", "bbb", "--kl-weight", tempered_weight },
 }
+-- the fit.lua run a method reads its model from
+local FIT_OF = { laplace = "mlp" }
 local LOG_2PI = math.log(2 * math.pi)
 
 -- "0" (no hidden layer: Bayesian linear or softmax regression) or units
@@ -81,8 +96,9 @@ function M.parser()
     .. "(Bayesian linear or softmax regression; the methods then keep fit.lua's default).", "50")
     :convert(hidden_list)
   flags.option(parser, "--methods", "Methods to fit with fit.lua and compare (comma-separated), or none: "
-    .. "bbb (fit.lua's BBB: local reparameterization), bbb-weight and bbb-flipout (its other estimators), mlp, "
-    .. "dropout, ensemble.", "bbb,dropout,ensemble"):convert(method_list)
+    .. "bbb (fit.lua's BBB: local reparameterization, the full ELBO), bbb-weight and bbb-flipout (its other "
+    .. ("estimators), bbb-tempered (the complexity term x %g), mlp, dropout, ensemble, laplace (the mlp's last "):format(TEMPERED)
+    .. "layer under a Laplace posterior).", "bbb,dropout,ensemble"):convert(method_list)
   flags.option(parser, "--warmup", "HMC warm-up iterations per chain (step size and mass matrix tuned).", "500")
     :convert(cli.nonnegative_integer { max = 1000000 })
   flags.option(parser, "--draws", "HMC draws kept per chain (after --warmup).", "500"):convert(cli.integer { min = 4, max = 1000000 })
@@ -130,9 +146,12 @@ function M.parse(argv)
     end
   end
   for _, name in ipairs(c.methods) do
-    for _, w in ipairs(c.fit_flags) do
-      if w:match("^%-%-estimator") and name:find("^bbb%-") then
-        parser:error(("--estimator after --: --methods %s sets the estimator of its fit.lua run itself"):format(name))
+    local own = METHOD_FLAGS[FIT_OF[name] or name]
+    for k = 3, #own, 2 do
+      for _, w in ipairs(c.fit_flags) do
+        if w == own[k] or w:find(own[k] .. "=", 1, true) == 1 then
+          parser:error(("%s after --: --methods %s sets it for its fit.lua run itself"):format(own[k], name))
+        end
       end
     end
   end
@@ -435,7 +454,7 @@ local function fit_method(c, job, name)
   -- the methods get the sampled net's architecture (fit.lua has no net without a hidden layer)
   if #c.hidden > 0 then args[#args + 1] = "--hidden"; args[#args + 1] = table.concat(c.hidden, ",") end
   for _, col in ipairs(c.ignore) do args[#args + 1] = "--ignore"; args[#args + 1] = col end
-  table.move(METHOD_FLAGS[name], 1, #METHOD_FLAGS[name], #args + 1, args)
+  for _, v in ipairs(METHOD_FLAGS[name]) do args[#args + 1] = type(v) == "function" and v(c, job) or v end
   table.move(c.fit_flags, 1, #c.fit_flags, #args + 1, args)
   for i, a in ipairs(args) do args[i] = tostring(a) end
   local said = table.concat(args, "\0")
@@ -468,11 +487,10 @@ local function w1_gaussian(d, m, s, z)
   return acc / #d
 end
 
--- One method's predictive at the test rows against the reference.
-local function compare(c, job, pred, name, ckpt, summary)
-  local model = tab.load(ckpt)
-  local p = tab.seeded(model, c.seed, tab.predict, model, job.te.x, c.test_samples)
-  local out = { test_ll = summary.test and summary.test.ll }
+-- A predictive at the test rows against the reference: p holds mean and
+-- std (regression, Gaussian) or probs (classification).
+local function distance(job, pred, p)
+  local out = {}
   if job.task == "regression" then
     local n, z = #pred.ydraws[1], {}
     for k = 1, n do z[k] = bbb.mcmc.normal_quantile((k - 0.5) / n) end
@@ -493,6 +511,69 @@ local function compare(c, job, pred, name, ckpt, summary)
     end
     out.agreement, out.tv = agree / #a, tv / #a
   end
+  return out
+end
+
+-- One fit.lua method's predictive at the test rows against the reference.
+local function compare(c, job, pred, ckpt, summary)
+  local model = tab.load(ckpt)
+  local out = distance(job, pred, tab.seeded(model, c.seed, tab.predict, model, job.te.x, c.test_samples))
+  out.test_ll = summary.test and summary.test.ll
+  return out
+end
+
+-- The mean test log-likelihood of a Gaussian (mean, std) or categorical
+-- (probs) predictive.
+local function predictive_ll(job, p)
+  local ys, total = job.te.y:reshape(-1):totable(), 0
+  if job.task == "regression" then
+    local m, s = p.mean:reshape(-1):totable(), p.std:reshape(-1):totable()
+    for i, y in ipairs(ys) do total = total - 0.5 * ((y - m[i]) / s[i]) ^ 2 - math.log(s[i]) - 0.5 * LOG_2PI end
+  else
+    local pr = p.probs:totable()
+    for i, y in ipairs(ys) do total = total + math.log(math.max(pr[i][math.tointeger(y)], 1e-300)) end
+  end
+  return total / #ys
+end
+
+-- laplace: the mlp fit's last layer under the Laplace posterior of its
+-- training rows (prior precision by the marginal likelihood), without the
+-- temperature fit.lua fits for the plain net; the classes' probabilities
+-- averaged over --test-samples draws of the layer.
+local function laplace_predictive(c, job, ckpt)
+  local m = tab.load(ckpt)
+  local layers = m.net:children()
+  local head = layers[#layers]
+  local function body(x)
+    for i = 1, #layers - 1 do x = layers[i]:forward(x) end
+    return x
+  end
+  local tr = tab.subset(job.ds, job.rows.train)
+  local reg = job.task == "regression"
+  return bbb.no_grad(function()
+    local post = bbb.laplace.last_layer { features = body(tab.inputs(m, tr.x)), weight = head.weight, bias = head.bias,
+      likelihood = reg and "gaussian" or "categorical", targets = reg and tab.targets(m, tr.y):reshape(-1, 1) or nil,
+      sigma = reg and m.noise_sigma or nil, labels = not reg and tr.y:reshape(-1) or nil }
+    local phi = body(tab.inputs(m, job.te.x))
+    if not reg then return { probs = post:predict_sampled(phi, c.test_samples, bbb.Generator(c.seed)) } end
+    local mean, std = post:predict(phi)
+    local s = m.prep.y_std
+    return { mean = mean * s + m.prep.y_mean, std = std * s }
+  end)
+end
+
+-- Fits (or reads back) one method and scores it against the reference.
+local function method_result(c, job, pred, name)
+  local ckpt, summary, seconds = fit_method(c, job, FIT_OF[name] or name)
+  if name ~= "laplace" then
+    local out = compare(c, job, pred, ckpt, summary)
+    out.seconds = seconds
+    return out
+  end
+  local t0 = bbb.core.clock()
+  local p = laplace_predictive(c, job, ckpt)
+  local out = distance(job, pred, p)
+  out.test_ll, out.seconds = predictive_ll(job, p), seconds + bbb.core.clock() - t0
   return out
 end
 
@@ -527,11 +608,7 @@ function M.run(c)
   local result = { data = c.data, target = c.target, task = job.task, seed = c.seed, hmc = hmc, methods = {},
     rows = { train = job.rows.train:numel(), validation = job.rows.validation and job.rows.validation:numel() or 0,
              test = job.rows.test:numel() }, split = "split.json" }
-  for _, name in ipairs(c.methods) do
-    local ckpt, summary, seconds = fit_method(c, job, name)
-    result.methods[name] = compare(c, job, pred, name, ckpt, summary)
-    result.methods[name].seconds = seconds
-  end
+  for _, name in ipairs(c.methods) do result.methods[name] = method_result(c, job, pred, name) end
   cli.write_file(c.out .. "/reference.json", json.encode(result) .. "\n")
   result.out = c.out
   return result
