@@ -56,6 +56,14 @@ local function scaler(list)
   return m, math.sqrt(v)
 end
 
+-- The value of flag in the fit.lua command a method's .argv file holds, or nil.
+local function flag_of(path, flag)
+  local argv = {}
+  for w in (assert(helpers.read(path), path) .. "\0"):gmatch("([^%z]*)%z") do argv[#argv + 1] = w end
+  for i, w in ipairs(argv) do if w == flag then return argv[i + 1] end end
+  return nil
+end
+
 describe("reference.lua", function()
   teardown(function() os.execute("rm -rf " .. tmp) end)
 
@@ -84,16 +92,12 @@ describe("reference.lua", function()
     assert.truthy(r.hmc.rhat_max < 1.1, text)
     assert.are.equal("number", type(r.methods.mlp.test_ll))
     assert.truthy(r.methods.mlp.w1 > 0)
-    -- laplace reads the mlp's fit: no fit.lua run of its own
+    -- laplace: a plain net with one noise sd, as the chains have
     assert.truthy(r.methods.laplace.w1 > 0 and r.methods.laplace.test_ll < 0, text)
-    assert.falsy(helpers.read(out .. "/methods/laplace.argv"))
+    assert.are.equal("homo", flag_of(out .. "/methods/laplace.argv", "--noise"))
     -- bbb-tempered: the complexity term x 0.3 over an epoch of fit.lua's 32-row minibatches
-    local argv = {}
-    for w in (helpers.read(out .. "/methods/bbb-tempered.argv") .. "\0"):gmatch("([^%z]*)%z") do argv[#argv + 1] = w end
-    local at
-    for i, w in ipairs(argv) do if w == "--kl-weight" then at = i end end
     local n_train = #read_json(out .. "/split.json").train
-    assert.are.equal(0.3 / math.ceil(n_train / 32), tonumber(argv[at + 1]))
+    assert.are.equal(0.3 / math.ceil(n_train / 32), tonumber(flag_of(out .. "/methods/bbb-tempered.argv", "--kl-weight")))
     assert.are.equal("number", type(r.methods["bbb-tempered"].w1))
     -- the closed form, in the standardised units the chains ran in
     local split, rows = read_json(out .. "/split.json"), read_rows(csv)
@@ -149,6 +153,7 @@ describe("reference.lua", function()
     assert.are.equal(0, status, text)
     local r = read_json(out .. "/reference.json")
     assert.are.equal("classification", r.task)
+    assert.is_nil(flag_of(out .. "/methods/laplace.argv", "--noise"))
     for _, name in ipairs { "mlp", "bbb-flipout", "laplace" } do
       local m = r.methods[name]
       assert.truthy(m.agreement >= 0 and m.agreement <= 1 and m.tv >= 0 and m.tv <= 1, text)

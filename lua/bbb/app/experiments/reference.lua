@@ -25,9 +25,11 @@ local M = {}
 -- The methods, each as the fit.lua flags that make it: bbb is fit.lua's
 -- BBB (local reparameterization, the full ELBO); bbb-weight and
 -- bbb-flipout are the same with the other gradient estimators;
--- bbb-tempered weighs the complexity term by TEMPERED over an epoch (a
--- value is either text or fn(c, job) -> text); laplace is the mlp fit with
--- its last layer under the Laplace posterior (bbb.laplace).
+-- bbb-tempered weighs the complexity term by TEMPERED over an epoch;
+-- laplace is a plain net whose last layer is put under the Laplace
+-- posterior (bbb.laplace), with one noise sd as the chains have (fit.lua
+-- may choose a noise head otherwise). A value is text, or fn(c, job) ->
+-- text, or nil to leave its flag out.
 local METHODS = { "bbb", "bbb-weight", "bbb-flipout", "bbb-tempered", "mlp", "dropout", "ensemble", "laplace" }
 -- the tempered weight uci_tempered.json uses, chosen on Boston's tuning splits
 local TEMPERED = 0.3
@@ -38,15 +40,15 @@ local function tempered_weight(c, job)
   end
   return ("%.17g"):format(TEMPERED / bbb.data.num_batches(job.rows.train:numel(), math.tointeger(batch)))
 end
+local function homoscedastic(_, job) return job.task == "regression" and "homo" or nil end
 local METHOD_FLAGS = {
   bbb = { "--model", "bbb" }, mlp = { "--model", "mlp" }, dropout = { "--model", "dropout" },
   ensemble = { "--model", "ensemble" },
   ["bbb-weight"] = { "--model", "bbb", "--estimator", "weight" },
   ["bbb-flipout"] = { "--model", "bbb", "--estimator", "flipout" },
   ["bbb-tempered"] = { "--model", "bbb", "--kl-weight", tempered_weight },
+  laplace = { "--model", "mlp", "--noise", homoscedastic },
 }
--- the fit.lua run a method reads its model from
-local FIT_OF = { laplace = "mlp" }
 local LOG_2PI = math.log(2 * math.pi)
 
 -- "0" (no hidden layer: Bayesian linear or softmax regression) or units
@@ -97,8 +99,8 @@ function M.parser()
     :convert(hidden_list)
   flags.option(parser, "--methods", "Methods to fit with fit.lua and compare (comma-separated), or none: "
     .. "bbb (fit.lua's BBB: local reparameterization, the full ELBO), bbb-weight and bbb-flipout (its other "
-    .. ("estimators), bbb-tempered (the complexity term x %g), mlp, dropout, ensemble, laplace (the mlp's last "):format(TEMPERED)
-    .. "layer under a Laplace posterior).", "bbb,dropout,ensemble"):convert(method_list)
+    .. ("estimators), bbb-tempered (the complexity term x %g), mlp, dropout, ensemble, laplace (a plain net with "):format(TEMPERED)
+    .. "one noise sd, its last layer under a Laplace posterior).", "bbb,dropout,ensemble"):convert(method_list)
   flags.option(parser, "--warmup", "HMC warm-up iterations per chain (step size and mass matrix tuned).", "500")
     :convert(cli.nonnegative_integer { max = 1000000 })
   flags.option(parser, "--draws", "HMC draws kept per chain (after --warmup).", "500"):convert(cli.integer { min = 4, max = 1000000 })
@@ -146,7 +148,7 @@ function M.parse(argv)
     end
   end
   for _, name in ipairs(c.methods) do
-    local own = METHOD_FLAGS[FIT_OF[name] or name]
+    local own = METHOD_FLAGS[name]
     for k = 3, #own, 2 do
       for _, w in ipairs(c.fit_flags) do
         if w == own[k] or w:find(own[k] .. "=", 1, true) == 1 then
@@ -454,7 +456,12 @@ local function fit_method(c, job, name)
   -- the methods get the sampled net's architecture (fit.lua has no net without a hidden layer)
   if #c.hidden > 0 then args[#args + 1] = "--hidden"; args[#args + 1] = table.concat(c.hidden, ",") end
   for _, col in ipairs(c.ignore) do args[#args + 1] = "--ignore"; args[#args + 1] = col end
-  for _, v in ipairs(METHOD_FLAGS[name]) do args[#args + 1] = type(v) == "function" and v(c, job) or v end
+  local own = METHOD_FLAGS[name]
+  for k = 1, #own, 2 do
+    local v = own[k + 1]
+    if type(v) == "function" then v = v(c, job) end
+    if v ~= nil then args[#args + 1] = own[k]; args[#args + 1] = v end
+  end
   table.move(c.fit_flags, 1, #c.fit_flags, #args + 1, args)
   for i, a in ipairs(args) do args[i] = tostring(a) end
   local said = table.concat(args, "\0")
@@ -536,7 +543,7 @@ local function predictive_ll(job, p)
   return total / #ys
 end
 
--- laplace: the mlp fit's last layer under the Laplace posterior of its
+-- laplace: its plain net's last layer under the Laplace posterior of its
 -- training rows (prior precision by the marginal likelihood), without the
 -- temperature fit.lua fits for the plain net; the classes' probabilities
 -- averaged over --test-samples draws of the layer.
@@ -564,7 +571,7 @@ end
 
 -- Fits (or reads back) one method and scores it against the reference.
 local function method_result(c, job, pred, name)
-  local ckpt, summary, seconds = fit_method(c, job, FIT_OF[name] or name)
+  local ckpt, summary, seconds = fit_method(c, job, name)
   if name ~= "laplace" then
     local out = compare(c, job, pred, ckpt, summary)
     out.seconds = seconds
