@@ -99,30 +99,20 @@ describe("reference.lua", function()
     local n_train = #read_json(out .. "/split.json").train
     assert.are.equal(0.3 / math.ceil(n_train / 32), tonumber(flag_of(out .. "/methods/bbb-tempered.argv", "--kl-weight")))
     assert.are.equal("number", type(r.methods["bbb-tempered"].w1))
-    -- the closed form, in the standardised units the chains ran in
-    local split, rows = read_json(out .. "/split.json"), read_rows(csv)
-    local xs, ys = part(split, "train", rows)
-    local vx, vy = part(split, "validation", rows)
-    table.move(vx, 1, #vx, #xs + 1, xs)
-    table.move(vy, 1, #vy, #ys + 1, ys)
-    local ma, sa = scaler((function() local t = {} for i, r0 in ipairs(xs) do t[i] = r0[1] end return t end)())
-    local mb, sb = scaler((function() local t = {} for i, r0 in ipairs(xs) do t[i] = r0[2] end return t end)())
-    local my, sy = scaler(ys)
-    local function std(r0) return { (r0[1] - ma) / sa, (r0[2] - mb) / sb } end
-    local zx, zy = {}, {}
-    for i, r0 in ipairs(xs) do zx[i], zy[i] = std(r0), (ys[i] - my) / sy end
-    local mean = bbb.mcmc.linear_posterior(bbb.tensor(zx), bbb.tensor(zy), { noise_sigma = 0.2, prior_sigma = 1 })
-    local tensors = bbb.checkpoint.read(out .. "/predictive.safetensors")
-    local f = tensors.f
-    local hmc_mean, hmc_sd = f:mean(1):totable(), ((f - f:mean(1):reshape(1, -1)):square():mean(1)):sqrt():totable()
-    local tx = part(split, "test", rows)
-    for i, r0 in ipairs(tx) do
-      local z = std(r0)
-      local exact = (mean[1] * z[1] + mean[2] * z[2] + mean[3]) * sy + my
-      local mcse = hmc_sd[i] / math.sqrt(r.hmc.ess_min)
-      assert.truthy(math.abs(hmc_mean[i] - exact) < 4 * mcse + 1e-4,
-        ("test row %d: HMC %.4f, exact %.4f (Monte Carlo error %.4f)"):format(i, hmc_mean[i], exact, mcse))
+    -- a second run reads the fits back, with the seconds each one took
+    local again_status, again = run(("--data %s --target y --ignore class --out %s --hidden 0 --warmup 150 --draws 150 "
+      .. "--chains 2 --noise-sigma 0.2 --methods mlp,laplace,bbb-tempered %s"):format(csv, out, FIT))
+    assert.are.equal(0, again_status, again)
+    assert.falsy(again:find("fitting", 1, true), again)
+    local r2 = read_json(out .. "/reference.json")
+    for _, name in ipairs { "mlp", "bbb-tempered" } do
+      local kept = tonumber(helpers.read(out .. "/methods/" .. name .. ".seconds"))
+      assert.truthy(kept > 0)
+      assert.are.equal(kept, r2.methods[name].seconds)
+      assert.truthy(math.abs(r.methods[name].seconds - kept) < 1e-3)
     end
+    -- laplace: its fit's seconds and the posterior's
+    assert.truthy(r2.methods.laplace.seconds >= tonumber(helpers.read(out .. "/methods/laplace.seconds")))
   end)
 
   it("keeps the chains a finished run wrote, and runs only what changed", function()

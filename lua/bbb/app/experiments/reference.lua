@@ -444,8 +444,18 @@ local function hmc_predictive(c, job, chains)
   return pred
 end
 
+-- The whole of a file, or nil when it cannot be read.
+local function read_text(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
 -- Runs fit.lua for one method on the split (unless an earlier run with the
--- same command left its model and summary); -> model path, summary, seconds.
+-- same command left its model and summary); -> model path, summary, the
+-- fit's seconds (kept beside the command, for a fit read back).
 local function fit_method(c, job, name)
   local dir = c.out .. "/methods"
   assert(sys.mkdir_p(dir))
@@ -465,11 +475,10 @@ local function fit_method(c, job, name)
   table.move(c.fit_flags, 1, #c.fit_flags, #args + 1, args)
   for i, a in ipairs(args) do args[i] = tostring(a) end
   local said = table.concat(args, "\0")
-  local f = io.open(stamp, "rb")
-  local before = f and f:read("a")
-  if f then f:close() end
-  local t0 = bbb.core.clock()
-  if not (before == said and sys.kind(ckpt, true) == "file" and sys.kind(summary, true) == "file") then
+  local timing = dir .. "/" .. name .. ".seconds"
+  local seconds = read_text(stamp) == said and tonumber(read_text(timing) or "")
+  if not (seconds and sys.kind(ckpt, true) == "file" and sys.kind(summary, true) == "file") then
+    local t0 = bbb.core.clock()
     print(("reference.lua: fitting %s with fit.lua (log: %s)"):format(name, dir .. "/" .. name .. ".log"))
     io.stdout:flush()
     os.remove(stamp)
@@ -478,12 +487,14 @@ local function fit_method(c, job, name)
     local ok, how, code = sys.run(sys.bbblua_argv(c.script_dir .. "/fit.lua", table.unpack(args)),
       { stdin = "/dev/null", stdout = log, stderr = log })
     if not ok then error(("fit.lua --model %s ended with %s %s (see %s)"):format(name, how, tostring(code), log), 0) end
+    seconds = bbb.core.clock() - t0
+    cli.write_file(timing, ("%.3f\n"):format(seconds))
     cli.write_file(stamp, said)
   end
   local fh = assert(io.open(summary, "rb"))
   local s = json.decode(fh:read("a"), summary)
   fh:close()
-  return ckpt, s, bbb.core.clock() - t0
+  return ckpt, s, seconds
 end
 
 -- W1 between N(m, s^2) and the sorted draws d: the mean distance between
