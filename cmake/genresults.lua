@@ -188,6 +188,18 @@ local function paired_rows_cell(r, o, file)
   return stats.format(stats.paired(a, b, { method = "t" }), o.digits or 3)
 end
 
+-- The paired interval of two equal-length lists of numbers at the paths
+-- o.a and o.b of a JSON result (one figure per test row, say).
+local function paired_lists_cell(r, o, file)
+  local a, b = at(r, o.a, file), at(r, o.b, file)
+  if type(a) ~= "table" or type(b) ~= "table" or #a ~= #b or #a < 2 then
+    error(("genresults: %s: %s and %s must be lists of one length, at least 2"):format(file, json.encode(o.a),
+      json.encode(o.b)), 0)
+  end
+  local stats = require "bbb.stats"
+  return stats.format(stats.paired(a, b, { method = "t" }), o.digits or 3)
+end
+
 local function row(root, e, protocol)
   local text = read(root .. "/doc/results/" .. e.file)
   local r = e.file:match("%.csv$") and read_csv(text) or json.decode(text, e.file)
@@ -198,6 +210,7 @@ local function row(root, e, protocol)
     local v = o.paired and paired_cell(r, o.paired, e.file)
       or o.paired_seeds and paired_seeds_cell(r, o.paired_seeds, e.file)
       or o.paired_rows and paired_rows_cell(r, o.paired_rows, e.file)
+      or o.paired_lists and paired_lists_cell(r, o.paired_lists, e.file)
       or o.mean_of and mean_of(r, o.mean_of, o.column, e.file) or at(r, o.path, e.file)
     if type(v) == "number" then v = (o.fmt or "%g"):format(v * (o.scale or 1)) end
     ours[#ours + 1] = tostring(v)

@@ -92,6 +92,12 @@ describe("reference.lua", function()
     assert.truthy(r.hmc.rhat_max < 1.1, text)
     assert.are.equal("number", type(r.methods.mlp.test_ll))
     assert.truthy(r.methods.mlp.w1 > 0)
+    -- the distance per test row, whose mean is the method's
+    local rows = r.methods.mlp.w1_rows
+    assert.are.equal(#read_json(out .. "/split.json").test, #rows)
+    local sum = 0
+    for _, v in ipairs(rows) do sum = sum + v end
+    assert.truthy(math.abs(sum / #rows - r.methods.mlp.w1) < 1e-12)
     -- laplace: a plain net with one noise sd, as the chains have
     assert.truthy(r.methods.laplace.w1 > 0 and r.methods.laplace.test_ll < 0, text)
     assert.are.equal("homo", flag_of(out .. "/methods/laplace.argv", "--noise"))
@@ -147,6 +153,13 @@ describe("reference.lua", function()
     for _, name in ipairs { "mlp", "bbb-flipout", "laplace" } do
       local m = r.methods[name]
       assert.truthy(m.agreement >= 0 and m.agreement <= 1 and m.tv >= 0 and m.tv <= 1, text)
+      local agree, tv = 0, 0
+      for i, v in ipairs(m.tv_rows) do
+        assert.truthy(m.agreement_rows[i] == 0 or m.agreement_rows[i] == 1)
+        agree, tv = agree + m.agreement_rows[i], tv + v
+      end
+      assert.are.equal(#m.tv_rows, #m.agreement_rows)
+      assert.truthy(math.abs(agree / #m.tv_rows - m.agreement) < 1e-12 and math.abs(tv / #m.tv_rows - m.tv) < 1e-12)
       assert.truthy(r.hmc.test_ll < 0 and m.test_ll < 0)
     end
     -- a BBB variant is fit.lua's BBB with its own estimator

@@ -42,6 +42,13 @@ describe("doc/results/protocol.json", function()
     for _, t in ipairs(tab.tuning.tables) do tuned[t.spec] = true end
     assert.is_true(#tab.report.tables >= 5)
     for _, t in ipairs(tab.report.tables) do assert.is_nil(tuned[t.spec], t.spec .. " is in both sets") end
+    local ref = protocol.experiments.reference
+    local sampled = {}
+    for _, t in ipairs(ref.tuning.tables) do sampled[t.spec] = true end
+    for _, t in ipairs(ref.report.tables) do
+      assert.is_nil(sampled[t.spec], t.spec .. " is in both sets")
+      assert.is_nil(tuned[t.spec], t.spec .. " is a tabular tuning table")
+    end
     for _, name in ipairs { "bandit", "shift" } do
       local seen = {}
       for _, s in ipairs(protocol.experiments[name].tuning.seeds) do seen[s] = true end
@@ -115,5 +122,22 @@ describe("doc/results/protocol.json", function()
     os.execute(("rm -rf '%s'"):format(dir))
     assert.is_false(ok)
     assert.truthy(tostring(err):find("for seed 14", 1, true), tostring(err))
+  end)
+
+  it("a paired-lists cell pairs two lists of a JSON result by position", function()
+    local cellspec = { paired_lists = { a = { "methods", "bbb", "tv_rows" }, b = { "methods", "ensemble", "tv_rows" },
+      digits = 2 } }
+    local result = { methods = { bbb = { tv_rows = { 0.5, 0.25, 0.75 } }, ensemble = { tv_rows = { 0.25, 0.25, 0.25 } } } }
+    local dir = repo({ experiment = "reference", set = "report", ours = { cellspec } }, result)
+    local text = genresults.generate(dir)
+    os.execute(("rm -rf '%s'"):format(dir))
+    -- differences 0.25, 0, 0.5: mean 0.25, sd 0.25, t(2) 4.303 * 0.25 / sqrt(3) = 0.621
+    assert.truthy(text:find("| 0.25 [-0.37, 0.87] |", 1, true), text)
+    result.methods.ensemble.tv_rows[4] = 0.5
+    dir = repo({ experiment = "reference", set = "report", ours = { cellspec } }, result)
+    local ok, err = pcall(genresults.generate, dir)
+    os.execute(("rm -rf '%s'"):format(dir))
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("must be lists of one length", 1, true), tostring(err))
   end)
 end)

@@ -505,19 +505,27 @@ local function w1_gaussian(d, m, s, z)
   return acc / #d
 end
 
+local function mean_of(list)
+  local total = 0
+  for _, v in ipairs(list) do total = total + v end
+  return total / #list
+end
+
 -- A predictive at the test rows against the reference: p holds mean and
--- std (regression, Gaussian) or probs (classification).
+-- std (regression, Gaussian) or probs (classification). Each distance
+-- comes with its value per test row (w1_rows, tv_rows, agreement_rows),
+-- which two methods' paired interval needs.
 local function distance(job, pred, p)
   local out = {}
   if job.task == "regression" then
     local n, z = #pred.ydraws[1], {}
     for k = 1, n do z[k] = bbb.mcmc.normal_quantile((k - 0.5) / n) end
-    local m, s, w = p.mean:reshape(-1):totable(), p.std:reshape(-1):totable(), 0
-    for i, d in ipairs(pred.ydraws) do w = w + w1_gaussian(d, m[i], s[i], z) end
-    out.w1 = w / #pred.ydraws
+    local m, s, w = p.mean:reshape(-1):totable(), p.std:reshape(-1):totable(), {}
+    for i, d in ipairs(pred.ydraws) do w[i] = w1_gaussian(d, m[i], s[i], z) end
+    out.w1, out.w1_rows = mean_of(w), w
   else
     local a, b = p.probs:totable(), pred.probs:totable()
-    local agree, tv = 0, 0
+    local agree, tv = {}, {}
     for i = 1, #a do
       local ia, ib, d = 1, 1, 0
       for j = 1, #a[i] do
@@ -525,9 +533,9 @@ local function distance(job, pred, p)
         if b[i][j] > b[i][ib] then ib = j end
         d = d + math.abs(a[i][j] - b[i][j])
       end
-      agree, tv = agree + (ia == ib and 1 or 0), tv + 0.5 * d
+      agree[i], tv[i] = ia == ib and 1 or 0, 0.5 * d
     end
-    out.agreement, out.tv = agree / #a, tv / #a
+    out.agreement, out.tv, out.agreement_rows, out.tv_rows = mean_of(agree), mean_of(tv), agree, tv
   end
   return out
 end
@@ -602,7 +610,8 @@ end
 -- ess_min_weights, test_ll, seconds, kernel, per_chain = {{chain,
 -- step_size, accept_rate, steps, tree_depth (nuts), max_depth_hits (nuts),
 -- gradients, divergences, seconds}, ...}, ...}, methods = {NAME = {test_ll,
--- w1 | agreement, tv}}, ...}. Raises {usage = message} for bad input.
+-- seconds, w1 and w1_rows | agreement, tv, agreement_rows and
+-- tv_rows}}, ...}. Raises {usage = message} for bad input.
 function M.run(c)
   bbb.set_num_threads(c.threads)
   local job = setup(c)
