@@ -55,14 +55,22 @@ function sys.run(argv, opts)
   return how == "exit" and code == 0, how, code
 end
 
+--- sys.read_file(path) -> the whole of the file as bytes, or nil when it
+-- cannot be opened (a missing file is no error).
+function sys.read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
 --- sys.output(argv) -> what argv printed on stdout (its last newline
 -- dropped), or nil when it could not start or did not exit with status 0.
 function sys.output(argv)
   local tmp = os.tmpname()
   local ok = sys.run(argv, { stdin = "/dev/null", stdout = tmp, stderr = "/dev/null" })
-  local f = io.open(tmp, "rb")
-  local text = f and f:read("a")
-  if f then f:close() end
+  local text = sys.read_file(tmp)
   os.remove(tmp)
   return ok and text and (text:gsub("\n$", "")) or nil
 end

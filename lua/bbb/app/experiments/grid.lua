@@ -71,14 +71,6 @@ local function fnv1a(s)
   return ("%08x"):format(h)
 end
 
-local function read_file(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
 local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
 
 --- grid.best_val_epoch(epochs) -> the epoch record with the lowest
@@ -340,7 +332,7 @@ local function checkpoint_of(work, key) return ("%s/%s.ckpt"):format(work, fnv1a
 -- are skipped with a warning, a line of another grid is an error.
 local function load_results(g)
   local path, done, results = g.args.results, {}, {}
-  local text = read_file(path)
+  local text = sys.read_file(path)
   if not text or text == "" then return done, results, {} end
   local n = 0
   for line in (text:sub(-1) == "\n" and text or text .. "\n"):gmatch("([^\n]*)\n") do
@@ -412,7 +404,7 @@ end
 -- too when it went well.
 local function end_job(g, job, base, how, code, seconds)
   local rc = how == "exit" and code or how == "signal" and 128 + code or 1
-  local r = grid.outcome(g, job.config, rc, read_file(base .. ".json"), read_file(base .. ".log"), seconds)
+  local r = grid.outcome(g, job.config, rc, sys.read_file(base .. ".json"), sys.read_file(base .. ".log"), seconds)
   os.remove(base .. ".json")
   if r.status == "ok" then os.remove(base .. ".log") end
   return r
@@ -543,7 +535,7 @@ local function halving_worker(g)
     if job.resume then put_file(ckpt, ckpt_in) else os.remove(ckpt) end
     local r = run_job(g, rung_job(g, c, math.tointeger(job.epochs), job.resume, ckpt), base)
     dist.send_string(json.encode(r), 0)
-    dist.send_string(r.status == "ok" and read_file(ckpt) or "", 0)
+    dist.send_string(r.status == "ok" and sys.read_file(ckpt) or "", 0)
   end
 end
 
@@ -572,7 +564,7 @@ local function run_items_mpi(g, items, on_result)
       print(("[%d/%d] start %s%s on rank %d"):format(next_i, #items, it.config.key, it.label or "", w))
       io.stdout:flush()
       dist.send_string(json.encode{ config = it.config, epochs = it.epochs, resume = it.resume }, w)
-      dist.send_string(it.resume and read_file(it.ckpt) or "", w)
+      dist.send_string(it.resume and sys.read_file(it.ckpt) or "", w)
       busy[w], n_busy, next_i = it, n_busy + 1, next_i + 1
     end
     local msg, from = dist.recv_string()
@@ -847,7 +839,7 @@ function grid.final(result)
   print(("\nfinal: %s on all training images, then the test set\n%s"):format(best.key, table.concat(argv, " ")))
   io.stdout:flush()
   local ok = sys.run(argv)
-  local okj, sum = pcall(json.decode, read_file(summary) or "")
+  local okj, sum = pcall(json.decode, sys.read_file(summary) or "")
   if not ok or not okj or type(sum) ~= "table" then
     error("--final: the run failed", 0)
   end

@@ -444,15 +444,6 @@ local function hmc_predictive(c, job, chains)
   return pred
 end
 
--- The whole of a file, or nil when it cannot be read.
-local function read_text(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local text = f:read("a")
-  f:close()
-  return text
-end
-
 -- Runs fit.lua for one method on the split (unless an earlier run with the
 -- same command left its model and summary); -> model path, summary, the
 -- fit's seconds (kept beside the command, for a fit read back).
@@ -476,7 +467,7 @@ local function fit_method(c, job, name)
   for i, a in ipairs(args) do args[i] = tostring(a) end
   local said = table.concat(args, "\0")
   local timing = dir .. "/" .. name .. ".seconds"
-  local seconds = read_text(stamp) == said and tonumber(read_text(timing) or "")
+  local seconds = sys.read_file(stamp) == said and tonumber(sys.read_file(timing) or "")
   if not (seconds and sys.kind(ckpt, true) == "file" and sys.kind(summary, true) == "file") then
     local t0 = bbb.core.clock()
     print(("reference.lua: fitting %s with fit.lua (log: %s)"):format(name, dir .. "/" .. name .. ".log"))
