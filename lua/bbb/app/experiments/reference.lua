@@ -482,10 +482,7 @@ local function fit_method(c, job, name)
     cli.write_file(timing, ("%.3f\n"):format(seconds))
     cli.write_file(stamp, said)
   end
-  local fh = assert(io.open(summary, "rb"))
-  local s = json.decode(fh:read("a"), summary)
-  fh:close()
-  return ckpt, s, seconds
+  return ckpt, json.decode(assert(sys.read_file(summary), summary), summary), seconds
 end
 
 -- W1 between N(m, s^2) and the sorted draws d: the mean distance between
