@@ -318,6 +318,22 @@ local function fit(o)
   return post
 end
 
+--- split(net) -> body, head: a network's last layer (a Linear) and
+-- body(x), the layers before it, whose output is the features last_layer
+-- takes.
+-- @raise split: the net does not end in a Linear layer
+function laplace.split(net)
+  local layers = net:children()
+  local head = layers[#layers]
+  if not (head and head.weight and head.__name == "Linear") then
+    error("split: the net does not end in a Linear layer", 2)
+  end
+  return function(x)
+    for i = 1, #layers - 1 do x = layers[i]:forward(x) end
+    return x
+  end, head
+end
+
 --- last_layer{features, weight, bias, likelihood = "categorical" |
 -- "gaussian", labels (classes 1..C) | targets and sigma (gaussian),
 -- prior_precision} -> posterior: features (N, H) are the last layer's

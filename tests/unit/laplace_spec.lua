@@ -347,3 +347,24 @@ describe("the sampled last layer", function()
     assert.truthy(tostring(err):find("predict_sampled: S must be a positive integer, got 0", 1, true))
   end)
 end)
+
+describe("split", function()
+  it("gives the features last_layer takes, which the last layer maps to the net's output", function()
+    local net = bbb.nn.mlp({ 3, 4, 2 }, { generator = bbb.Generator(2) })
+    local x = bbb.randn({ 5, 3 }, 0, 1, bbb.Generator(3))
+    local body, head = bbb.laplace.split(net)
+    local phi = body(x)
+    assert.are.same({ 5, 4 }, phi:size())
+    local want, got = net:forward(x):totable(), head:forward(phi):totable()
+    for i = 1, 5 do
+      for j = 1, 2 do assert.are.equal(want[i][j], got[i][j]) end
+    end
+  end)
+
+  it("refuses a net whose last layer is not a Linear", function()
+    local net = bbb.nn.Sequential { bbb.nn.Linear(3, 2), bbb.nn.ReLU() }
+    local ok, err = pcall(bbb.laplace.split, net)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("split: the net does not end in a Linear layer", 1, true), tostring(err))
+  end)
+end)

@@ -556,12 +556,7 @@ end
 -- averaged over --test-samples draws of the layer.
 local function laplace_predictive(c, job, ckpt)
   local m = tab.load(ckpt)
-  local layers = m.net:children()
-  local head = layers[#layers]
-  local function body(x)
-    for i = 1, #layers - 1 do x = layers[i]:forward(x) end
-    return x
-  end
+  local body, head = bbb.laplace.split(m.net)
   local tr = tab.subset(job.ds, job.rows.train)
   local reg = job.task == "regression"
   return bbb.no_grad(function()

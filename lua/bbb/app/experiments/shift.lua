@@ -309,15 +309,9 @@ end
 
 -- The net's layers before its last, and its last (a Linear).
 local function body_and_head(net)
-  local layers = net:children()
-  local head = layers[#layers]
-  if not (head and head.weight and head.__name == "Linear") then
-    error("laplace: the plain net does not end in a Linear layer", 0)
-  end
-  return function(x)
-    for i = 1, #layers - 1 do x = layers[i]:forward(x) end
-    return x
-  end, head
+  local ok, body, head = pcall(bbb.laplace.split, net)
+  if not ok then error("laplace: the plain net does not end in a Linear layer", 0) end
+  return body, head
 end
 
 -- fn(chunk) over the rows of x in chunks, the answers joined along
