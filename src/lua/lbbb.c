@@ -14,7 +14,7 @@ static const lbbb_opener openers[] = {
   lbbb_open_runtime, lbbb_open_rng, lbbb_open_bayes, lbbb_open_optim, lbbb_open_io,
   lbbb_open_help,
   lbbb_open_checkpoint, lbbb_open_signal, lbbb_open_rdata, lbbb_open_sys,
-  lbbb_open_conv, lbbb_open_csv, lbbb_open_mlp, lbbb_open_linalg,
+  lbbb_open_conv, lbbb_open_csv, lbbb_open_mlp, lbbb_open_linalg, lbbb_open_vec,
 };
 
 void lbbb_pushfunction(lua_State *L, lua_CFunction f, const char *name, int nup) {

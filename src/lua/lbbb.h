@@ -121,5 +121,6 @@ void lbbb_open_conv(lua_State *L, const lbbb_tables *tb);      /* lconv.c */
 void lbbb_open_csv(lua_State *L, const lbbb_tables *tb);       /* lcsv.c */
 void lbbb_open_mlp(lua_State *L, const lbbb_tables *tb);       /* lmlp.c */
 void lbbb_open_linalg(lua_State *L, const lbbb_tables *tb);    /* llinalg.c */
+void lbbb_open_vec(lua_State *L, const lbbb_tables *tb);       /* lvec.c */
 
 #endif

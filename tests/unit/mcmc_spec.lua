@@ -21,6 +21,52 @@ local function ar1(n, rho, g)
   return out
 end
 
+describe("bbb.core.vec, the sampler's vector of doubles", function()
+  local vec = bbb.core.vec
+  it("is made from a count, a list or a tensor, and reads like a list", function()
+    local a, b, c = vec(3), vec { 1.5, -2, 4 }, vec(bbb.tensor { { 1, 2 }, { 3, 4 } })
+    assert.same({ 3, 3, 4 }, { #a, #b, #c })
+    assert.same({ 0, 0, 0 }, a:totable())
+    assert.same({ 1.5, -2, 4, nil }, { b[1], b[2], b[3], b[4] })
+    assert.same({ 1, 2, 3, 4 }, c:totable())
+    assert.truthy(bbb.core.is_vec(b) and not bbb.core.is_vec({ 1 }))
+  end)
+  it("adds, multiplies and takes dot products in place, on all numbers or the first n", function()
+    local v = vec { 1, 2, 3 }
+    assert.equal(v, v:axpy(2, vec { 1, 1, 1 }))
+    assert.same({ 3, 4, 5 }, v:totable())
+    v:axpy(-1, vec { 1, 1, 1, 1 }, 2)
+    assert.same({ 2, 3, 5 }, v:totable())
+    assert.same({ 4, -3, 0 }, vec { 2, 3, 5 }:mul(vec { 2, -1, 0 }):totable())
+    assert.equal(2 * 4 + 3 * 5, vec { 2, 3, 5 }:dot(vec { 4, 5, 6 }, 2))
+    local w = vec { 7 }
+    local c = w:clone():axpy(1, vec { 1 })
+    assert.same({ 7, 8 }, { w[1], c[1] })
+  end)
+  it("keeps double precision where float32 would round it away", function()
+    local v = vec { 1 }:axpy(1e-12, vec { 1 })
+    assert.equal(1 + 1e-12, v[1])
+    assert.equal(1e-24, vec { 1e-12 }:dot(vec { 1e-12 }))
+    assert.equal(1, v:tensor():item())   -- the float32 copy rounds, as it must
+  end)
+  it("reports the largest magnitude, and NaN when any number is NaN", function()
+    assert.equal(3, vec { -3, 2 }:max_abs())
+    local m = vec { 1, 0 / 0, 5 }:max_abs()
+    assert.truthy(m ~= m)
+    assert.equal(0, vec(0):max_abs())
+  end)
+  it("refuses mismatched lengths, bad indices and entries that are not numbers", function()
+    local v = vec { 1, 2 }
+    H.errors_with(function() v:axpy(1, vec { 1, 2, 3 }) end, "argument 3 (x): has 3 numbers where v has 2")
+    H.errors_with(function() v:dot(vec { 1 }) end, "argument 2 (x): has 1 numbers where v has 2")
+    H.errors_with(function() v:axpy(1, vec { 1 }, 2) end, "argument 4 (n)")
+    H.errors_with(function() v[3] = 1 end, "argument 2 (i)")
+    H.errors_with(function() vec { 1, "2" } end, "[2] is not a number")
+    H.errors_with(function() vec(-1) end, "argument 1 (n)")
+    H.errors_with(function() vec(true) end, "argument 1 (x)")
+  end)
+end)
+
 describe("rhat and ess", function()
   local g = bbb.Generator(7)
   it("iid normal chains: R-hat near 1, ESS near their number", function()
@@ -296,11 +342,7 @@ describe("planted bugs", function()
   end)
   it("an energy that leaves out the mass matrix: the check fails", function()
     local kinetic = kernel.kinetic
-    kernel.kinetic = function(p)
-      local k = 0
-      for i = 1, #p do k = k + p[i] * p[i] end
-      return 0.5 * k
-    end
+    kernel.kinetic = function(p) return 0.5 * p:dot(p) end
     local okr, post = pcall(run, banana)
     kernel.kinetic = kinetic
     assert(okr, post)
@@ -316,7 +358,7 @@ describe("planted bugs", function()
         p[i] = 0
         for k = 1, i do p[i] = p[i] + L[i][k] * z[k] end
       end
-      return p
+      return bbb.core.vec(p)
     end
     local okr, post = pcall(run, correlated, { kernel = "nuts", metric = "dense", samples = 1000 })
     kernel.momentum = momentum
@@ -327,16 +369,13 @@ describe("planted bugs", function()
   -- The leapfrog with its last half step on the old gradient: no longer
   -- reversible nor volume-preserving, so no accept rule can correct it.
   local function stale_leapfrog(target, q, p, grad, eps, L, metric, h0)
-    q, p = table.move(q, 1, #q, 1, {}), table.move(p, 1, #p, 1, {})
+    q, p = q:clone(), p:clone():axpy(0.5 * eps, grad)
     local lp, old
-    for i = 1, #q do p[i] = p[i] + 0.5 * eps * grad[i] end
     for l = 1, L do
-      local v = kernel.velocity(p, metric)
-      for i = 1, #q do q[i] = q[i] + eps * v[i] end
+      q:axpy(eps, kernel.velocity(p, metric))
       old = grad
       lp, grad = target.eval(q)
-      local g = l < L and grad or old
-      for i = 1, #q do p[i] = p[i] + (l < L and eps or 0.5 * eps) * g[i] end
+      p:axpy(l < L and eps or 0.5 * eps, l < L and grad or old)
       if h0 and not (-lp + kernel.kinetic(p, metric) - h0 < kernel.DIVERGENCE) then return nil end
     end
     return q, p, lp, grad, kernel.velocity(p, metric)

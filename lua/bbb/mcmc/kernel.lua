@@ -6,10 +6,13 @@
 -- Betancourt 2017). The step size is tuned in warm-up by dual averaging
 -- (Hoffman and Gelman 2014, algorithm 5, with Stan's constants) and a
 -- diagonal inverse mass matrix estimated in Stan's doubling windows.
--- Positions, momenta, energies and NUTS's log weights are Lua doubles;
--- only the target's own arithmetic is float32.
+-- Positions, momenta and gradients are bbb.Vec (doubles, their loops in
+-- C), energies and NUTS's log weights Lua doubles; only the target's own
+-- arithmetic is float32.
 local bbb = require "bbb"
 local linear = require "bbb.mcmc.linear"
+
+local vec = bbb.core.vec
 
 local K = {}
 
@@ -24,58 +27,48 @@ local FAR = 1e30
 
 local function finite(v) return v == v and v < math.huge and v > -math.huge end
 
-local function copy(t) return table.move(t, 1, #t, 1, {}) end
-
--- A metric is the inverse mass matrix M^-1: {diag = list} (diagonal) or
--- {cov = rows, chol = rows} (dense: the matrix and its lower Cholesky
--- factor, in doubles). Dense costs P^2 a leapfrog step instead of P, and
--- evens out correlated scales that a diagonal cannot.
+-- A metric is the inverse mass matrix M^-1: {diag = Vec, isd = Vec of
+-- diag^-1/2} (diagonal) or {cov = rows, chol = rows} (dense: the matrix
+-- and its lower Cholesky factor, in Lua doubles). Dense costs P^2 a
+-- leapfrog step instead of P, and evens out correlated scales that a
+-- diagonal cannot.
 
 --- K.diagonal(list) -> the diagonal metric with these variances.
-function K.diagonal(v) return { diag = v } end
+function K.diagonal(v)
+  local isd = {}
+  for i = 1, #v do isd[i] = 1 / math.sqrt(v[i]) end
+  return { diag = vec(v), isd = vec(isd) }
+end
 
 --- K.velocity(p, metric) -> M^-1 p, the rate of change of the position.
 function K.velocity(p, m)
-  local v, d = {}, m.diag
-  if d then
-    for i = 1, #p do v[i] = d[i] * p[i] end
-    return v
-  end
+  if m.diag then return p:clone():mul(m.diag) end
+  local v, pt = {}, p:totable()
   for i, row in ipairs(m.cov) do
     local t = 0
-    for j = 1, #p do t = t + row[j] * p[j] end
+    for j = 1, #pt do t = t + row[j] * pt[j] end
     v[i] = t
   end
-  return v
-end
-
-local function dot(a, b)
-  local s = 0
-  for i = 1, #a do s = s + a[i] * b[i] end
-  return s
+  return vec(v)
 end
 
 --- K.kinetic(p, metric [, v]) -> p^T M^-1 p / 2, the kinetic energy of
 -- momentum p (v: its velocity M^-1 p, when already known).
 function K.kinetic(p, m, v)
-  return 0.5 * dot(p, v or K.velocity(p, m))
+  return 0.5 * p:dot(v or K.velocity(p, m))
 end
 
 --- K.momentum(metric, gen) -> p ~ N(0, M): z / sqrt(diag), or for a
 -- dense M^-1 = L L^T, p = L^-T z.
 function K.momentum(m, gen)
-  local z = bbb.randn({ m.diag and #m.diag or #m.cov }, 0, 1, gen):totable()
-  if m.diag then
-    for i = 1, #z do z[i] = z[i] / math.sqrt(m.diag[i]) end
-    return z
-  end
-  local L = m.chol
+  if m.diag then return vec(bbb.randn({ #m.diag }, 0, 1, gen)):mul(m.isd) end
+  local z, L = bbb.randn({ #m.cov }, 0, 1, gen):totable(), m.chol
   for i = #z, 1, -1 do
     local t = z[i]
     for k = i + 1, #z do t = t - L[k][i] * z[k] end
     z[i] = t / L[i][i]
   end
-  return z
+  return vec(z)
 end
 
 --- leapfrog(target, q, p, grad, eps, L, metric [, h0]) -> q, p, lp, grad,
@@ -85,19 +78,13 @@ end
 -- ran away, or (h0 given: the starting energy) the energy error passed the
 -- divergence bound on the way. q and p are not changed.
 function K.leapfrog(target, q, p, grad, eps, L, metric, h0)
-  q, p = copy(q), copy(p)
-  local P, lp = #q, nil
-  for i = 1, P do p[i] = p[i] + 0.5 * eps * grad[i] end
-  local v = K.velocity(p, metric)
+  q, p = q:clone(), p:clone():axpy(0.5 * eps, grad)
+  local v, lp = K.velocity(p, metric), nil
   for l = 1, L do
-    for i = 1, P do
-      q[i] = q[i] + eps * v[i]
-      if not (math.abs(q[i]) < FAR) then return nil end
-    end
+    if not (q:axpy(eps, v):max_abs() < FAR) then return nil end
     lp, grad = target.eval(q)
     if not finite(lp) then return nil end
-    local w = l < L and eps or 0.5 * eps
-    for i = 1, P do p[i] = p[i] + w * grad[i] end
+    p:axpy(l < L and eps or 0.5 * eps, grad)
     v = K.velocity(p, metric)
     if h0 and not (-lp + K.kinetic(p, metric, v) - h0 < K.DIVERGENCE) then return nil end
   end
@@ -140,8 +127,8 @@ end
 -- point along the summed momentum rho, here rho plus an optional extra
 -- momentum (the point that joins two subtrees) without building the sum.
 local function no_uturn(ps_a, ps_b, rho, extra)
-  local a, b = dot(ps_a, rho), dot(ps_b, rho)
-  if extra then a, b = a + dot(ps_a, extra), b + dot(ps_b, extra) end
+  local a, b = ps_a:dot(rho), ps_b:dot(rho)
+  if extra then a, b = a + ps_a:dot(extra), b + ps_b:dot(extra) end
   return a > 0 and b > 0
 end
 
@@ -170,7 +157,7 @@ local function leaf(c, z)
     return nil
   end
   local pt = { q = q, p = p, lp = lp, grad = grad }
-  return { z = pt, pick = pt, lw = lw, rho = copy(p), p_in = p, ps_in = v, p_out = p, ps_out = v }
+  return { z = pt, pick = pt, lw = lw, rho = p:clone(), p_in = p, ps_in = v, p_out = p, ps_out = v }
 end
 
 -- A subtree of 2^depth steps from z, or nil when any subtree inside it
@@ -190,8 +177,7 @@ local function subtree(c, z, depth)
     and no_uturn(a.ps_in, b.ps_in, a.rho, b.p_in)
     and no_uturn(a.ps_out, b.ps_out, b.rho, a.p_out)
   if not ok then return nil end
-  local rho = a.rho
-  for i = 1, #rho do rho[i] = rho[i] + b.rho[i] end
+  local rho = a.rho:axpy(1, b.rho)
   return { z = b.z, pick = pick, lw = lw, rho = rho, p_in = a.p_in, ps_in = a.ps_in, p_out = b.p_out,
            ps_out = b.ps_out }
 end
@@ -209,7 +195,7 @@ function K.nuts_transition(target, st, eps, max_depth, metric, gen, uniform)
               steps = 0, accept = 0, divergent = false }
   -- the trajectory's two ends: the point to go on from, its momentum and velocity
   local ends = { [1] = { z = z0, p = p, v = v }, [-1] = { z = z0, p = p, v = v } }
-  local rho, lw, draw, depth = copy(p), 0, z0, 0
+  local rho, lw, draw, depth = p:clone(), 0, z0, 0
   while depth < max_depth do
     local dir = uniform() > 0.5 and 1 or -1
     local near, far = ends[dir], ends[-dir]
@@ -224,7 +210,7 @@ function K.nuts_transition(target, st, eps, max_depth, metric, gen, uniform)
     local go_on = no_uturn(far.v, s.ps_out, rho, s.rho)
       and no_uturn(far.v, s.ps_in, rho, s.p_in)
       and no_uturn(near.v, s.ps_out, s.rho, near.p)
-    for i = 1, #rho do rho[i] = rho[i] + s.rho[i] end
+    rho:axpy(1, s.rho)
     ends[dir] = { z = s.z, p = s.p_out, v = s.ps_out }
     if not go_on then break end
   end
@@ -310,6 +296,7 @@ local function welford(P, dense)
 end
 
 local function welford_add(w, q)
+  q = q:totable()
   w.n = w.n + 1
   local d = {}
   for i = 1, #q do
@@ -347,7 +334,7 @@ end
 
 --- K.variances(metric) -> the list of M^-1's diagonal.
 function K.variances(m)
-  if m.diag then return m.diag end
+  if m.diag then return m.diag:totable() end
   local d = {}
   for i, row in ipairs(m.cov) do d[i] = row[i] end
   return d
@@ -385,9 +372,8 @@ end
 -- window (diagonal, or dense with o.metric = "dense"); the final step size
 -- is the averaged iterate.
 local function warmup(target, st, o, gen, step, report)
-  local P = #st.q
-  local start = o.inv_mass and copy(o.inv_mass) or {}
-  if not o.inv_mass then for i = 1, P do start[i] = 1 end end
+  local P, start = #st.q, {}
+  for i = 1, P do start[i] = o.inv_mass and o.inv_mass[i] or 1 end
   local metric = K.diagonal(start)
   local eps = o.step_size or reasonable_step(target, st, 0.1, metric, gen)
   local da = dual_averaging(eps)
@@ -429,7 +415,7 @@ function K.run_chain(target, q0, o, gen, report)
   report = report or function() end
   local evals = 0
   local counted = { dim = target.dim, eval = function(q) evals = evals + 1; return target.eval(q) end }
-  local st = { q = copy(q0) }
+  local st = { q = vec(q0) }
   st.lp, st.grad = counted.eval(st.q)
   if not finite(st.lp) then
     error(("mcmc: the log density at the initial point is %s: start where it is finite"):format(tostring(st.lp)), 0)
@@ -447,7 +433,7 @@ function K.run_chain(target, q0, o, gen, report)
       depth_sum = depth_sum + depth
       if depth >= (o.max_depth or 10) then hits = hits + 1 end
     end
-    draws:narrow(1, s, 1):copy(bbb.tensor(st.q):reshape(1, P))
+    draws:narrow(1, s, 1):copy(st.q:tensor():reshape(1, P))
     lps[s] = st.lp
     report("sampling", s, eps, accept, depth, n)
   end

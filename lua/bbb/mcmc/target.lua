@@ -1,7 +1,8 @@
 --- bbb.mcmc.target: the log joint density of a plain network's weights,
 -- log p(y | x, w) + log p(w), and its gradient, as a target for the HMC
 -- kernel: {dim, eval(q) -> value, gradient} over the weights flattened in
--- named_parameters' order (plus log sigma last when the noise is inferred).
+-- named_parameters' order (plus log sigma last when the noise is inferred),
+-- q and the gradient bbb.Vec of doubles.
 -- The likelihood's gradient comes from the autograd tape; its value is
 -- summed from per-row terms in Lua doubles, and bbb's C priors are
 -- evaluated in Lua doubles outright, so the energy the Metropolis test
@@ -10,6 +11,8 @@ local bbb = require "bbb"
 local prior_mod = require "bbb.prior"
 
 local T = {}
+
+local vec = bbb.core.vec
 
 local LOG_2PI = math.log(2 * math.pi)
 
@@ -30,10 +33,10 @@ function T.get(net)
   return out
 end
 
---- set(net, w): the net's weights from a flat list or a 1-d tensor of their number.
+--- set(net, w): the net's weights from a flat list, a bbb.Vec or a 1-d tensor of their number.
 function T.set(net, w, lay)
   lay = lay or T.layout(net)
-  local flat = bbb.is_tensor(w) and w:reshape(-1) or bbb.tensor(w)
+  local flat = bbb.is_tensor(w) and w:reshape(-1) or bbb.core.is_vec(w) and w:tensor() or bbb.tensor(w)
   if flat:numel() < lay.dim then
     error(("mcmc: %d numbers given for a net of %d weights"):format(flat:numel(), lay.dim), 0)
   end
@@ -47,40 +50,39 @@ function T.set(net, w, lay)
 end
 
 -- A C prior (Gaussian, Laplace, ScaleMixture) as log p and its gradient
--- per weight, in doubles: lp(q, n, grad) adds into grad[1..n], returns the sum.
+-- per weight, in doubles: lp(q, n, grad) adds into grad's first n numbers
+-- (bbb.Vec both), returns the sum. The Gaussian's are two passes in C;
+-- the others loop in Lua over a list of q.
 local function c_prior(p)
   if p.kind == "gaussian" then
     local s2, c = p.sigma * p.sigma, -(math.log(p.sigma) + 0.5 * LOG_2PI)
     return function(q, n, g)
-      local s = 0
-      for i = 1, n do s = s + q[i] * q[i]; g[i] = g[i] - q[i] / s2 end
-      return -0.5 * s / s2 + n * c
-    end
-  elseif p.kind == "laplace" then
-    local b = p.b
-    return function(q, n, g)
-      local s = 0
-      for i = 1, n do
-        local v = q[i]
-        s = s + math.abs(v)
-        g[i] = g[i] - (v > 0 and 1 or v < 0 and -1 or 0) / b
-      end
-      return -s / b - n * math.log(2 * b)
+      g:axpy(-1 / s2, q, n)
+      return -0.5 * q:dot(q, n) / s2 + n * c
     end
   end
-  local la, lb = math.log(p.pi), math.log(1 - p.pi)
-  local s1, s2 = p.sigma1, p.sigma2
-  local c1, c2 = la - math.log(s1) - 0.5 * LOG_2PI, lb - math.log(s2) - 0.5 * LOG_2PI
-  return function(q, n, g)
-    local s = 0
-    for i = 1, n do
-      local v = q[i]
+  local per_weight   -- v -> log p(v), d/dv log p(v)
+  if p.kind == "laplace" then
+    local b, c = p.b, -math.log(2 * p.b)
+    per_weight = function(v) return c - math.abs(v) / b, -(v > 0 and 1 or v < 0 and -1 or 0) / b end
+  else
+    local s1, s2 = p.sigma1, p.sigma2
+    local c1 = math.log(p.pi) - math.log(s1) - 0.5 * LOG_2PI
+    local c2 = math.log(1 - p.pi) - math.log(s2) - 0.5 * LOG_2PI
+    per_weight = function(v)
       local a, b = c1 - 0.5 * v * v / (s1 * s1), c2 - 0.5 * v * v / (s2 * s2)
       local m = math.max(a, b)
       local lse = m + math.log(math.exp(a - m) + math.exp(b - m))
-      s = s + lse
-      g[i] = g[i] - v * (math.exp(a - lse) / (s1 * s1) + math.exp(b - lse) / (s2 * s2))
+      return lse, -v * (math.exp(a - lse) / (s1 * s1) + math.exp(b - lse) / (s2 * s2))
     end
+  end
+  return function(q, n, g)
+    local s, d, qs = 0, {}, q:totable()
+    for i = 1, n do
+      local lp, dl = per_weight(qs[i])
+      s, d[i] = s + lp, dl
+    end
+    g:axpy(1, vec(d), n)
     return s
   end
 end
@@ -146,13 +148,15 @@ local function noise_prior(u, scale)
   return math.log(2 / (math.pi * scale)) - math.log(1 + r) + u, 1 - 2 * r / (1 + r)
 end
 
--- Gathers the parameters' gradients into one flat list (zeros where none reached).
-local function gradients(lay)
+-- Gathers the parameters' gradients into one bbb.Vec (zeros where none
+-- reached), with `extra` more zeros at its end.
+local function gradients(lay, extra)
   local gs = {}
   for i, p in ipairs(lay.tensors) do
     gs[i] = p.grad and p.grad:reshape(-1) or bbb.zeros(lay.sizes[i])
   end
-  return bbb.cat(gs, 1):totable()
+  if extra > 0 then gs[#gs + 1] = bbb.zeros(extra) end
+  return vec(bbb.cat(gs, 1))
 end
 
 --- net(o) -> target: the log joint of o.net's weights given o.x and o.y
@@ -186,7 +190,7 @@ function T.net(o)
         end
       end
       t:backward()
-      local g = gradients(lay)
+      local g = gradients(lay, infer and 1 or 0)
       if prior_fn then v = v + prior_fn(q, P, g) end
       if infer then   -- d/du of -ss e^-2u / 2 - n u, and the noise prior
         local lpu, du = noise_prior(q[P + 1], o.noise_scale)
@@ -205,7 +209,7 @@ end
 -- fn(x) -> 0-d tensor for x a (dim) tensor, differentiated by the tape.
 function T.density(fn, dim)
   local function eval(q)
-    local x = bbb.tensor(q):requires_grad(true)
+    local x = q:tensor():requires_grad(true)
     local was = bbb.set_grad_enabled(true)
     local ok, lp = pcall(fn, x)
     if ok and not (bbb.is_tensor(lp) and lp:numel() == 1) then
@@ -218,9 +222,7 @@ function T.density(fn, dim)
     end
     bbb.set_grad_enabled(was)
     if not ok then error(lp, 0) end
-    local g = x.grad and x.grad:totable() or nil
-    if not g then g = {}; for i = 1, dim do g[i] = 0 end end
-    return lp:item(), g
+    return lp:item(), x.grad and vec(x.grad) or vec(dim)
   end
   return { dim = dim, weights = dim, eval = eval }
 end
