@@ -112,12 +112,7 @@ function prior.config(p)
   return { kind = "lua", name = prior.describe(p), file = p.file, file_hash = p.file_hash }
 end
 
--- FNV-1a (32 bits) of a string, as 8 hex digits: tells a changed file.
-local function fnv1a(s)
-  local h = 0x811c9dc5
-  for i = 1, #s do h = ((h ~ s:byte(i)) * 0x01000193) & 0xffffffff end
-  return ("%08x"):format(h)
-end
+local fnv1a = core.sys.fnv1a
 
 --- from_file(path [, hash]) -> the prior a Lua file returns (see
 -- examples/priors/student_t.lua). The file runs in its own environment (the

@@ -14,6 +14,8 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -338,6 +340,21 @@ static int l_fingerprint(lua_State *L) {
   return 1;
 }
 
+/** sys.fnv1a(s) -> string
+** The 32-bit FNV-1a hash of the bytes of s, as 8 hex digits: a short,
+** stable name for a description (a grid's identity, a job's key, a prior
+** file's text). Not for security. */
+static int l_fnv1a(lua_State *L) {
+  size_t n;
+  const unsigned char *b = (const unsigned char *)luaL_checklstring(L, 1, &n);
+  uint32_t h = 0x811c9dc5u;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x01000193u;
+  char out[9];
+  snprintf(out, sizeof out, "%08x", (unsigned)h);
+  lua_pushstring(L, out);
+  return 1;
+}
+
 /** sys.nproc() -> integer
 ** The processors this process may run on. */
 static int l_nproc(lua_State *L) {
@@ -480,6 +497,7 @@ void lbbb_open_sys(lua_State *L, const lbbb_tables *tb) {
     {"kind", l_kind}, {"nproc", l_nproc}, {"isatty", l_isatty}, {"sleep", l_sleep},
     {"find_program", l_find_program}, {"lock", l_lock}, {"write_file", l_write_file},
     {"identity", l_identity}, {"fingerprint", l_fingerprint}, {"mkdtemp", l_mkdtemp}, {"pid", l_pid}, {"ppid", l_ppid}, {"umask", l_umask},
+    {"fnv1a", l_fnv1a},
     {NULL, NULL}
   };
   luaL_newlib(L, funcs);

@@ -64,12 +64,7 @@ local TRAIN_IMAGES = 60000
 local function num(v) return type(v) == "number" and ("%.17g"):format(v) or tostring(v) end
 local function short(v) return type(v) == "number" and ("%g"):format(v) or tostring(v) end
 
--- FNV-1a over the canonical description: the grid's identity.
-local function fnv1a(s)
-  local h = 0x811c9dc5
-  for i = 1, #s do h = ((h ~ s:byte(i)) * 0x01000193) & 0xffffffff end
-  return ("%08x"):format(h)
-end
+local fnv1a = bbb.core.sys.fnv1a
 
 local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
 

@@ -173,12 +173,7 @@ end
 
 local function fail(msg) error({ usage = (tostring(msg):gsub("^bbb%.data%.", "")) }, 0) end
 
--- FNV-1a (32 bits) of a string, as 8 hex digits.
-local function fnv1a(s)
-  local h = 0x811c9dc5
-  for i = 1, #s do h = ((h ~ s:byte(i)) * 0x01000193) & 0xffffffff end
-  return ("%08x"):format(h)
-end
+local fnv1a = bbb.core.sys.fnv1a
 
 -- The table as fit.lua reads it, rows without the target left out.
 local function read_table(c)
