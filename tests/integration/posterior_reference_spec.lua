@@ -105,6 +105,39 @@ describe("reference.lua", function()
     local n_train = #read_json(out .. "/split.json").train
     assert.are.equal(0.3 / math.ceil(n_train / 32), tonumber(flag_of(out .. "/methods/bbb-tempered.argv", "--kl-weight")))
     assert.are.equal("number", type(r.methods["bbb-tempered"].w1))
+    -- the closed form, in the standardised units the chains ran in (the
+    -- chains saw the inputs turned to their principal axes, which the
+    -- predictive must not feel)
+    assert.are.equal("on", r.hmc.rotate_inputs)
+    local split, rows = read_json(out .. "/split.json"), read_rows(csv)
+    local xs, ys = part(split, "train", rows)
+    local vx, vy = part(split, "validation", rows)
+    table.move(vx, 1, #vx, #xs + 1, xs)
+    table.move(vy, 1, #vy, #ys + 1, ys)
+    local ma, sa = scaler((function() local t = {} for i, r0 in ipairs(xs) do t[i] = r0[1] end return t end)())
+    local mb, sb = scaler((function() local t = {} for i, r0 in ipairs(xs) do t[i] = r0[2] end return t end)())
+    local my, sy = scaler(ys)
+    local function std(r0) return { (r0[1] - ma) / sa, (r0[2] - mb) / sb } end
+    local zx, zy = {}, {}
+    for i, r0 in ipairs(xs) do zx[i], zy[i] = std(r0), (ys[i] - my) / sy end
+    local mean = bbb.mcmc.linear_posterior(bbb.tensor(zx), bbb.tensor(zy), { noise_sigma = 0.2, prior_sigma = 1 })
+    local f = bbb.checkpoint.read(out .. "/predictive.safetensors").f
+    local hmc_mean, hmc_sd = f:mean(1):totable(), ((f - f:mean(1):reshape(1, -1)):square():mean(1)):sqrt():totable()
+    local tx = part(split, "test", rows)
+    for i, r0 in ipairs(tx) do
+      local z = std(r0)
+      local exact = (mean[1] * z[1] + mean[2] * z[2] + mean[3]) * sy + my
+      local mcse = hmc_sd[i] / math.sqrt(r.hmc.ess_min)
+      assert.truthy(math.abs(hmc_mean[i] - exact) < 4 * mcse + 1e-4,
+        ("test row %d: HMC %.4f, exact %.4f (Monte Carlo error %.4f)"):format(i, hmc_mean[i], exact, mcse))
+    end
+    -- the turn: orthogonal, and the chains' inputs are the standardised ones times it
+    local job = bbb.checkpoint.read(out .. "/hmc/job.safetensors")
+    local v = job.rotation
+    for i, row in ipairs(v:t():matmul(v):totable()) do
+      for j, e in ipairs(row) do assert.truthy(math.abs(e - (i == j and 1 or 0)) < 1e-5) end
+    end
+    assert.truthy((job.x - bbb.tensor(zx):matmul(v)):abs():max():item() < 1e-4)
     -- a second run reads the fits back, with the seconds each one took
     local again_status, again = run(("--data %s --target y --ignore class --out %s --hidden 0 --warmup 150 --draws 150 "
       .. "--chains 2 --noise-sigma 0.2 --methods mlp,laplace,bbb-tempered %s"):format(csv, out, FIT))
@@ -140,6 +173,21 @@ describe("reference.lua", function()
     assert.are.equal("hmc", r.hmc.kernel)
     assert.are.equal(4, r.hmc.leapfrog)
     assert.falsy(r.hmc.per_chain[1].tree_depth)
+  end)
+
+  it("a table with missing values: the net takes the model's inputs, indicator columns included", function()
+    local lines = {}
+    for line in io.lines(csv) do lines[#lines + 1] = line end
+    lines[4] = lines[4]:gsub("^[^,]*", "")   -- one row without its 'a'
+    local gappy = tmp .. "/gappy.csv"
+    helpers.write(gappy, table.concat(lines, "\n") .. "\n")
+    local out = tmp .. "/gappy"
+    local status, text = run(("--data %s --target y --ignore class --out %s --hidden 0 --warmup 30 --draws 10 "
+      .. "--chains 2 --kernel hmc --leapfrog 4 --methods none"):format(gappy, out))
+    assert.are.equal(0, status, text)
+    local job = bbb.checkpoint.read(out .. "/hmc/job.safetensors")
+    assert.are.equal(3, job.x:size(2))   -- a, b and a's missing-value indicator
+    assert.are.equal(3, job.rotation:size(1))
   end)
 
   it("classification: agreement and total variation against the reference", function()

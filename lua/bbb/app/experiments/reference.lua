@@ -118,6 +118,11 @@ function M.parser()
   flags.option(parser, "--target-accept", "The acceptance rate warm-up tunes the step size for.", "0.8")
     :convert(cli.probability())
   recipe.declare(parser, { "prior_sigma" })
+  flags.option(parser, "--rotate-inputs", "on: the chains see the inputs turned to their principal axes (x V, V the "
+    .. "eigenvectors of x^T x over the rows they condition on). The N(0, s^2) prior does not change under the turn, so "
+    .. "neither does the posterior predictive; but correlated inputs no longer make correlated first-layer weights, "
+    .. "which a diagonal mass matrix cannot follow. The first layer's draws are then W V (V is in hmc/job.safetensors). "
+    .. "off: the inputs as given.", "on"):convert(cli.choice { "on", "off" })
   flags.option(parser, "--noise-sigma", "Regression noise sd in standardised target units, or infer (sampled, half-Cauchy(0, 1) "
     .. "prior).", "infer"):convert(noise_value)
   recipe.declare(parser, { "jobs" })
@@ -219,13 +224,21 @@ local function setup(c)
   local m = tab.new(ds, all.x, all.y, "mlp", { hidden = c.hidden })
   local reg = m.task == "regression"
   if not reg and c.given.noise_sigma then fail("--noise-sigma is for regression; '" .. c.target .. "' holds classes") end
-  local sizes = { all.x:size(2) }
-  for _, h in ipairs(c.hidden) do sizes[#sizes + 1] = h end
-  sizes[#sizes + 1] = reg and 1 or #ds.classes
-  local job = { ds = ds, rows = rows, model = m, task = m.task, sizes = sizes, te = te,
+  local job = { ds = ds, rows = rows, model = m, task = m.task, te = te,
     x = tab.inputs(m, all.x), y = reg and tab.targets(m, all.y):reshape(-1, 1) or all.y:reshape(-1),
     xt = tab.inputs(m, te.x), n_fit = all.n }
+  -- the net's inputs are the model's (a table with missing values gains
+  -- an indicator column per such feature), not the table's columns
+  local sizes = { job.x:size(2) }
+  for _, h in ipairs(c.hidden) do sizes[#sizes + 1] = h end
+  sizes[#sizes + 1] = reg and 1 or #ds.classes
+  job.sizes = sizes
+  if c.rotate_inputs == "on" then
+    local _, v = bbb.core.eigh(job.x, true)   -- columns: the principal axes of the fitted rows
+    job.rotation, job.x, job.xt = v, job.x:matmul(v), job.xt:matmul(v)
+  end
   job.settings = { sizes = sizes, likelihood = reg and "gaussian" or "categorical", prior_sigma = c.prior_sigma,
+    rotate_inputs = c.rotate_inputs,
     noise_sigma = reg and c.noise_sigma or nil, warmup = c.warmup, samples = c.draws, kernel = c.kernel,
     leapfrog = c.kernel == "hmc" and c.leapfrog or nil, max_depth = c.kernel == "nuts" and c.max_depth or nil,
     target_accept = c.target_accept, seed = c.seed, metric = c.metric }
@@ -302,7 +315,7 @@ local function hmc_chains(c, job)
   local meta = {}
   for k, v in pairs(job.settings) do meta[k] = v end
   meta.key, meta.threads = job.key, c.jobs > 1 and math.max(1, c.threads // c.jobs) or c.threads
-  bbb.checkpoint.write(dir .. "/job.safetensors", { x = job.x, y = job.y }, meta)
+  bbb.checkpoint.write(dir .. "/job.safetensors", { x = job.x, y = job.y, rotation = job.rotation }, meta)
   local todo = {}
   for k = 1, c.chains do if not finished_chain(dir, k, job.key) then todo[#todo + 1] = k end end
   if #todo < c.chains then
@@ -609,7 +622,8 @@ function M.run(c)
     gradients = pred.gradients, accept_rate = pred.accept_rate, divergences = pred.divergences,
     noise_sigma = pred.noise_sigma, chains = c.chains, warmup = c.warmup, samples = c.draws, kernel = c.kernel,
     leapfrog = c.kernel == "hmc" and c.leapfrog or nil, max_depth = c.kernel == "nuts" and c.max_depth or nil,
-    metric = c.metric, per_chain = pred.per_chain, hidden = #c.hidden > 0 and c.hidden or json.empty_array, prior_sigma = c.prior_sigma }
+    metric = c.metric, per_chain = pred.per_chain, hidden = #c.hidden > 0 and c.hidden or json.empty_array, prior_sigma = c.prior_sigma,
+    rotate_inputs = c.rotate_inputs }
   local result = { data = c.data, target = c.target, task = job.task, seed = c.seed, hmc = hmc, methods = {},
     rows = { train = job.rows.train:numel(), validation = job.rows.validation and job.rows.validation:numel() or 0,
              test = job.rows.test:numel() }, split = "split.json" }
