@@ -192,12 +192,28 @@ local function finish(r, how, code)
   io.stdout:flush()
 end
 
+-- Whether a signal case's process is far enough into its work: the file
+-- it names exists, or --delay seconds have passed since its first output
+-- (after_output; counting from the start instead would make the case
+-- depend on how long a loaded machine takes to start the script), or
+-- since it started.
+local function ready_for_signal(r)
+  local c = r.c
+  if c.ready then return read(work .. "/" .. c.ready) ~= nil end
+  if not c.after_output then return now() - r.t0 >= (c.delay or 0) end
+  if not r.spoke then
+    local out = read(r.out)
+    if out and #out > 0 then r.spoke = now() end
+    return false
+  end
+  return now() - r.spoke >= (c.delay or 0)
+end
+
 local function poll()
   for k = #running, 1, -1 do
     local r = running[k]
     if r.c.signal and not r.sent then
-      local ready = (r.c.ready and read(work .. "/" .. r.c.ready)) or (not r.c.ready and now() - r.t0 >= (r.c.delay or 0))
-      if ready or now() - r.t0 > limit then
+      if ready_for_signal(r) or now() - r.t0 > limit then
         r.sent = now()
         sys.sleep(0.3)
         sys.kill(r.pid, r.c.signal)

@@ -1,5 +1,5 @@
---- INT, TERM, HUP and QUIT to every script that runs long, a second into its
--- work: each must end promptly with 128 + N and leave no process behind.
+--- INT, TERM, HUP and QUIT to every script that runs long, two seconds after
+-- its first output: each must end promptly with 128 + N and leave no process behind.
 local LONG = {
   mnist = { "--limit", "300", "--test-limit", "100", "--hidden", "8", "--threads", "1", "--epochs", "100000" },
   fit = { "--data", "fx/small.csv", "--target", "y", "--epochs", "100000", "--patience", "100000", "--threads", "1" },
@@ -32,7 +32,7 @@ return function(t)
       argv[#argv + 1] = dir .. "/" .. (script == "grid" and "g.jsonl" or script == "table1" and "t.json" or script == "mnist" and "x.jsonl" or script == "regression" and "x.png" or "x")
       local n = SIGNALS[sig]
       t.case(("%s ends on SIG%s with %d"):format(script, sig, 128 + n), argv, nil,
-        { expect_exit = 128 + n, signal = n, delay = 2, timeout = 60, serial = true, leftover = function()
+        { expect_exit = 128 + n, signal = n, after_output = true, delay = 2, timeout = 60, serial = true, leftover = function()
           return t.leftover()
         end })
     end
