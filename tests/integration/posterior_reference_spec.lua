@@ -117,6 +117,9 @@ describe("reference.lua", function()
     local ma, sa = scaler((function() local t = {} for i, r0 in ipairs(xs) do t[i] = r0[1] end return t end)())
     local mb, sb = scaler((function() local t = {} for i, r0 in ipairs(xs) do t[i] = r0[2] end return t end)())
     local my, sy = scaler(ys)
+    -- the noise the chains assumed, as --noise-sigma fixed it, in the target's units
+    assert.are.equal("fixed", r.hmc.noise)
+    assert.truthy(math.abs(r.hmc.noise_sigma - 0.2 * sy) < 1e-5 * sy, tostring(r.hmc.noise_sigma))
     local function std(r0) return { (r0[1] - ma) / sa, (r0[2] - mb) / sb } end
     local zx, zy = {}, {}
     for i, r0 in ipairs(xs) do zx[i], zy[i] = std(r0), (ys[i] - my) / sy end
@@ -188,6 +191,9 @@ describe("reference.lua", function()
     local job = bbb.checkpoint.read(out .. "/hmc/job.safetensors")
     assert.are.equal(3, job.x:size(2))   -- a, b and a's missing-value indicator
     assert.are.equal(3, job.rotation:size(1))
+    local r = read_json(out .. "/reference.json")
+    assert.are.equal("sampled", r.hmc.noise)
+    assert.truthy(r.hmc.noise_sigma > 0)
   end)
 
   it("classification: agreement and total variation against the reference", function()

@@ -441,7 +441,8 @@ local function hmc_predictive(c, job, chains)
   if reg then
     local r = regression_predictive(c, job, stack, sigmas)
     pred.test_ll, pred.ydraws, tensors.f, tensors.sigma = r.test_ll, r.ydraws, r.f, r.sigma
-    if c.noise_sigma == "infer" then pred.noise_sigma = r.sigma:mean():item() end
+    -- the model's noise in the target's units, sampled or as --noise-sigma fixed it
+    pred.noise_sigma, pred.noise = r.sigma:mean():item(), c.noise_sigma == "infer" and "sampled" or "fixed"
   else
     pred.probs, tensors.probs = mean, stack
     local ys, p, ll = job.te.y:reshape(-1):totable(), mean:totable(), 0
@@ -598,7 +599,8 @@ end
 -- back) the HMC chains, scores their predictive on the test rows, fits and
 -- compares every method of config.methods, and writes out/reference.json,
 -- which result mirrors: {hmc = {rhat_max, ess_min, rhat_max_weights,
--- ess_min_weights, test_ll, seconds, kernel, per_chain = {{chain,
+-- ess_min_weights, test_ll, seconds, kernel, noise_sigma and noise
+-- ("sampled" or "fixed"; regression), per_chain = {{chain,
 -- step_size, accept_rate, steps, tree_depth (nuts), max_depth_hits (nuts),
 -- gradients, divergences, seconds}, ...}, ...}, methods = {NAME = {test_ll,
 -- seconds, w1 and w1_rows | agreement, tv, agreement_rows and
@@ -620,7 +622,8 @@ function M.run(c)
   local hmc = { rhat_max = pred.rhat_max, ess_min = pred.ess_min, rhat_max_weights = pred.rhat_max_weights,
     ess_min_weights = pred.ess_min_weights, test_ll = pred.test_ll, seconds = pred.seconds,
     gradients = pred.gradients, accept_rate = pred.accept_rate, divergences = pred.divergences,
-    noise_sigma = pred.noise_sigma, chains = c.chains, warmup = c.warmup, samples = c.draws, kernel = c.kernel,
+    noise_sigma = pred.noise_sigma, noise = pred.noise, chains = c.chains, warmup = c.warmup, samples = c.draws,
+    kernel = c.kernel,
     leapfrog = c.kernel == "hmc" and c.leapfrog or nil, max_depth = c.kernel == "nuts" and c.max_depth or nil,
     metric = c.metric, per_chain = pred.per_chain, hidden = #c.hidden > 0 and c.hidden or json.empty_array, prior_sigma = c.prior_sigma,
     rotate_inputs = c.rotate_inputs }
