@@ -305,7 +305,17 @@ describe("the table scripts", function()
     local t = json.decode(f:read("a"))
     f:close()
     assert.are.equal(2, #t.rows)
-    for _, r in ipairs(t.rows) do assert.is_true(r.test_error >= 0 and r.test_error <= 100) end
+    for _, r in ipairs(t.rows) do
+      assert.is_true(r.test_error >= 0 and r.test_error <= 100)
+      assert.are.equal(300, r.train_images)
+    end
+    -- table1's own --limit reaches the runs as -- --limit does
+    ok("scripts/table1.lua --units 16 --methods sgd --epochs 1 --threads 1 --limit 250 --out "
+      .. tmp .. "/t1l.json -- --test-limit 100")
+    f = assert(io.open(tmp .. "/t1l.json"))
+    t = json.decode(f:read("a"))
+    f:close()
+    assert.are.equal(250, t.rows[1].train_images)
     fails("scripts/table1.lua --methods sgd,bayes", "--methods: expected one of sgd, dropout, bbb-gaussian, bbb-mixture")
   end)
 

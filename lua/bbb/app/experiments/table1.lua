@@ -131,7 +131,7 @@ end
 local function recipe_row(args, method, units)
   -- the adam-N presets exist for 400, 800 and 1200 units; other sizes take adam-400's recipe
   local known = units == 400 or units == 800 or units == 1200
-  local opts = { epochs = args.epochs, threads = args.threads, seed = args.seed,
+  local opts = { epochs = args.epochs, threads = args.threads, seed = args.seed, limit = args.limit,
                  preset = known and ("adam-" .. units) or "adam-400", hidden = not known and units or nil }
   local argv = recipe.argv_of(opts)
   table.move(METHODS[method].flags, 1, #METHODS[method].flags, #argv + 1, argv)
@@ -150,6 +150,7 @@ local function recipe_row(args, method, units)
   if ok then
     row.test_error_mean = 100 * (1 - r.test_acc_mean)
     row.test_error_mc = 100 * (1 - r.test_acc_mc)
+    row.train_images = r.images.train
     -- deterministic nets: the plain forward pass; Bayesian: the MC ensemble
     row.test_error = method:find("^bbb") and row.test_error_mc or row.test_error_mean
   else
